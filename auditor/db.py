@@ -1,0 +1,124 @@
+"""The one door to the database: find it, open it, set pragmas, migrate it to head."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+from .errors import DatabaseError
+
+ENV_VAR = "AUDITOR_DB"
+
+
+def default_path() -> Path:
+    """Return the per-user default database file."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("auditor", appauthor=False)) / "auditor.db"
+
+
+def resolve_url(db: str | os.PathLike | None = None) -> str:
+    """Turn `--db`, else `$AUDITOR_DB`, else the default path, into a SQLAlchemy URL.
+
+    A value containing `://` is taken as a URL (e.g. `postgresql+psycopg://...`); anything
+    else is a file path for SQLite.
+    """
+    value = db if db not in (None, "") else os.environ.get(ENV_VAR) or None
+    if value is None:
+        value = default_path()
+    value = str(value)
+    if "://" in value:
+        return value
+    return "sqlite:///" + str(Path(value).expanduser().resolve())
+
+
+def _script_location() -> str:
+    import auditor_migrations
+
+    return str(Path(auditor_migrations.__file__).parent)
+
+
+def _config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", _script_location())
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def _on_sqlite_connect(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def create(url: str) -> Engine:
+    """Create an engine for `url` with auditor's connection settings, without migrating."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30}, json_serializer=_dumps)
+        event.listen(engine, "connect", _on_sqlite_connect)
+        return engine
+    return create_engine(url, json_serializer=_dumps)
+
+
+def _dumps(value) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def head_revision() -> str:
+    return ScriptDirectory.from_config(_config("sqlite://")).get_current_head()
+
+
+def upgrade(engine: Engine) -> None:
+    """Migrate the database to head (a no-op when it already is)."""
+    url = engine.url.render_as_string(hide_password=False)
+    cfg = _config(url)
+    script = ScriptDirectory.from_config(cfg)
+    current = current_revision(engine)
+    if current == script.get_current_head():
+        return
+    if current is not None:
+        try:
+            script.get_revision(current)
+        except Exception:
+            raise DatabaseError(
+                f"The database {engine.url.render_as_string(hide_password=True)} is at schema "
+                f"revision {current}, which this version of auditor does not know: it was "
+                "written by a newer auditor. Upgrade auditor (pip install -U auditor) or point "
+                "--db at another database."
+            ) from None
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+def open_db(db: str | os.PathLike | None = None, *, migrate: bool = True) -> Engine:
+    """Open the database named by `db`/`$AUDITOR_DB`/the default, migrated to head."""
+    url = resolve_url(db)
+    try:
+        engine = create(url)
+        if migrate:
+            upgrade(engine)
+    except DatabaseError:
+        raise
+    except Exception as exc:
+        raise DatabaseError(f"Cannot open the database {make_url(url).render_as_string(hide_password=True)}: {exc}") from exc
+    return engine

@@ -1,0 +1,513 @@
+"""Incremental ingest of transcript files into the store.
+
+Each file is remembered (path, size, mtime, how far it was read and fingerprints of the bytes
+around that point). An unchanged file is skipped without being opened; an appendable (JSONL)
+file that grew is read from where the last ingest stopped; a file rewritten in place is read
+again from the start, replacing what it had contributed. Each file is stored in its own
+transaction, so a failure loses nothing that was already stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from sqlalchemy import Connection, Engine, delete, func, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from . import schema as s
+from .errors import FormatError
+from .model import Cursor, Message, Problem, ThreadInfo, Usage
+from .plugins import Plugins
+
+HEAD_BYTES = 64 * 1024
+FINGERPRINT_BYTES = 4096
+BATCH = 2000
+MAX_ERRORS_PER_FILE = 20
+# In a directory walk, only files with these suffixes are considered.
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json")
+
+
+@dataclass
+class FileResult:
+    path: str
+    status: str  # new | grown | rewritten | skipped | empty | failed
+    format: str | None = None
+    messages: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class IngestSummary:
+    files_seen: int = 0
+    new: int = 0
+    grown: int = 0
+    rewritten: int = 0
+    skipped: int = 0
+    empty: int = 0
+    failed: int = 0
+    threads: int = 0
+    messages: int = 0
+    errors: list[str] = field(default_factory=list)
+    files: list[FileResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+    def as_dict(self) -> dict:
+        return {
+            "files_seen": self.files_seen,
+            "new": self.new,
+            "grown": self.grown,
+            "rewritten": self.rewritten,
+            "skipped": self.skipped,
+            "empty": self.empty,
+            "failed": self.failed,
+            "threads": self.threads,
+            "messages": self.messages,
+            "errors": self.errors,
+        }
+
+
+def _insert(conn: Connection, table):
+    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def iter_files(paths: Iterable[str | os.PathLike], on_error: Callable[[str, str], None]) -> Iterator[Path]:
+    """Yield the transcript files under `paths` (files given directly are always yielded)."""
+    for p in paths:
+        path = Path(p).expanduser()
+        if path.is_file():
+            yield path.resolve()
+            continue
+        if not path.exists():
+            on_error(str(path), "no such file or directory")
+            continue
+        if not os.access(path, os.R_OK | os.X_OK):
+            on_error(str(path), "permission denied: cannot read this directory")
+            continue
+
+        def _walk_error(exc: OSError) -> None:
+            on_error(str(exc.filename or path), f"cannot read directory: {exc.strerror or exc}")
+
+        for root, dirs, files in os.walk(path, onerror=_walk_error):
+            dirs.sort()
+            for name in sorted(files):
+                if name.endswith(TRANSCRIPT_SUFFIXES):
+                    yield (Path(root) / name).resolve()
+
+
+def _fingerprint(fh, start: int, length: int) -> str:
+    fh.seek(start)
+    return hashlib.sha1(fh.read(length)).hexdigest()
+
+
+def _fingerprints(path: Path, offset: int) -> tuple[str, str]:
+    with open(path, "rb") as fh:
+        head = _fingerprint(fh, 0, min(offset, FINGERPRINT_BYTES))
+        tail_start = max(0, offset - FINGERPRINT_BYTES)
+        tail = _fingerprint(fh, tail_start, offset - tail_start)
+    return head, tail
+
+
+class Ingester:
+    """Ingest files into one database with one set of plugins."""
+
+    def __init__(self, engine: Engine, plugins: Plugins, format_name: str | None = None):
+        self.engine = engine
+        self.plugins = plugins
+        self.forced = plugins.format(format_name) if format_name else None
+        self.formats = list(plugins.formats().values())
+        self._thread_ids: dict[tuple[str, str], int] = {}
+        self.touched_threads: set[int] = set()
+
+    # -- public ---------------------------------------------------------------------------
+    def run(
+        self,
+        paths: Iterable[str | os.PathLike],
+        progress: Callable[[FileResult], None] | None = None,
+    ) -> IngestSummary:
+        summary = IngestSummary()
+
+        def walk_error(path: str, message: str) -> None:
+            line = f"{path}: {message}"
+            summary.failed += 1
+            summary.errors.append(line)
+            self._record_errors([(path, None, message)])
+
+        for path in iter_files(paths, walk_error):
+            result = self.ingest_file(path)
+            summary.files_seen += 1
+            summary.files.append(result)
+            setattr(summary, result.status, getattr(summary, result.status) + 1)
+            summary.messages += result.messages
+            summary.errors.extend(result.errors)
+            if progress:
+                progress(result)
+        self._finish()
+        summary.threads = len(self.touched_threads)
+        return summary
+
+    def ingest_file(self, path: Path) -> FileResult:
+        spath = str(path)
+        try:
+            st = path.stat()
+        except OSError as exc:
+            return self._fail(spath, f"cannot read file: {exc.strerror or exc}")
+        with self.engine.connect() as conn:
+            row = conn.execute(select(s.SourceFile).where(s.SourceFile.path == spath)).first()
+        if row is not None and row.size == st.st_size and row.mtime_ns == st.st_mtime_ns:
+            return FileResult(spath, "skipped", row.format)
+        if st.st_size == 0:
+            self._remember(spath, st, None, Cursor(), None)
+            message = "empty file (0 bytes): nothing to ingest"
+            self._record_errors([(spath, None, message)])
+            return FileResult(spath, "empty", errors=[f"{spath}: {message}"])
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(HEAD_BYTES)
+        except OSError as exc:
+            return self._fail(spath, f"cannot read file: {exc.strerror or exc}")
+        fmt = self.forced or self._detect(path, head)
+        if fmt is None:
+            names = ", ".join(f.name for f in self.formats)
+            return self._fail(
+                spath, f"unknown transcript format (tried {names}); use --format NAME to force one"
+            )
+
+        status, cursor = "new", Cursor()
+        if row is not None:
+            status = "rewritten"
+            if (
+                fmt.appendable
+                and row.format == fmt.name
+                and st.st_size > row.offset
+                and row.offset > 0
+                and (row.head_hash, row.tail_hash) == _fingerprints(path, row.offset)
+            ):
+                status = "grown"
+                cursor = Cursor(row.offset, row.lines, dict(row.parser_state or {}))
+        return self._parse_and_store(path, st, fmt, cursor, status, row)
+
+    # -- internals ------------------------------------------------------------------------
+    def _detect(self, path: Path, head: bytes):
+        for fmt in self.formats:
+            try:
+                if fmt.detect(path, head):
+                    return fmt
+            except Exception:  # a detector bug must not stop the walk
+                continue
+        return None
+
+    def _fail(self, path: str, message: str, line: int | None = None) -> FileResult:
+        self._record_errors([(path, line, message)])
+        where = f"{path}:{line}" if line else path
+        return FileResult(path, "failed", errors=[f"{where}: {message}"])
+
+    def _record_errors(self, rows: list[tuple[str, int | None, str]]) -> None:
+        with self.engine.begin() as conn:
+            self._insert_errors(conn, rows)
+
+    def _insert_errors(self, conn: Connection, rows: list[tuple[str, int | None, str]]) -> None:
+        if rows:
+            now = _now()
+            conn.execute(
+                s.IngestError.__table__.insert(),
+                [{"path": p, "line": ln, "error": e, "created_at": now} for p, ln, e in rows],
+            )
+
+    def _remember(self, path: str, st, fmt: str | None, cursor: Cursor, conn: Connection | None, errors: int = 0):
+        head = tail = None
+        if cursor.offset:
+            head, tail = _fingerprints(Path(path), cursor.offset)
+        values = {
+            "path": path,
+            "format": fmt,
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "offset": cursor.offset,
+            "lines": cursor.line,
+            "head_hash": head,
+            "tail_hash": tail,
+            "parser_state": cursor.state or None,
+            "ingested_at": _now(),
+            "error_count": errors,
+        }
+
+        def write(c: Connection) -> int:
+            stmt = _insert(c, s.SourceFile.__table__).values(**values)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["path"], set_={k: v for k, v in values.items() if k != "path"}
+            ).returning(s.SourceFile.id)
+            return c.execute(stmt).scalar_one()
+
+        if conn is not None:
+            return write(conn)
+        with self.engine.begin() as c:
+            return write(c)
+
+    def _thread_id(self, conn: Connection, agent: str, info: ThreadInfo | None, native_id: str, file_id: int) -> int:
+        key = (agent, native_id)
+        if info is None and key in self._thread_ids:
+            return self._thread_ids[key]
+        values = {"agent": agent, "native_id": native_id, "source_file_id": file_id}
+        merge = {}
+        if info is not None:
+            for name in (
+                "cwd",
+                "git_branch",
+                "title",
+                "version",
+                "parent_native_id",
+                "parent_tool_use_id",
+                "agent_type",
+                "guidance",
+                "meta",
+            ):
+                value = getattr(info, name)
+                if value is not None:
+                    values[name] = value
+                    merge[name] = value
+            values["is_sidechain"] = info.is_sidechain
+            if info.is_sidechain:
+                merge["is_sidechain"] = True
+        stmt = _insert(conn, s.Thread.__table__).values(**values)
+        if merge:
+            stmt = stmt.on_conflict_do_update(index_elements=["agent", "native_id"], set_=merge)
+        else:
+            # A no-op update so that RETURNING gives the existing row's id.
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["agent", "native_id"], set_={"agent": stmt.excluded.agent}
+            )
+        thread_id = conn.execute(stmt.returning(s.Thread.id)).scalar_one()
+        self._thread_ids[key] = thread_id
+        self.touched_threads.add(thread_id)
+        return thread_id
+
+    def _parse_and_store(self, path: Path, st, fmt, cursor: Cursor, status: str, row) -> FileResult:
+        spath = str(path)
+        result = FileResult(spath, status, fmt.name)
+        errors: list[tuple[str, int | None, str]] = []
+        extra_errors = 0
+        with self.engine.begin() as conn:
+            file_id = self._remember(spath, st, fmt.name, Cursor(), conn)
+            if status == "rewritten":
+                conn.execute(delete(s.Message).where(s.Message.source_file_id == file_id))
+            batch = _Batch()
+            try:
+                for rec in fmt.parse(path, cursor):
+                    if isinstance(rec, Message):
+                        tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
+                        batch.add_message(tid, file_id, rec)
+                        result.messages += 1
+                    elif isinstance(rec, Usage):
+                        tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
+                        batch.add_usage(tid, rec)
+                    elif isinstance(rec, ThreadInfo):
+                        self._thread_id(conn, fmt.agent, rec, rec.native_id, file_id)
+                    elif isinstance(rec, Problem):
+                        if len(errors) < MAX_ERRORS_PER_FILE:
+                            errors.append((spath, rec.line, rec.message))
+                        else:
+                            extra_errors += 1
+                    if batch.size >= BATCH:
+                        batch.flush(conn)
+            except Exception as exc:  # a parser bug: keep what was read, report where it stopped
+                errors.append(
+                    (spath, cursor.line + 1, f"{fmt.name} parser failed: {type(exc).__name__}: {exc}")
+                )
+                result.status = "failed"
+            batch.flush(conn)
+            if extra_errors:
+                errors.append((spath, None, f"... and {extra_errors} more problems in this file"))
+            self._insert_errors(conn, errors)
+            self._remember(spath, st, fmt.name, cursor, conn, errors=len(errors))
+        result.errors = [f"{p}:{ln}: {e}" if ln else f"{p}: {e}" for p, ln, e in errors]
+        if errors and result.status != "failed":
+            result.status = "failed"
+        return result
+
+    def _finish(self) -> None:
+        """Link sidechains to their parents and refresh the touched threads' aggregates."""
+        if not self.touched_threads:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "UPDATE threads SET parent_id = (SELECT p.id FROM threads p "
+                    "WHERE p.agent = threads.agent AND p.native_id = threads.parent_native_id) "
+                    "WHERE parent_id IS NULL AND parent_native_id IS NOT NULL"
+                )
+            )
+            ids = sorted(self.touched_threads)
+            for i in range(0, len(ids), 500):
+                refresh_threads(conn, ids[i : i + 500])
+
+
+def refresh_threads(conn: Connection, ids: list[int]) -> None:
+    """Recompute the cached per-thread aggregates of `ids`."""
+    m, t, u = s.Message, s.ToolCall, s.TokenUsage
+    conn.execute(
+        update(s.Thread)
+        .where(s.Thread.id.in_(ids))
+        .values(
+            message_count=select(func.count()).where(m.thread_id == s.Thread.id).scalar_subquery(),
+            started_at=select(func.min(m.timestamp)).where(m.thread_id == s.Thread.id).scalar_subquery(),
+            ended_at=select(func.max(m.timestamp)).where(m.thread_id == s.Thread.id).scalar_subquery(),
+            tool_call_count=select(func.count()).where(t.thread_id == s.Thread.id).scalar_subquery(),
+            file_edit_count=select(func.count())
+            .where(t.thread_id == s.Thread.id, t.is_file_edit.is_(True))
+            .scalar_subquery(),
+        )
+    )
+    rows = conn.execute(
+        select(u.thread_id, u.model)
+        .where(u.thread_id.in_(ids), u.model.is_not(None), u.model != "<synthetic>")
+        .group_by(u.thread_id, u.model)
+        .order_by(u.thread_id, u.model)
+    ).all()
+    models: dict[int, list[str]] = {}
+    for tid, model in rows:
+        models.setdefault(tid, []).append(model)
+    for tid in ids:
+        conn.execute(
+            update(s.Thread).where(s.Thread.id == tid).values(models=",".join(models.get(tid, [])) or None)
+        )
+
+
+class _Batch:
+    """Rows waiting to be written, flushed with executemany."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict] = []
+        self.calls: list[dict] = []
+        self.results: list[dict] = []
+        self.usage: list[dict] = []
+
+    @property
+    def size(self) -> int:
+        return len(self.messages) + len(self.usage)
+
+    def add_message(self, thread_id: int, file_id: int, msg: Message) -> None:
+        uses = edits = 0
+        for b in msg.blocks:
+            if b.kind == "tool_use" and b.tool_use_id:
+                uses += 1
+                edits += bool(b.is_file_edit)
+                self.calls.append(
+                    {
+                        "thread_id": thread_id,
+                        "call_id": b.tool_use_id,
+                        "name": b.tool_name,
+                        "call_message_id": msg.native_id,
+                        "is_file_edit": bool(b.is_file_edit),
+                        "edited_paths": b.edited_paths,
+                    }
+                )
+            elif b.kind == "tool_result" and b.tool_use_id:
+                self.results.append(
+                    {
+                        "thread_id": thread_id,
+                        "call_id": b.tool_use_id,
+                        "result_message_id": msg.native_id,
+                        "is_error": b.is_error,
+                    }
+                )
+        self.messages.append(
+            {
+                "thread_id": thread_id,
+                "source_file_id": file_id,
+                "native_id": msg.native_id,
+                "parent_native_id": msg.parent_id,
+                "seq": msg.seq,
+                "line": msg.line,
+                "role": msg.role,
+                "source_type": msg.source_type,
+                "timestamp": msg.timestamp,
+                "model": msg.model,
+                "usage_key": msg.usage_key,
+                "stop_reason": msg.stop_reason,
+                "is_sidechain": msg.is_sidechain,
+                "tool_use_count": uses,
+                "file_edit_count": edits,
+                "blocks": [b.as_json() for b in msg.blocks],
+            }
+        )
+
+    def add_usage(self, thread_id: int, u: Usage) -> None:
+        self.usage.append(
+            {
+                "thread_id": thread_id,
+                "key": u.key,
+                "model": u.model,
+                "timestamp": u.timestamp,
+                "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+                "cache_read_tokens": u.cache_read_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+                "reasoning_tokens": u.reasoning_tokens,
+            }
+        )
+
+    def flush(self, conn: Connection) -> None:
+        if self.messages:
+            stmt = _insert(conn, s.Message.__table__).on_conflict_do_nothing(
+                index_elements=["thread_id", "native_id"]
+            )
+            conn.execute(stmt, self.messages)
+        if self.calls:
+            stmt = _insert(conn, s.ToolCall.__table__)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["thread_id", "call_id"],
+                set_={
+                    "name": stmt.excluded.name,
+                    "call_message_id": stmt.excluded.call_message_id,
+                    "is_file_edit": stmt.excluded.is_file_edit,
+                    "edited_paths": stmt.excluded.edited_paths,
+                },
+            )
+            conn.execute(stmt, self.calls)
+        if self.results:
+            stmt = _insert(conn, s.ToolCall.__table__)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["thread_id", "call_id"],
+                set_={
+                    "result_message_id": stmt.excluded.result_message_id,
+                    "is_error": stmt.excluded.is_error,
+                },
+            )
+            conn.execute(stmt, self.results)
+        if self.usage:
+            stmt = _insert(conn, s.TokenUsage.__table__)
+            cols = ("model", "timestamp", "input_tokens", "output_tokens", "cache_read_tokens",
+                    "cache_write_tokens", "reasoning_tokens")
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["thread_id", "key"], set_={c: stmt.excluded[c] for c in cols}
+            )
+            conn.execute(stmt, self.usage)
+        self.messages, self.calls, self.results, self.usage = [], [], [], []
+
+
+def ingest(
+    engine: Engine,
+    plugins: Plugins,
+    paths: Iterable[str | os.PathLike],
+    format_name: str | None = None,
+    progress: Callable[[FileResult], None] | None = None,
+) -> IngestSummary:
+    """Ingest `paths` (files or directories) and return what happened."""
+    if format_name is not None and format_name not in plugins.formats():
+        plugins.format(format_name)  # raises UnknownName with the list
+    return Ingester(engine, plugins, format_name).run(paths, progress)
+
+
+__all__ = ["ingest", "Ingester", "IngestSummary", "FileResult", "FormatError"]

@@ -1,0 +1,136 @@
+"""Terminal output: tables, progress, thread views (rich)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Iterator
+
+import orjson
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from .model import SOURCE_COURSE_CORRECTION, SOURCE_TYPED
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def ingest_progress(enabled: bool = True) -> Iterator:
+    """Yield a per-file progress callback; draw a bar only when stderr is a terminal."""
+    if not (enabled and err_console.is_terminal):
+        yield None
+        return
+    with Progress(
+        TextColumn("[bold]ingest"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[msgs]} messages"),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err_console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=None, msgs=0)
+        count = {"messages": 0}
+
+        def callback(result) -> None:
+            count["messages"] += result.messages
+            progress.update(task, advance=1, msgs=count["messages"], description=result.path[-60:])
+
+        yield callback
+
+
+def _short(n: int) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def threads_table(rows: list[dict]) -> None:
+    table = Table(show_lines=False, header_style="bold")
+    for col in ("id", "agent", "thread", "project", "started", "msgs", "tools", "edits", "model", "in", "out", "cache r/w"):
+        table.add_column(col, overflow="fold" if col in ("project",) else "ellipsis", no_wrap=col != "project")
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            r["agent"] + (" (sub)" if r["is_sidechain"] else ""),
+            r["native_id"][:18],
+            r["cwd"] or "",
+            (r["started"] or "")[:16].replace("T", " "),
+            str(r["messages"]),
+            str(r["tool_calls"]),
+            str(r["file_edits"]),
+            ",".join(m.removeprefix("claude-") for m in r["models"])[:24],
+            _short(r["input_tokens"]),
+            _short(r["output_tokens"]),
+            f"{_short(r['cache_read_tokens'])}/{_short(r['cache_write_tokens'])}",
+        )
+    console.print(table)
+    console.print(f"{len(rows)} threads", style="dim")
+
+
+def plugins_table(infos: list[dict], formats: dict, failures: list[dict]) -> None:
+    table = Table(header_style="bold")
+    for col in ("plugin", "module", "package", "hooks"):
+        table.add_column(col)
+    for i in infos:
+        pkg = f"{i['dist']} {i['version']}" if i["dist"] else ""
+        table.add_row(i["name"], i["module"], pkg, ", ".join(i["hooks"]))
+    console.print(table)
+    console.print("formats: " + ", ".join(f"{n} ({f['agent']})" for n, f in formats.items()))
+    for f in failures:
+        err_console.print(f"[red]failed to load[/red] {f['name']}: {f['error']}")
+
+
+def _clip(text: str, limit: int, full: bool) -> str:
+    if full or len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n… [{len(text) - limit} characters cut] …\n{text[-half:]}"
+
+
+def show_thread(thread, messages, full: bool = False) -> None:
+    """Print a thread: user messages highlighted, corrections marked, tools abbreviated."""
+    head = f"[bold]{thread.agent}[/bold] {thread.native_id}"
+    if thread.cwd:
+        head += f"  [dim]{thread.cwd}[/dim]"
+    if thread.parent_native_id:
+        head += f"\n[dim]sidechain of {thread.parent_native_id}[/dim]"
+    console.print(Panel(head, expand=False))
+    for m in messages:
+        when = m.timestamp.strftime("%Y-%m-%d %H:%M:%S") if m.timestamp else ""
+        label = f"{m.role}" + (f" · {m.source_type}" if m.source_type else "") + f"  [{m.native_id}] {when}"
+        parts: list[str] = []
+        for b in m.blocks:
+            if b.kind == "text" and b.text:
+                parts.append(_clip(b.text, 4000, full))
+            elif b.kind == "thinking" and b.text:
+                parts.append("(thinking) " + _clip(b.text, 300, full))
+            elif b.kind == "tool_use":
+                raw = b.tool_input if isinstance(b.tool_input, str) else orjson.dumps(b.tool_input).decode()
+                mark = " ✎" if b.is_file_edit else ""
+                parts.append(f"→ {b.tool_name}{mark} {_clip(raw, 300, full)}")
+            elif b.kind == "tool_result":
+                mark = "✗" if b.is_error else "←"
+                parts.append(f"{mark} {_clip(b.text or '', 500, full)}")
+            elif b.kind == "image":
+                parts.append("[image]")
+        body = Text("\n".join(parts))
+        if m.source_type == SOURCE_COURSE_CORRECTION:
+            console.print(Panel(body, title="[dim]inserted by an observer (course correction)[/dim]", border_style="magenta"))
+        elif m.role == "user" and m.source_type in (SOURCE_TYPED, None):
+            console.print(Panel(body, title=label, title_align="left", border_style="bold cyan"))
+        else:
+            console.print(Text(label, style="dim"))
+            console.print(body)
+    console.print(f"{len(messages)} messages", style="dim")
+
+
+def write_err(line: str) -> None:
+    sys.stderr.write(line + "\n")

@@ -1,0 +1,169 @@
+"""The tables of the store, as SQLAlchemy 2.x typed models.
+
+The Alembic migrations in `migrations/versions` create exactly these; a test checks that
+they match. Large or variable-shape data (content blocks, tool inputs) is kept as JSON text so
+that other tools (`sqlite3`, Datasette) can read it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class SourceFile(Base):
+    """A transcript file on disk and how far it has been read."""
+
+    __tablename__ = "source_files"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(Text, unique=True)
+    format: Mapped[str | None] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(BigInteger, default=0)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger, default=0)
+    # How far the file was consumed (bytes, lines), and fingerprints of what was read, so that
+    # a grown file can be told from one rewritten in place without re-reading it all.
+    offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    lines: Mapped[int] = mapped_column(Integer, default=0)
+    head_hash: Mapped[str | None] = mapped_column(String(64))
+    tail_hash: Mapped[str | None] = mapped_column(String(64))
+    parser_state: Mapped[dict | None] = mapped_column(JSON)
+    ingested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error_count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Thread(Base):
+    """One agent conversation (a session, a rollout, an Amp thread, a subagent run)."""
+
+    __tablename__ = "threads"
+    __table_args__ = (UniqueConstraint("agent", "native_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    agent: Mapped[str] = mapped_column(String(32))
+    native_id: Mapped[str] = mapped_column(String(255))
+    parent_id: Mapped[int | None] = mapped_column(
+        ForeignKey("threads.id", ondelete="SET NULL"), index=True
+    )
+    parent_native_id: Mapped[str | None] = mapped_column(String(255))
+    parent_tool_use_id: Mapped[str | None] = mapped_column(String(255))
+    is_sidechain: Mapped[bool] = mapped_column(Boolean, default=False)
+    agent_type: Mapped[str | None] = mapped_column(String(64))
+    title: Mapped[str | None] = mapped_column(Text)
+    cwd: Mapped[str | None] = mapped_column(Text)
+    git_branch: Mapped[str | None] = mapped_column(String(255))
+    version: Mapped[str | None] = mapped_column(String(64))
+    guidance: Mapped[dict | None] = mapped_column(JSON)
+    meta: Mapped[dict | None] = mapped_column(JSON)
+    source_file_id: Mapped[int | None] = mapped_column(
+        ForeignKey("source_files.id", ondelete="SET NULL")
+    )
+    # Aggregates refreshed after each ingest of the thread, so listings stay cheap.
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    message_count: Mapped[int] = mapped_column(Integer, default=0)
+    tool_call_count: Mapped[int] = mapped_column(Integer, default=0)
+    file_edit_count: Mapped[int] = mapped_column(Integer, default=0)
+    models: Mapped[str | None] = mapped_column(Text)
+
+
+class Message(Base):
+    """One message; its content blocks are JSON (see `auditor.model.Block.as_json`)."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        UniqueConstraint("thread_id", "native_id"),
+        Index("ix_messages_thread_id_seq", "thread_id", "seq"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
+    source_file_id: Mapped[int | None] = mapped_column(
+        ForeignKey("source_files.id", ondelete="SET NULL"), index=True
+    )
+    native_id: Mapped[str] = mapped_column(String(255))
+    parent_native_id: Mapped[str | None] = mapped_column(String(255))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    line: Mapped[int | None] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    source_type: Mapped[str | None] = mapped_column(String(32))
+    timestamp: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    model: Mapped[str | None] = mapped_column(String(128))
+    usage_key: Mapped[str | None] = mapped_column(String(255))
+    stop_reason: Mapped[str | None] = mapped_column(String(64))
+    is_sidechain: Mapped[bool] = mapped_column(Boolean, default=False)
+    tool_use_count: Mapped[int] = mapped_column(Integer, default=0)
+    file_edit_count: Mapped[int] = mapped_column(Integer, default=0)
+    blocks: Mapped[list | None] = mapped_column(JSON)
+
+
+class ToolCall(Base):
+    """A tool call paired with its result (filled in when the result is read)."""
+
+    __tablename__ = "tool_calls"
+    __table_args__ = (UniqueConstraint("thread_id", "call_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
+    call_id: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str | None] = mapped_column(String(255))
+    call_message_id: Mapped[str | None] = mapped_column(String(255))
+    result_message_id: Mapped[str | None] = mapped_column(String(255))
+    is_error: Mapped[bool | None] = mapped_column(Boolean)
+    is_file_edit: Mapped[bool] = mapped_column(Boolean, default=False)
+    edited_paths: Mapped[list | None] = mapped_column(JSON)
+
+
+class TokenUsage(Base):
+    """Tokens billed for one model call of an agent; one row per billing key."""
+
+    __tablename__ = "token_usage"
+    __table_args__ = (UniqueConstraint("thread_id", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(255))
+    model: Mapped[str | None] = mapped_column(String(128))
+    timestamp: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    reasoning_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class IngestError(Base):
+    """Something that could not be read, with where it was."""
+
+    __tablename__ = "ingest_errors"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(Text)
+    line: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

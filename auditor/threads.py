@@ -1,0 +1,114 @@
+"""Reading threads back out of the store: listing, lookup by id, loading messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, func, or_, select
+
+from . import schema as s
+from .errors import UnknownName
+from .model import Block
+
+
+def list_threads(engine: Engine, limit: int | None = None, agent: str | None = None) -> list[dict[str, Any]]:
+    """Return one dict per thread, newest first, with token totals."""
+    u = s.TokenUsage
+    tokens = (
+        select(
+            u.thread_id,
+            func.sum(u.input_tokens).label("input_tokens"),
+            func.sum(u.output_tokens).label("output_tokens"),
+            func.sum(u.cache_read_tokens).label("cache_read_tokens"),
+            func.sum(u.cache_write_tokens).label("cache_write_tokens"),
+        )
+        .group_by(u.thread_id)
+        .subquery()
+    )
+    t = s.Thread
+    q = (
+        select(t, tokens)
+        .outerjoin(tokens, tokens.c.thread_id == t.id)
+        .order_by(t.started_at.desc().nulls_last(), t.id.desc())
+    )
+    if agent:
+        q = q.where(t.agent == agent)
+    if limit:
+        q = q.limit(limit)
+    out = []
+    with engine.connect() as conn:
+        for row in conn.execute(q):
+            th = row[0]
+            out.append(
+                {
+                    "id": th.id,
+                    "native_id": th.native_id,
+                    "agent": th.agent,
+                    "parent": th.parent_native_id,
+                    "is_sidechain": th.is_sidechain,
+                    "title": th.title,
+                    "cwd": th.cwd,
+                    "git_branch": th.git_branch,
+                    "started": th.started_at.isoformat() if th.started_at else None,
+                    "ended": th.ended_at.isoformat() if th.ended_at else None,
+                    "messages": th.message_count,
+                    "tool_calls": th.tool_call_count,
+                    "file_edits": th.file_edit_count,
+                    "models": th.models.split(",") if th.models else [],
+                    "input_tokens": int(row.input_tokens or 0),
+                    "output_tokens": int(row.output_tokens or 0),
+                    "cache_read_tokens": int(row.cache_read_tokens or 0),
+                    "cache_write_tokens": int(row.cache_write_tokens or 0),
+                }
+            )
+    return out
+
+
+def find_thread(engine: Engine, ident: str) -> s.Thread:
+    """Find a thread by database id, native id, or a unique prefix of its native id."""
+    t = s.Thread
+    with engine.connect() as conn:
+        conds = [t.native_id == ident]
+        if ident.isdigit():
+            conds.append(t.id == int(ident))
+        rows = conn.execute(select(t).where(or_(*conds))).scalars().all()
+        if not rows:
+            rows = conn.execute(select(t).where(t.native_id.startswith(ident, autoescape=True)).limit(6)).scalars().all()
+    if len(rows) == 1:
+        return rows[0]
+    if not rows:
+        raise UnknownName("thread", ident, [])
+    raise UnknownName("thread (ambiguous prefix)", ident, [r.native_id for r in rows])
+
+
+@dataclass
+class StoredMessage:
+    id: int
+    native_id: str
+    role: str
+    source_type: str | None
+    timestamp: Any
+    model: str | None
+    seq: int
+    blocks: list[Block]
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(b.text for b in self.blocks if b.kind == "text" and b.text)
+
+
+def load_messages(engine: Engine, thread_id: int) -> list[StoredMessage]:
+    """Return the messages of a thread in order."""
+    m = s.Message
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(m.id, m.native_id, m.role, m.source_type, m.timestamp, m.model, m.seq, m.blocks)
+            .where(m.thread_id == thread_id)
+            .order_by(m.seq, m.id)
+        ).all()
+    return [
+        StoredMessage(r.id, r.native_id, r.role, r.source_type, r.timestamp, r.model, r.seq,
+                      [Block.from_json(b) for b in (r.blocks or [])])
+        for r in rows
+    ]

@@ -1,0 +1,1 @@
+"""auditor's built-in plugins, registered through the `auditor` entry-point group like any other."""

@@ -1,0 +1,1 @@
+"""Transcript format plugin (being written)."""
