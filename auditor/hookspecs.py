@@ -28,3 +28,39 @@ def register_formats(register: Callable[[object], None]) -> None:
 
     Two plugins registering the same name is an error reported by `auditor plugins`.
     """
+
+
+@hookspec
+def register_observers(register: Callable[[object], None]) -> None:
+    """Register observer backends (the models that judge a checkpoint).
+
+    Call `register(observer)` once per backend; `observer` has the attributes and methods of
+    `auditor.observe.Observer`: `name` (what `--observer NAME` selects), `default_model`,
+    `check(options)` (returns None when usable, else a one-line reason with the fix: missing SDK,
+    key or server) and `async observe(request, options)` returning an `ObserveResult`.
+    """
+
+
+@hookspec(firstresult=True)
+def gate_checkpoint(checkpoint: object, thread: object, messages: list, config: dict) -> object | None:
+    """Decide whether a checkpoint is worth a paid observer call.
+
+    Called once per candidate checkpoint by `auditor run` (and `--dry-run`). `checkpoint` is an
+    `auditor.checkpoints.Checkpoint`, `thread` the stored thread row, `messages` the thread's
+    `StoredMessage` list up to and including the checkpoint's message, `config` the gate
+    options (`mode`, `min_tool_calls`, `require_edit`, `projects`, `agents`...).
+
+    Return an `auditor.checkpoints.GateDecision` (audit or not, and why), or None to leave the
+    decision to the next plugin. The first non-None result wins; the built-in gate runs last.
+    """
+
+
+@hookspec(firstresult=True)
+def format_checkpoint(checkpoint: object, thread: object, messages: list, config: dict) -> str | None:
+    """Render the thread up to a checkpoint as the markdown the observer reads.
+
+    Same arguments as `gate_checkpoint`; `config` carries the formatter options (token
+    budget...). Return the user content of the observer call (secrets already redacted), or
+    None to leave it to the next plugin. The first non-None result wins; the built-in
+    formatter runs last.
+    """

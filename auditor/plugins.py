@@ -49,6 +49,7 @@ class Plugins:
         self.failures = failures
         self.dists = dists or {}
         self._formats: dict[str, object] | None = None
+        self._observers: dict[str, object] | None = None
 
     # -- transcript formats -------------------------------------------------------------
     def formats(self) -> dict[str, object]:
@@ -72,6 +73,41 @@ class Plugins:
         if name not in formats:
             raise UnknownName("transcript format", name, list(formats))
         return formats[name]
+
+    # -- observers ------------------------------------------------------------------------
+    def observers(self) -> dict[str, object]:
+        """Return the registered observer backends by name."""
+        if self._observers is None:
+            found: dict[str, object] = {}
+
+            def register(obs: object) -> None:
+                name = getattr(obs, "name")
+                if name in found:
+                    raise PluginError(f"Two plugins register the observer {name!r}.")
+                found[name] = obs
+
+            self.pm.hook.register_observers(register=register)
+            self._observers = found
+        return self._observers
+
+    def observer(self, name: str) -> object:
+        """Return the observer called `name`, or raise `UnknownName` listing the valid ones."""
+        observers = self.observers()
+        if name not in observers:
+            raise UnknownName("observer", name, list(observers))
+        return observers[name]
+
+    # -- decisions ------------------------------------------------------------------------
+    def gate(self, checkpoint, thread, messages, config: dict):
+        """Return the winning plugin's GateDecision for a checkpoint."""
+        return self.pm.hook.gate_checkpoint(checkpoint=checkpoint, thread=thread, messages=messages, config=config)
+
+    def render_checkpoint(self, checkpoint, thread, messages, config: dict) -> str:
+        """Return the observer's user content for a checkpoint."""
+        out = self.pm.hook.format_checkpoint(checkpoint=checkpoint, thread=thread, messages=messages, config=config)
+        if out is None:
+            raise PluginError("No formatter plugin rendered the checkpoint; is the built-in 'formatter' plugin disabled?")
+        return out
 
     # -- listing ------------------------------------------------------------------------
     def describe(self) -> list[PluginInfo]:

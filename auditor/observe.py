@@ -1,0 +1,121 @@
+"""The observer call: what the core sends to a backend and what it gets back.
+
+Backends live in plugins (see `hookspecs.register_observers`); they translate the one tool
+schema below into their provider's shape, force the call, and report raw usage. The core
+validates the answer (`validate_arguments`) and owns storage and cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+TOOL_NAME = "course_correct"
+TOOL_DESCRIPTION = (
+    "Report whether the coding agent needs a course correction at this point, and if so the "
+    "short message to send it as if from the user."
+)
+TOOL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "needsCorrection": {
+            "type": "boolean",
+            "description": "True only if the agent clearly went off track and should be interrupted.",
+        },
+        "message": {
+            "type": ["string", "null"],
+            "description": "The correction, written like the user would: short, casual, direct. Null when no correction.",
+        },
+    },
+    "required": ["needsCorrection"],
+}
+
+TEMPERATURE = 0.1
+MAX_OUTPUT_TOKENS = 1024
+
+
+@dataclass
+class ObserveRequest:
+    system: str
+    user: str
+    model: str
+    temperature: float = TEMPERATURE
+    max_output_tokens: int = MAX_OUTPUT_TOKENS
+    timeout: float = 120.0
+
+
+@dataclass
+class ObserverUsage:
+    """Raw tokens of one observer call. `input` includes `cached`; `output` excludes `thinking`."""
+
+    input: int = 0
+    output: int = 0
+    cached: int = 0
+    thinking: int = 0
+    cache_write: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ObserveResult:
+    """What a backend returns. `arguments` is the raw tool-call arguments (None: no tool call)."""
+
+    tool_name: str | None
+    arguments: Any
+    usage: ObserverUsage
+    model: str
+    latency_s: float
+    raw: Any = None  # the provider's response as JSON-able data, for the record
+
+
+@dataclass
+class Verdict:
+    """A validated answer: `valid` False means the answer broke the contract (`problem` says how)."""
+
+    valid: bool
+    needs_correction: bool | None
+    message: str | None
+    problem: str | None = None
+
+
+class Observer(Protocol):
+    name: str
+    default_model: str
+
+    def check(self, options: dict[str, Any]) -> str | None:
+        """Return None when the backend can be called, else a one-line reason with the fix."""
+        ...
+
+    async def observe(self, request: ObserveRequest, options: dict[str, Any]) -> ObserveResult:
+        """Make one forced `course_correct` call and return its raw result."""
+        ...
+
+
+def validate(result: ObserveResult) -> Verdict:
+    """Check a backend's answer against the tool contract, never guessing silence."""
+    if result.tool_name is None:
+        return Verdict(False, None, None, "the model answered without calling course_correct")
+    if result.tool_name != TOOL_NAME:
+        return Verdict(False, None, None, f"the model called {result.tool_name!r} instead of {TOOL_NAME!r}")
+    args = result.arguments
+    if isinstance(args, str):
+        import json
+
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return Verdict(False, None, None, "the tool arguments are not valid JSON")
+    if not isinstance(args, dict):
+        return Verdict(False, None, None, "the tool arguments are not an object")
+    needs = args.get("needsCorrection")
+    if isinstance(needs, str) and needs.lower() in ("true", "false"):
+        needs = needs.lower() == "true"
+    if not isinstance(needs, bool):
+        return Verdict(False, None, None, "needsCorrection is missing or not a boolean")
+    message = args.get("message")
+    if message is not None and not isinstance(message, str):
+        return Verdict(False, needs, None, "message is not a string or null")
+    message = (message or "").strip() or None
+    if needs and not message:
+        return Verdict(False, True, None, "needsCorrection is true but there is no message")
+    return Verdict(True, needs, message if needs else None)
