@@ -1,0 +1,66 @@
+"""The store: migrations, pragmas, locations."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from auditor import db
+from auditor.errors import DatabaseError
+from auditor.schema import Base
+
+
+def test_blank_database_is_migrated_to_head(tmp_path):
+    engine = db.open_db(tmp_path / "new.db")
+    assert db.current_revision(engine) == db.head_revision()
+    tables = {r[0] for r in sqlite3.connect(tmp_path / "new.db").execute("select name from sqlite_master where type='table'")}
+    assert {"threads", "messages", "tool_calls", "token_usage", "source_files", "ingest_errors"} <= tables
+
+
+def test_there_is_exactly_one_head():
+    script = ScriptDirectory.from_config(db._config("sqlite://"))
+    assert len(script.get_heads()) == 1
+
+
+def test_models_match_migrations(tmp_path):
+    engine = db.open_db(tmp_path / "m.db")
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+    assert diff == []
+
+
+def test_pragmas_are_set(tmp_path):
+    engine = db.open_db(tmp_path / "p.db")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+
+
+def test_database_newer_than_the_code_is_refused(tmp_path):
+    path = tmp_path / "future.db"
+    db.open_db(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = 'ffff_from_the_future'")
+    with pytest.raises(DatabaseError, match="newer auditor"):
+        db.open_db(path)
+
+
+def test_location_precedence(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUDITOR_DB", str(tmp_path / "env.db"))
+    assert db.resolve_url(None).endswith("/env.db")
+    assert db.resolve_url(str(tmp_path / "opt.db")).endswith("/opt.db")
+    assert db.resolve_url("postgresql+psycopg://u:p@h/x") == "postgresql+psycopg://u:p@h/x"
+    monkeypatch.delenv("AUDITOR_DB")
+    assert db.resolve_url(None).endswith("auditor/auditor.db")
+
+
+def test_reopening_a_current_database_is_a_no_op(tmp_path):
+    path = tmp_path / "again.db"
+    db.open_db(path)
+    engine = db.open_db(path)
+    assert db.current_revision(engine) == db.head_revision()
