@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .model import SOURCE_COURSE_CORRECTION, SOURCE_TOOL_RESULT, SOURCE_TYPED
+
 END_TURN = "end-turn"  # the agent ended its turn (seeds 000/001)
 INFERENCE = "inference"  # a round of tool results came back, before the next model call (seed 002)
+MODES = {"end-turn": END_TURN, "every-inference": "every-inference"}
 
 
 @dataclass
@@ -29,3 +32,65 @@ class Checkpoint:
 class GateDecision:
     audit: bool
     reason: str  # e.g. "passed", "too-few-tool-calls (3 < 5)", "no-file-edit"
+
+
+def is_typed_user(m) -> bool:
+    """True for a message a person typed (not tool output, not harness text, not a correction)."""
+    return m.role == "user" and m.source_type == SOURCE_TYPED
+
+
+def _has_tool_use(m) -> bool:
+    return any(b.kind == "tool_use" for b in m.blocks)
+
+
+def _is_tool_result(m) -> bool:
+    return m.source_type == SOURCE_TOOL_RESULT or (
+        m.role in ("user", "tool") and m.blocks and all(b.kind == "tool_result" for b in m.blocks)
+    )
+
+
+def find_checkpoints(thread_id: int, messages: list, mode: str = END_TURN) -> list[Checkpoint]:
+    """Return the candidate checkpoints of a thread, in order.
+
+    An end of turn is the last agent message before the next message from the user (typed or
+    a correction) or the end of the thread, when that message does not wait on a tool. In
+    `every-inference` mode, the last tool result of each round that the agent answers is a
+    checkpoint too (the moment before the next model call).
+    """
+    out: list[Checkpoint] = []
+    tool_calls = edits = 0
+    after_correction = False
+    pending_end: int | None = None  # index of the latest agent message of the current turn
+
+    def close_turn(user_wrote_after: bool) -> None:
+        nonlocal pending_end
+        if pending_end is not None:
+            m = messages[pending_end]
+            if not _has_tool_use(m):
+                out.append(
+                    Checkpoint(thread_id, pending_end, m.native_id, END_TURN, tool_calls, edits,
+                               after_correction, user_wrote_after)
+                )
+        pending_end = None
+
+    for i, m in enumerate(messages):
+        if is_typed_user(m) or m.source_type == SOURCE_COURSE_CORRECTION:
+            close_turn(user_wrote_after=True)
+            tool_calls = edits = 0
+            after_correction = m.source_type == SOURCE_COURSE_CORRECTION
+            continue
+        if m.role == "assistant":
+            for b in m.blocks:
+                if b.kind == "tool_use":
+                    tool_calls += 1
+                    edits += bool(b.is_file_edit)
+            pending_end = i
+            continue
+        if mode != END_TURN and _is_tool_result(m):
+            nxt = messages[i + 1] if i + 1 < len(messages) else None
+            if nxt is not None and nxt.role == "assistant":
+                out.append(Checkpoint(thread_id, i, m.native_id, INFERENCE, tool_calls, edits, after_correction))
+    close_turn(user_wrote_after=False)
+    if mode == END_TURN:
+        return out
+    return sorted(out, key=lambda c: c.index)

@@ -167,3 +167,85 @@ class IngestError(Base):
     line: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Run(Base):
+    """One `auditor run`: its configuration, observer and totals."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(String(16))  # running | done | interrupted | failed
+    observer: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(128))
+    prompt_version: Mapped[str | None] = mapped_column(String(64))
+    prompt_hash: Mapped[str | None] = mapped_column(String(64))
+    dry_run: Mapped[bool] = mapped_column(Boolean, default=False)
+    config: Mapped[dict | None] = mapped_column(JSON)
+    checkpoints: Mapped[int] = mapped_column(Integer, default=0)
+    gated_in: Mapped[int] = mapped_column(Integer, default=0)
+    audited: Mapped[int] = mapped_column(Integer, default=0)
+    reused: Mapped[int] = mapped_column(Integer, default=0)
+    corrections: Mapped[int] = mapped_column(Integer, default=0)
+    invalid: Mapped[int] = mapped_column(Integer, default=0)
+    errors: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(default=0.0)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class Checkpoint(Base):
+    """A point of a thread where an observer could step in, with the latest gate decision."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (UniqueConstraint("thread_id", "message_native_id", "kind"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
+    message_native_id: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(16))
+    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
+    file_edits: Mapped[int] = mapped_column(Integer, default=0)
+    gate_audit: Mapped[bool] = mapped_column(Boolean, default=False)
+    gate_reason: Mapped[str] = mapped_column(String(128))
+    gated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
+
+
+class Verdict(Base):
+    """One observer call at a checkpoint: its answer, raw response, tokens and cost.
+
+    A correction is a verdict with `needs_correction` true and a message; it waits there for
+    injection. `status` is ok, invalid (the answer broke the tool contract; `problem` says
+    how) or error (the call failed; retried by a later run).
+    """
+
+    __tablename__ = "verdicts"
+    __table_args__ = (
+        Index("ix_verdicts_lookup", "checkpoint_id", "observer", "model", "prompt_hash", "input_hash"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoints.id", ondelete="CASCADE"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"), index=True)
+    observer: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(128))
+    prompt_version: Mapped[str | None] = mapped_column(String(64))
+    prompt_hash: Mapped[str] = mapped_column(String(64))
+    input_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    needs_correction: Mapped[bool | None] = mapped_column(Boolean)
+    message: Mapped[str | None] = mapped_column(Text)
+    problem: Mapped[str | None] = mapped_column(Text)
+    raw: Mapped[dict | None] = mapped_column(JSON)
+    latency_ms: Mapped[int | None] = mapped_column(Integer)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cached_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    thinking_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float | None] = mapped_column()
+    credits: Mapped[float | None] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,43 @@
+"""The built-in gate: audit only checkpoints where a correction could plausibly matter.
+
+Rules, in order (each configurable through the run's gate config):
+- `agents` / `projects`: optional allow-lists (agent names; cwd prefixes);
+- sidechains (subagent threads) are skipped unless `include_sidechains`;
+- never right after a course-correction message (loop prevention);
+- in every-inference mode, an end of turn after which the user already wrote is skipped;
+- at least `min_tool_calls` tool calls (default 5) since the last typed user message;
+- at least one file edit since then, when `require_edit` (default on).
+"""
+
+from __future__ import annotations
+
+from auditor.checkpoints import END_TURN, GateDecision
+from auditor.hookspecs import hookimpl
+
+DEFAULTS = {"min_tool_calls": 5, "require_edit": True, "include_sidechains": False}
+
+
+def decide(checkpoint, thread, config: dict) -> GateDecision:
+    cfg = {**DEFAULTS, **{k: v for k, v in config.items() if v is not None}}
+    agents = cfg.get("agents")
+    if agents and thread.agent not in agents:
+        return GateDecision(False, f"agent-not-allowed ({thread.agent})")
+    projects = cfg.get("projects")
+    if projects and not any((thread.cwd or "").startswith(p) for p in projects):
+        return GateDecision(False, "project-not-allowed")
+    if thread.is_sidechain and not cfg["include_sidechains"]:
+        return GateDecision(False, "sidechain")
+    if checkpoint.after_correction:
+        return GateDecision(False, "after-correction")
+    if cfg.get("mode") == "every-inference" and checkpoint.kind == END_TURN and checkpoint.user_wrote_after:
+        return GateDecision(False, "user-wrote-again")
+    if checkpoint.tool_calls < cfg["min_tool_calls"]:
+        return GateDecision(False, f"too-few-tool-calls ({checkpoint.tool_calls} < {cfg['min_tool_calls']})")
+    if cfg["require_edit"] and checkpoint.file_edits == 0:
+        return GateDecision(False, "no-file-edit")
+    return GateDecision(True, "passed")
+
+
+@hookimpl(trylast=True)
+def gate_checkpoint(checkpoint, thread, messages, config):
+    return decide(checkpoint, thread, config)
