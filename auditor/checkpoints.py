@@ -94,3 +94,25 @@ def find_checkpoints(thread_id: int, messages: list, mode: str = END_TURN) -> li
     if mode == END_TURN:
         return out
     return sorted(out, key=lambda c: c.index)
+
+
+def checkpoint_at(thread_id: int, messages: list, native_id: str, mode: str = END_TURN) -> Checkpoint:
+    """Return the checkpoint that ends at the message `native_id` (any message may be named)."""
+    for cp in find_checkpoints(thread_id, messages, "every-inference" if mode != END_TURN else mode):
+        if cp.message_id == native_id:
+            return cp
+    for i, m in enumerate(messages):
+        if m.native_id == native_id:
+            tool_calls = edits = 0
+            after_correction = False
+            for prev in messages[: i + 1]:
+                if is_typed_user(prev) or prev.source_type == SOURCE_COURSE_CORRECTION:
+                    tool_calls = edits = 0
+                    after_correction = prev.source_type == SOURCE_COURSE_CORRECTION
+                elif prev.role == "assistant":
+                    for b in prev.blocks:
+                        tool_calls += b.kind == "tool_use"
+                        edits += bool(b.kind == "tool_use" and b.is_file_edit)
+            kind = END_TURN if m.role == "assistant" else INFERENCE
+            return Checkpoint(thread_id, i, native_id, kind, tool_calls, edits, after_correction)
+    raise KeyError(native_id)

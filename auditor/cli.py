@@ -150,6 +150,172 @@ def show(ctx: Context, thread: str, full: bool) -> None:
     show_thread(th, load_messages(ctx.engine, th.id), full=full)
 
 
+def _parse_since(value: str | None):
+    if not value:
+        return None
+    from datetime import datetime, timedelta, timezone
+
+    units = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
+    if value[:-1].isdigit() and value[-1] in units:
+        return datetime.now(timezone.utc) - timedelta(seconds=int(value[:-1]) * units[value[-1]])
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: use an ISO date (2026-11-01) or a span like 12h, 7d") from None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def observer_options(fn):
+    """The options every command that calls an observer takes."""
+    opts = [
+        click.option("--observer", "-o", metavar="NAME", help="Observer backend (see `auditor observers`). Default: $AUDITOR_OBSERVER, else gemini if GEMINI_API_KEY is set, else claude if ANTHROPIC_API_KEY is set, else the offline embedded model."),
+        click.option("--model", "-m", help="Observer model (default: the backend's own)."),
+        click.option("--key", "api_key", metavar="KEY", help="API key (default: the provider's environment variable). Never stored."),
+        click.option("--base-url", help="Provider base URL (e.g. a local OpenAI-compatible server for --observer local)."),
+        click.option("--max-retries", type=int, default=3, show_default=True, help="Retries on 429/5xx/timeouts, with backoff."),
+        click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per observer call."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def gate_options(fn):
+    opts = [
+        click.option("--mode", type=click.Choice(["end-turn", "every-inference"]), default="end-turn", show_default=True, help="end-turn: audit where the agent ended its turn; every-inference: also after each round of tool results."),
+        click.option("--min-tool-calls", type=int, default=5, show_default=True, help="Gate: tool calls needed since the last user message."),
+        click.option("--no-require-edit", is_flag=True, help="Gate: audit even when no file was edited since the last user message."),
+        click.option("--include-sidechains", is_flag=True, help="Gate: audit subagent threads too."),
+        click.option("--project", "projects", multiple=True, metavar="PATH", help="Gate: only threads whose cwd starts with PATH (repeatable)."),
+        click.option("--agent", "agents", multiple=True, metavar="NAME", help="Gate: only threads of these agents (repeatable)."),
+        click.option("--max-prompt-tokens", type=int, default=None, help="Formatter: token budget of the rendered thread."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents) -> dict:
+    return {
+        "mode": mode,
+        "min_tool_calls": min_tool_calls,
+        "require_edit": not no_require_edit,
+        "include_sidechains": include_sidechains,
+        "projects": list(projects) or None,
+        "agents": list(agents) or None,
+    }
+
+
+@cli.command()
+@observer_options
+@gate_options
+@click.option("--thread", "threads", multiple=True, metavar="THREAD", help="Only this thread (repeatable).")
+@click.option("--since", metavar="WHEN", help="Only threads active since WHEN (ISO date, or 12h / 7d).")
+@click.option("--limit", type=int, help="Make at most N observer calls.")
+@click.option("--concurrency", "-j", type=int, default=4, show_default=True, help="Observer calls in flight at once.")
+@click.option("--dry-run", is_flag=True, help="Gate and format only: print how many checkpoints pass and the estimated tokens and cost, calling no model.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@pass_ctx
+@handle_errors
+def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
+        no_require_edit, include_sidechains, projects, agents, max_prompt_tokens, threads, since, limit,
+        concurrency, dry_run, as_json) -> None:
+    """Audit stored threads: gate -> format -> observe -> record.
+
+    Every checkpoint's gate decision is recorded with its reason; every observer call is
+    recorded with its verdict, raw answer, tokens and cost. Re-running never pays twice for
+    a checkpoint already answered with the same observer, model, prompt and thread content,
+    and a run stopped at any moment keeps every answer it had.
+    """
+    import signal
+
+    from .render import run_progress, run_summary
+    from .run import RunConfig, run as run_audit
+
+    options = {"max_retries": max_retries}
+    if api_key:
+        options["api_key"] = api_key
+    if base_url:
+        options["base_url"] = base_url
+    config = RunConfig(
+        observer=observer, model=model, observer_options=options, threads=list(threads),
+        since=_parse_since(since), limit=limit, concurrency=concurrency, timeout=timeout,
+        dry_run=dry_run,
+        gate=_gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents),
+        formatter={"max_tokens": max_prompt_tokens} if max_prompt_tokens else {},
+    )
+
+    def _terminate(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
+    with run_progress(enabled=not as_json and not dry_run) as progress:
+        try:
+            summary = run_audit(ctx.engine, ctx.plugins, config, progress)
+        except KeyboardInterrupt:
+            click.echo("Interrupted: every answer received so far is stored; run again to carry on.", err=True)
+            sys.exit(130)
+    if as_json:
+        _echo_json(summary.as_dict())
+    else:
+        for line in summary.messages:
+            click.echo(line, err=True)
+        run_summary(summary, dry_run)
+    sys.exit(1 if summary.errors else 0)
+
+
+@cli.command()
+@click.argument("thread")
+@click.option("--at", "at", required=True, metavar="MESSAGE_ID", help="Native id of the message the checkpoint ends at (e.g. a Claude Code uuid).")
+@click.option("--max-prompt-tokens", type=int, default=None, help="Formatter: token budget of the rendered thread.")
+@click.option("--mode", type=click.Choice(["end-turn", "every-inference"]), default="end-turn")
+@pass_ctx
+@handle_errors
+def prompt(ctx: Context, thread: str, at: str, max_prompt_tokens, mode) -> None:
+    """Print the exact system prompt and user content the observer would get at a checkpoint."""
+    from .checkpoints import checkpoint_at
+    from .errors import UnknownName
+    from .prompt import load_prompt
+    from .threads import find_thread, load_messages
+
+    th = find_thread(ctx.engine, thread)
+    messages = load_messages(ctx.engine, th.id)
+    try:
+        cp = checkpoint_at(th.id, messages, at, mode)
+    except KeyError:
+        raise UnknownName(f"message of thread {th.native_id}", at, []) from None
+    upto = messages[: cp.index + 1]
+    user = ctx.plugins.render_checkpoint(cp, th, upto, {"max_tokens": max_prompt_tokens} if max_prompt_tokens else {})
+    system = load_prompt()
+    decision = ctx.plugins.gate(cp, th, upto, {"mode": mode})
+    click.echo(f"<!-- prompt {system.version} sha256:{system.sha256[:16]}; gate: {decision.reason} -->", err=True)
+    click.echo("=== system ===")
+    click.echo(system.text)
+    click.echo("=== user ===")
+    click.echo(user)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+@handle_errors
+def observers(ctx: Context, as_json: bool) -> None:
+    """List installed observer backends, their default models, and whether each is usable now."""
+    rows = []
+    for name, obs in sorted(ctx.plugins.observers().items()):
+        try:
+            problem = obs.check({})
+        except Exception as exc:  # a backend's check must not hide the others
+            problem = f"{type(exc).__name__}: {exc}"
+        rows.append({"name": name, "default_model": obs.default_model, "ready": problem is None, "problem": problem})
+    if as_json:
+        _echo_json(rows)
+        return
+    for r in rows:
+        state = "ready" if r["ready"] else r["problem"]
+        click.echo(f"{r['name']:<10} {r['default_model']:<28} {state}")
+
+
 @cli.group()
 def db() -> None:
     """Inspect or migrate the database."""
@@ -206,5 +372,12 @@ def plugins(ctx: Context, as_json: bool) -> None:
     plugins_table(infos, formats, failures)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    click.echo(f"Warning: {message}", err=True)
+
+
 def main() -> None:
+    import warnings
+
+    warnings.showwarning = _show_warning
     cli(prog_name="auditor")

@@ -134,3 +134,44 @@ def show_thread(thread, messages, full: bool = False) -> None:
 
 def write_err(line: str) -> None:
     sys.stderr.write(line + "\n")
+
+
+@contextlib.contextmanager
+def run_progress(enabled: bool = True) -> Iterator:
+    """Yield a callback drawing calls made and live cost; only when stderr is a terminal."""
+    if not (enabled and err_console.is_terminal):
+        yield None
+        return
+    with Progress(
+        TextColumn("[bold]audit"),
+        TextColumn("{task.completed} calls"),
+        TextColumn("{task.fields[corr]} corrections"),
+        TextColumn("${task.fields[usd]:.4f}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=None, corr=0, usd=0.0)
+
+        def callback(summary) -> None:
+            done = summary.audited + summary.invalid + summary.errors
+            progress.update(task, completed=done, corr=summary.corrections, usd=summary.cost_usd)
+
+        yield callback
+
+
+def run_summary(summary, dry_run: bool) -> None:
+    gated_out = ", ".join(f"{k} {v}" for k, v in sorted(summary.gated_out.items())) or "none"
+    console.print(f"checkpoints: {summary.checkpoints}; passed the gate: {summary.gated_in}; gated out: {gated_out}")
+    if dry_run:
+        cost = "unknown (model not in the price table)" if summary.est_cost_usd is None else f"${summary.est_cost_usd:.4f}"
+        console.print(
+            f"dry run: {summary.audited} observer calls would be made ({summary.reused} already answered), "
+            f"~{summary.est_input_tokens:,} input tokens, estimated cost {cost} with {summary.observer} {summary.model}"
+        )
+        return
+    console.print(
+        f"run {summary.run_id}: {summary.audited} audited, {summary.corrections} corrections, "
+        f"{summary.invalid} invalid, {summary.errors} errors, {summary.reused} already answered; "
+        f"cost ${summary.cost_usd:.4f}" + (f" ({summary.unpriced} calls unpriced)" if summary.unpriced else "")
+    )
