@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import sys
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # test helper modules
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("AUDITOR_SHARED", ROOT.parent / "shared"))

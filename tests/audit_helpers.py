@@ -1,0 +1,72 @@
+"""Helpers for audit tests: build stored messages, and a fake observer registered through the real hook."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from auditor.hookspecs import hookimpl
+from auditor.model import Block
+from auditor.observe import ObserveResult, ObserverUsage
+from auditor.threads import StoredMessage
+
+
+def user(text: str, source: str = "user") -> StoredMessage:
+    return StoredMessage(0, f"u{abs(hash(text)) % 10**8}", "user", source, None, None, 0, [Block("text", text=text)])
+
+
+def agent(text: str = "", tools: list[tuple[str, bool]] = ()) -> StoredMessage:
+    blocks = [Block("text", text=text)] if text else []
+    for i, (name, edit) in enumerate(tools):
+        blocks.append(Block("tool_use", tool_name=name, tool_use_id=f"c{i}", tool_input={}, is_file_edit=edit))
+    return StoredMessage(0, f"a{abs(hash((text, tuple(tools)))) % 10**8}", "assistant", "agent", None, "m", 0, blocks)
+
+
+def result(text: str = "ok", error: bool = False) -> StoredMessage:
+    return StoredMessage(0, f"r{abs(hash(text)) % 10**8}", "user", "tool-result", None, None, 0,
+                         [Block("tool_result", text=text, tool_use_id="c0", is_error=error)])
+
+
+def numbered(messages: list[StoredMessage]) -> list[StoredMessage]:
+    for i, m in enumerate(messages):
+        m.native_id = f"{m.native_id}-{i}"
+        m.seq = i
+    return messages
+
+
+@dataclass
+class FakeObserver:
+    """Says "needs correction" when the rendered thread contains `trigger`; counts its calls."""
+
+    name: str = "fake"
+    default_model: str = "fake-1"
+    trigger: str = "all tests pass"
+    answer: str = "tool"  # tool | none | wrong-tool | bad-args | raise
+    delay: float = 0.0
+    calls: int = 0
+
+    def check(self, options):
+        return None
+
+    async def observe(self, request, options):
+        self.calls += 1
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.answer == "raise":
+            raise ConnectionError("observer unreachable")
+        needs = self.trigger in request.user
+        args = {"needsCorrection": needs, "message": "the tests failed, look again" if needs else None}
+        name = {"tool": "course_correct", "none": None, "wrong-tool": "other_tool"}.get(self.answer, "course_correct")
+        if self.answer == "bad-args":
+            args = {"needsCorrection": "maybe"}
+        usage = ObserverUsage(input=len(request.user) // 4, output=20, cached=0, thinking=5)
+        return ObserveResult(name, args if name else None, usage, request.model, self.delay, raw={"fake": True})
+
+
+class FakeObserverPlugin:
+    def __init__(self, observer: FakeObserver):
+        self.observer = observer
+
+    @hookimpl
+    def register_observers(self, register):
+        register(self.observer)
