@@ -16,6 +16,8 @@ from rich.text import Text
 from .model import SOURCE_COURSE_CORRECTION, SOURCE_TYPED
 
 console = Console()
+if not console.is_terminal:  # piped output: do not squeeze tables into 80 columns
+    console = Console(width=180)
 err_console = Console(stderr=True)
 
 
@@ -55,12 +57,12 @@ def _short(n: int) -> str:
 def threads_table(rows: list[dict]) -> None:
     table = Table(show_lines=False, header_style="bold")
     for col in ("id", "agent", "thread", "project", "started", "msgs", "tools", "edits", "model", "in", "out", "cache r/w"):
-        table.add_column(col, overflow="fold" if col in ("project",) else "ellipsis", no_wrap=col != "project")
+        table.add_column(col, overflow="fold", no_wrap=col not in ("project",), min_width=4 if col == "project" else None)
     for r in rows:
         table.add_row(
             str(r["id"]),
             r["agent"] + (" (sub)" if r["is_sidechain"] else ""),
-            r["native_id"][:18],
+            r["native_id"][-24:] if r["is_sidechain"] else r["native_id"][:18],
             r["cwd"] or "",
             (r["started"] or "")[:16].replace("T", " "),
             str(r["messages"]),

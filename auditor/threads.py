@@ -28,7 +28,7 @@ def list_threads(engine: Engine, limit: int | None = None, agent: str | None = N
     )
     t = s.Thread
     q = (
-        select(t, tokens)
+        select(t.__table__, tokens.c.input_tokens, tokens.c.output_tokens, tokens.c.cache_read_tokens, tokens.c.cache_write_tokens)
         .outerjoin(tokens, tokens.c.thread_id == t.id)
         .order_by(t.started_at.desc().nulls_last(), t.id.desc())
     )
@@ -39,7 +39,7 @@ def list_threads(engine: Engine, limit: int | None = None, agent: str | None = N
     out = []
     with engine.connect() as conn:
         for row in conn.execute(q):
-            th = row[0]
+            th = row
             out.append(
                 {
                     "id": th.id,
@@ -50,8 +50,8 @@ def list_threads(engine: Engine, limit: int | None = None, agent: str | None = N
                     "title": th.title,
                     "cwd": th.cwd,
                     "git_branch": th.git_branch,
-                    "started": th.started_at.isoformat() if th.started_at else None,
-                    "ended": th.ended_at.isoformat() if th.ended_at else None,
+                    "started": _iso(th.started_at),
+                    "ended": _iso(th.ended_at),
                     "messages": th.message_count,
                     "tool_calls": th.tool_call_count,
                     "file_edits": th.file_edit_count,
@@ -63,6 +63,13 @@ def list_threads(engine: Engine, limit: int | None = None, agent: str | None = N
                 }
             )
     return out
+
+
+def _iso(value) -> str | None:
+    """Stored times are UTC; SQLite hands them back naive."""
+    if value is None:
+        return None
+    return value.isoformat() + ("Z" if value.tzinfo is None else "")
 
 
 def find_thread(engine: Engine, ident: str) -> s.Thread:
