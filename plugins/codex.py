@@ -1,1 +1,909 @@
-"""Transcript format plugin (being written)."""
+"""OpenAI Codex CLI transcripts: rollout files and `codex exec --json` output.
+
+Two formats:
+
+* ``codex``: the rollout JSONL the CLI writes to
+  ``~/.codex/sessions/YYYY/MM/DD/rollout-<ts>-<uuid>.jsonl``. Every line is
+  ``{timestamp, type, payload}``; ``type`` is ``session_meta``, ``turn_context``,
+  ``response_item``, ``event_msg`` or ``compacted``.
+* ``codex-exec``: what ``codex exec --json`` prints: ``thread.started``, ``turn.started``,
+  ``item.started`` / ``item.completed``, ``turn.completed`` (with usage) lines, no timestamps.
+
+Both are append-only, so both parsers work from any cursor: what they need from earlier lines
+(session id, current model, the last cumulative token count...) lives in ``cursor.state``.
+
+The patch and shell-command helpers at the bottom (`patch_paths`, `shell_edits`) are also
+used by the generic OpenAI chat plugin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from auditor.hookspecs import hookimpl
+from auditor.model import (
+    ASSISTANT,
+    SOURCE_AGENT,
+    SOURCE_COMMAND,
+    SOURCE_COMPACT,
+    SOURCE_ERROR,
+    SOURCE_INTERRUPT,
+    SOURCE_META,
+    SOURCE_TOOL_RESULT,
+    SOURCE_TYPED,
+    SYSTEM,
+    TOOL,
+    USER,
+    Block,
+    Cursor,
+    Message,
+    Problem,
+    Record,
+    ThreadInfo,
+    Usage,
+    parse_time,
+    read_jsonl,
+)
+
+AGENT = "codex"
+
+ROLLOUT_TYPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+_ROLLOUT_HEAD = re.compile(
+    rb'^\s*\{\s*"timestamp"\s*:\s*"[^"]*"\s*,\s*"type"\s*:\s*"('
+    + b"|".join(t.encode() for t in sorted(ROLLOUT_TYPES))
+    + rb')"\s*,\s*"payload"\s*:\s*\{'
+)
+_UUID_AT_END = re.compile(
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$", re.IGNORECASE
+)
+
+# User messages the harness writes, not the person: environment, AGENTS.md, review output...
+META_PREFIXES = (
+    "<environment_context>",
+    "# AGENTS.md instructions",
+    "<user_instructions>",
+    "<user_action>",
+    "<permissions instructions>",
+    "<turn_aborted>",
+)
+COMMAND_PREFIXES = ("<user_shell_command>",)
+# Tool outputs that say the call failed although they carry no exit code.
+ERROR_PREFIXES = (
+    "failed in sandbox",
+    "patch rejected",
+    "apply_patch verification failed",
+    "execution error",
+    "error:",
+    "exec error",
+    "sandbox error",
+    "command timed out",
+)
+_EXIT_CODE = re.compile(r"^Exit code: (-?\d+)", re.MULTILINE)
+_ABORTED = re.compile(r"^(aborted|aborted by user|command aborted)\b", re.MULTILINE | re.IGNORECASE)
+
+
+def _msg(
+    thread: str,
+    native: str,
+    role: str,
+    line: int,
+    blocks: list[Block],
+    source: str,
+    ts,
+    model: str | None = None,
+) -> Message:
+    """A message of a JSONL transcript: its seq is its line number."""
+    return Message(
+        thread, native, role, line, blocks, source_type=source, timestamp=ts, model=model, line=line
+    )
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _first_json_line(head: bytes) -> Any:
+    """Return the first non-blank line of `head` parsed as JSON, or None if it does not parse."""
+    for raw in head.split(b"\n", 32)[:32]:
+        body = raw.strip()
+        if not body:
+            continue
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+    return None
+
+
+def _uuid_from_name(path: Path) -> str:
+    m = _UUID_AT_END.search(path.stem)
+    return m.group(1) if m else path.stem
+
+
+def _text_of_content(content: Any) -> list[Block]:
+    """Blocks of a Responses-API `content` list (input_text / output_text / input_image)."""
+    if isinstance(content, str):
+        return [Block("text", text=content)]
+    blocks: list[Block] = []
+    for part in content or []:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            blocks.append(Block("text", text=part.get("text") or ""))
+        elif kind in ("input_image", "image", "image_url"):
+            blocks.append(Block("image"))  # the data URL is not stored
+        elif kind == "refusal":
+            blocks.append(Block("text", text=part.get("refusal") or ""))
+    return blocks
+
+
+def _loads_maybe(raw: Any) -> Any:
+    """`json.loads(raw)` for a JSON string, else `raw` itself."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _user_source(text: str) -> str:
+    stripped = text.lstrip()
+    if stripped.startswith(META_PREFIXES):
+        return SOURCE_META
+    if stripped.startswith(COMMAND_PREFIXES):
+        return SOURCE_COMMAND
+    return SOURCE_TYPED
+
+
+def _guidance(text: str) -> str | None:
+    """The AGENTS.md text of a `# AGENTS.md instructions` / `<user_instructions>` message."""
+    stripped = text.strip()
+    if stripped.startswith("# AGENTS.md instructions"):
+        m = re.search(r"<INSTRUCTIONS>\n?(.*?)\n?</INSTRUCTIONS>", stripped, re.DOTALL)
+        if m:
+            return m.group(1)
+        return stripped.split("\n", 1)[1].strip() if "\n" in stripped else None
+    if stripped.startswith("<user_instructions>"):
+        m = re.search(r"<user_instructions>\n?(.*?)\n?</user_instructions>", stripped, re.DOTALL)
+        return m.group(1) if m else None
+    return None
+
+
+def tool_output(output: Any) -> tuple[str, bool]:
+    """Return (text, is_error) for a Codex `function_call_output.output` string.
+
+    Handles the JSON-encoded `{"output", "metadata": {"exit_code"}}` shape (CLI 0.40-0.55), the
+    plain `Exit code: N\\nWall time: ...\\nOutput:\\n...` shape (0.66+) and the bare messages
+    (`failed in sandbox ...`, `patch rejected by user`, `Plan updated`).
+    """
+    if isinstance(output, dict):  # newer CLIs may store {content, success}
+        text = output.get("content") or output.get("output") or ""
+        if not isinstance(text, str):
+            text = json.dumps(text, ensure_ascii=False)
+        success = output.get("success")
+        return text, success is False
+    if not isinstance(output, str):
+        return json.dumps(output, ensure_ascii=False), False
+    if output.startswith("{"):
+        data = _loads_maybe(output)
+        if isinstance(data, dict) and "output" in data:
+            text = data.get("output")
+            text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+            meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+            code = meta.get("exit_code")
+            if isinstance(code, int):
+                return text, code != 0
+            return text, text.lstrip().lower().startswith(ERROR_PREFIXES)
+    head = output[:400]
+    m = _EXIT_CODE.match(head)
+    if m:
+        return output, int(m.group(1)) != 0
+    lowered = head.lstrip().lower()
+    if lowered.startswith(ERROR_PREFIXES):
+        return output, True
+    if lowered.startswith("wall time:") and _ABORTED.search(head):
+        return output, True
+    return output, False
+
+
+class CodexFormat:
+    """Codex CLI rollout JSONL (`~/.codex/sessions/.../rollout-*.jsonl`)."""
+
+    name = "codex"
+    agent = AGENT
+    appendable = True
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        if path.suffix != ".jsonl":
+            return False
+        obj = _first_json_line(head)
+        if isinstance(obj, dict):
+            return (
+                obj.get("type") in ROLLOUT_TYPES
+                and isinstance(obj.get("payload"), dict)
+                and "sessionId" not in obj
+                and "uuid" not in obj
+            )
+        # A first line longer than the head (huge instructions): look at its opening only.
+        return obj is None and bool(_ROLLOUT_HEAD.match(head))
+
+    def parse(self, path: Path, cursor: Cursor) -> Iterator[Record]:
+        st = cursor.state
+        if "thread" not in st:
+            st["thread"] = _uuid_from_name(path)
+        for item in read_jsonl(path, cursor):
+            if isinstance(item, Problem):
+                yield item
+                continue
+            line, obj = item
+            if not isinstance(obj, dict):
+                yield Problem(f"not a Codex rollout record (a JSON {type(obj).__name__})", line)
+                continue
+            try:
+                for rec in self._record(line, obj, st):
+                    if isinstance(rec, Message) and st.get("subagent"):
+                        rec.is_sidechain = True
+                    yield rec
+            except Exception as exc:  # noqa: BLE001  # one odd line must not stop the file
+                yield Problem(
+                    f"cannot read Codex {obj.get('type')!r} record: {type(exc).__name__}: {exc}",
+                    line,
+                )
+
+    # -- one line ------------------------------------------------------------------------
+    def _record(self, line: int, obj: dict, st: dict) -> Iterator[Record]:
+        kind = obj.get("type")
+        payload = obj.get("payload")
+        if not isinstance(payload, dict):
+            if kind in ROLLOUT_TYPES:
+                yield Problem(f"Codex {kind!r} record without a payload object", line)
+            return
+        ts = parse_time(obj.get("timestamp"))
+        if kind == "session_meta":
+            yield from self._session_meta(payload, st)
+        elif kind == "turn_context":
+            model = payload.get("model")
+            if model and model != st.get("model"):
+                st["model"] = model
+                yield ThreadInfo(st["thread"], AGENT, model=model)
+        elif kind == "response_item":
+            yield from self._response_item(line, ts, payload, st)
+        elif kind == "event_msg":
+            yield from self._event(line, ts, payload, st)
+        elif kind == "compacted":
+            text = payload.get("message") or ""
+            yield _msg(
+                st["thread"], f"L{line}", USER, line, [Block("text", text=text)], SOURCE_COMPACT, ts
+            )
+
+    def _session_meta(self, p: dict, st: dict) -> Iterator[Record]:
+        if st.get("meta_seen"):
+            return  # a resumed/forked session repeats it; the file stays one thread
+        st["meta_seen"] = True
+        if p.get("id"):
+            st["thread"] = str(p["id"])
+        git = p.get("git") if isinstance(p.get("git"), dict) else {}
+        meta = {
+            k: v
+            for k, v in {
+                "originator": p.get("originator"),
+                "source": p.get("source") if isinstance(p.get("source"), str) else None,
+                "model_provider": p.get("model_provider"),
+                "git_commit": git.get("commit_hash"),
+                "repository_url": git.get("repository_url"),
+                "started": p.get("timestamp"),
+            }.items()
+            if v
+        }
+        source = p.get("source")
+        subagent = source.get("subagent") if isinstance(source, dict) else None
+        parent = None
+        if subagent is not None:  # {"subagent": "review"} or {"subagent": {"thread_spawn": {...}}}
+            if isinstance(subagent, dict) and subagent:
+                kind, detail = next(iter(subagent.items()))
+                if isinstance(detail, dict):
+                    parent = detail.get("parent_thread_id")
+                subagent = kind
+            st["subagent"] = str(subagent)[:64]
+        instructions = p.get("instructions")
+        yield ThreadInfo(
+            st["thread"],
+            AGENT,
+            cwd=p.get("cwd"),
+            git_branch=git.get("branch"),
+            version=p.get("cli_version"),
+            guidance={"AGENTS.md": instructions}
+            if isinstance(instructions, str) and instructions.strip()
+            else None,
+            meta=meta or None,
+            is_sidechain=subagent is not None,
+            agent_type=st.get("subagent"),
+            parent_native_id=str(parent) if parent else None,
+        )
+
+    def _response_item(self, line: int, ts, p: dict, st: dict) -> Iterator[Record]:
+        thread = st["thread"]
+        model = st.get("model")
+        t = p.get("type")
+        if t == "message":
+            role = p.get("role")
+            blocks = _text_of_content(p.get("content"))
+            text = "\n\n".join(b.text for b in blocks if b.kind == "text" and b.text)
+            if role == "user":
+                st["last_user"] = _digest(text)
+                source = _user_source(text)
+                if source == SOURCE_TYPED and st.get("subagent"):
+                    # Nobody typed a sub-agent's prompt: /review wrote it, or the parent agent.
+                    source = SOURCE_COMMAND if st["subagent"] == "review" else SOURCE_META
+                guidance = _guidance(text)
+                if guidance is not None:
+                    yield ThreadInfo(thread, AGENT, guidance={"AGENTS.md": guidance})
+                yield _msg(thread, f"L{line}", USER, line, blocks, source, ts)
+            elif role == "assistant":
+                yield _msg(thread, f"L{line}", ASSISTANT, line, blocks, SOURCE_AGENT, ts, model)
+            else:  # developer / system
+                yield _msg(thread, f"L{line}", SYSTEM, line, blocks, SOURCE_META, ts)
+        elif t == "reasoning":
+            texts = [
+                s.get("text")
+                for s in p.get("summary") or []
+                if isinstance(s, dict) and s.get("text")
+            ]
+            if not texts and isinstance(p.get("content"), list):
+                texts = [
+                    c.get("text") for c in p["content"] if isinstance(c, dict) and c.get("text")
+                ]
+            if texts:  # encrypted_content is never stored
+                yield _msg(
+                    thread,
+                    f"L{line}",
+                    ASSISTANT,
+                    line,
+                    [Block("thinking", text="\n\n".join(texts))],
+                    SOURCE_AGENT,
+                    ts,
+                    model,
+                )
+        elif t in ("function_call", "custom_tool_call", "local_shell_call"):
+            call_id = str(p.get("call_id") or p.get("id") or f"L{line}")
+            name = p.get("name") or ("local_shell" if t == "local_shell_call" else None)
+            if t == "function_call":
+                tool_input = _loads_maybe(p.get("arguments"))
+            elif t == "custom_tool_call":
+                tool_input = p.get("input")
+            else:
+                tool_input = p.get("action")
+            block = Block("tool_use", tool_name=name, tool_use_id=call_id, tool_input=tool_input)
+            block.is_file_edit, block.edited_paths = _call_edits(name, tool_input)
+            yield _msg(thread, call_id, ASSISTANT, line, [block], SOURCE_AGENT, ts, model)
+        elif t in ("function_call_output", "custom_tool_call_output"):
+            call_id = str(p.get("call_id") or f"L{line}")
+            text, is_error = tool_output(p.get("output"))
+            block = Block("tool_result", text=text, tool_use_id=call_id, is_error=is_error)
+            yield _msg(thread, f"{call_id}:output", TOOL, line, [block], SOURCE_TOOL_RESULT, ts)
+        elif t == "web_search_call":
+            action = p.get("action")
+            call_id = str(p.get("id") or f"L{line}")
+            block = Block(
+                "tool_use", tool_name="web_search", tool_use_id=call_id, tool_input=action
+            )
+            yield _msg(thread, call_id, ASSISTANT, line, [block], SOURCE_AGENT, ts, model)
+        # ghost_snapshot (undo checkpoints) and unknown item types carry no conversation.
+
+    def _event(self, line: int, ts, p: dict, st: dict) -> Iterator[Record]:
+        thread = st["thread"]
+        t = p.get("type")
+        if t == "token_count":
+            info = p.get("info")
+            if isinstance(info, dict) and not st.get("review"):
+                usage = _token_delta(info, st)
+                if usage is not None:
+                    key, vec = usage
+                    yield Usage(
+                        thread,
+                        key,
+                        model=st.get("model"),
+                        input_tokens=vec[0] - vec[1],
+                        cache_read_tokens=vec[1],
+                        output_tokens=vec[2],
+                        reasoning_tokens=vec[3],
+                        timestamp=ts,
+                    )
+        elif t == "user_message":
+            # Normally a copy of the response_item user message just before it. In review mode
+            # (/review) the prompt exists only here.
+            text = p.get("message") or ""
+            digest = _digest(text)
+            if digest != st.get("last_user"):
+                st["last_user"] = digest
+                source = SOURCE_COMMAND if st.get("review") else _user_source(text)
+                blocks = [Block("text", text=text)] + [
+                    Block("image") for _ in p.get("images") or []
+                ]
+                yield _msg(thread, f"L{line}", USER, line, blocks, source, ts)
+        elif t == "turn_aborted":
+            reason = p.get("reason") or "aborted"
+            yield _msg(
+                thread,
+                f"L{line}",
+                SYSTEM,
+                line,
+                [Block("text", text=f"[turn aborted: {reason}]")],
+                SOURCE_INTERRUPT,
+                ts,
+            )
+        elif t == "entered_review_mode":
+            # The /review sub-agent is a session of its own, with its own rollout file (session
+            # source {"subagent": "review"}) holding its messages and the same token events; they
+            # are not counted here a second time. Its counter interleaves with the main one,
+            # which the main counter's state (left untouched) survives.
+            st["review"] = True
+        elif t == "exited_review_mode":
+            st.pop("review", None)
+        elif t == "error":
+            text = p.get("message") or "error"
+            yield _msg(
+                thread, f"L{line}", SYSTEM, line, [Block("text", text=text)], SOURCE_ERROR, ts
+            )
+        # agent_message / agent_reasoning duplicate response items; the rest is UI state.
+
+
+_TOKEN_FIELDS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_output_tokens",
+    "total_tokens",
+)
+
+
+def _token_delta(info: dict, st: dict) -> tuple[str, list[int]] | None:
+    """Turn a cumulative `total_token_usage` into the tokens of the calls since the last one.
+
+    Codex repeats `token_count` events with unchanged totals, and its cumulative counter starts
+    again from zero when the CLI process restarts (a resumed session). So: skip an unchanged
+    total; a total below the previous one starts a new counter (segment). Summing the deltas
+    gives the tokens of every call once. Review-mode events never get here (see `_event`).
+    """
+    total = info.get("total_token_usage")
+    if not isinstance(total, dict):
+        return None
+    vec = [int(total.get(k) or 0) for k in _TOKEN_FIELDS]
+    tok = st.setdefault("tok", {"seg": 0, "n": 0, "prev": None})
+    prev = tok["prev"]
+    if prev == vec:
+        return None
+    if prev is None or any(a < b for a, b in zip(vec, prev)):
+        if prev is not None:
+            tok["n"] += 1
+            tok["seg"] = tok["n"]
+        delta = vec
+    else:
+        delta = [a - b for a, b in zip(vec, prev)]
+    tok["prev"] = vec
+    key = f"total:{vec[4]}" if tok["seg"] == 0 else f"total:{tok['seg']}:{vec[4]}"
+    return key, delta
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.strip().encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def _call_edits(name: str | None, tool_input: Any) -> tuple[bool, list[str] | None]:
+    """Whether a Codex tool call edits files, and which."""
+    if name == "apply_patch":
+        patch = tool_input
+        if isinstance(tool_input, dict):
+            patch = tool_input.get("input") or tool_input.get("patch")
+        paths = patch_paths(patch) if isinstance(patch, str) else []
+        return True, paths or None
+    if name in ("shell", "shell_command", "local_shell", "exec_command", "container.exec"):
+        command = tool_input.get("command") if isinstance(tool_input, dict) else tool_input
+        if command is None and isinstance(tool_input, dict):
+            command = tool_input.get("cmd")
+        if isinstance(command, (str, list)):
+            return shell_edits(command)
+    return False, None
+
+
+# -- patches and shell commands -------------------------------------------------------------
+
+_PATCH_LINE = re.compile(r"^\*\*\* (?:(?:Add|Update|Delete) File|Move to): (.+?)\s*$", re.MULTILINE)
+_SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "fish"}
+_HEREDOC = re.compile(r"(?<!<)<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
+_SEPARATORS = {";", "&&", "||", "|", "&", "|&", "(", ")", ";;"}
+_REDIRECTS = {">", ">>", ">|", "&>", "&>>"}
+_PREFIX_COMMANDS = {"sudo", "command", "env", "nohup", "time", "exec"}
+_SCRATCH = ("/dev/", "/tmp/", "/proc/")
+_SHORT_I = re.compile(r"-[A-Za-z]*i[A-Za-z]*")
+
+
+def _unique(paths: list[str]) -> list[str]:
+    return list(dict.fromkeys(p for p in paths if p))
+
+
+def patch_paths(patch: str) -> list[str]:
+    """The files an `*** Begin Patch` envelope adds, updates, deletes or moves to."""
+    return _unique([m.group(1).strip() for m in _PATCH_LINE.finditer(patch)])
+
+
+def _script(command: str | list) -> tuple[str | None, str | None]:
+    """Return (shell script, apply_patch argument) for a command string or argv list."""
+    if isinstance(command, list):
+        argv = [str(a) for a in command]
+        if not argv:
+            return None, None
+        if argv[0] in ("apply_patch", "applypatch") and len(argv) > 1:
+            return None, argv[1]
+        if (
+            Path(argv[0]).name in _SHELLS
+            and len(argv) >= 3
+            and argv[1].startswith("-")
+            and "c" in argv[1]
+        ):
+            return argv[2], None
+        return shlex.join(argv), None
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command, None
+    if (
+        len(argv) == 3
+        and Path(argv[0]).name in _SHELLS
+        and argv[1].startswith("-")
+        and "c" in argv[1]
+    ):
+        return argv[2], None
+    return command, None
+
+
+def _strip_heredocs(script: str) -> list[str]:
+    """The lines of `script` without heredoc bodies (joined backslash continuations)."""
+    out: list[str] = []
+    pending: list[tuple[bool, str]] = []
+    buffer = ""
+    for raw in script.split("\n"):
+        if pending:
+            dash, delim = pending[0]
+            if (raw.lstrip("\t") if dash else raw).strip() == delim:
+                pending.pop(0)
+            continue
+        if raw.endswith("\\"):
+            buffer += raw[:-1] + " "
+            continue
+        text = buffer + raw
+        buffer = ""
+        out.append(text)
+        pending.extend((m.group(1) == "-", m.group(3)) for m in _HEREDOC.finditer(text))
+    if buffer:
+        out.append(buffer)
+    return out
+
+
+def _tokens(lines: list[str]) -> Iterator[list[str]]:
+    """Shell tokens per logical line (lines with an open quote are joined to the next)."""
+    buffer = ""
+    for line in lines:
+        buffer = f"{buffer}\n{line}" if buffer else line
+        try:
+            lex = shlex.shlex(buffer, posix=True, punctuation_chars=True)
+            lex.whitespace_split = True
+            lex.commenters = "#"
+            tokens = list(lex)
+        except ValueError:
+            continue
+        buffer = ""
+        yield tokens
+
+
+def _file_args(args: list[str], takes_value: set[str]) -> list[str]:
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in takes_value:
+            skip = True
+            continue
+        if a.startswith("-") and a != "-":
+            continue
+        out.append(a)
+    return out
+
+
+def _command_edits(words: list[str]) -> list[str]:
+    """Paths a simple command (no redirects) edits in place: sed -i, perl -i, tee."""
+    while words and (
+        "=" in words[0] and not words[0].startswith("=") or words[0] in _PREFIX_COMMANDS
+    ):
+        words = words[1:]
+    if not words:
+        return []
+    cmd, args = Path(words[0]).name, words[1:]
+    if cmd == "tee":
+        return _file_args(args, set())
+    if cmd in ("sed", "gsed") and any(
+        a.startswith(("-i", "--in-place")) or _SHORT_I.fullmatch(a) for a in args
+    ):
+        has_e = any(a in ("-e", "--expression", "-f", "--file") for a in args)
+        files = _file_args(args, {"-e", "--expression", "-f", "--file", "-l", "--line-length"})
+        return files if has_e else files[1:]
+    if cmd == "perl" and any(
+        a.startswith("-") and not a.startswith("--") and "i" in a[1:] for a in args
+    ):
+        has_e = any(a.startswith("-") and "e" in a[1:] for a in args)
+        files, skip = [], False
+        for a in args:
+            if skip:
+                skip = False
+                continue
+            if a.startswith("-"):
+                skip = a.endswith("e") or a in ("-M", "-I")
+                continue
+            files.append(a)
+        return files if has_e else files[1:]
+    return []
+
+
+def _script_edits(script: str) -> list[str]:
+    paths: list[str] = []
+    for tokens in _tokens(_strip_heredocs(script)):
+        words: list[str] = []
+        i = 0
+        while i < len(tokens):
+            tok = tokens[i]
+            if tok in _SEPARATORS:
+                paths += _command_edits(words)
+                words = []
+            elif tok in _REDIRECTS:
+                target = tokens[i + 1] if i + 1 < len(tokens) else ""
+                stderr = bool(words) and words[-1] == "2" and tok in (">", ">>")
+                if (
+                    target
+                    and not stderr
+                    and not target.startswith(_SCRATCH)
+                    and target not in _SEPARATORS
+                ):
+                    paths.append(target)
+                if stderr:
+                    words.pop()
+                i += 1
+            elif tok in ("<", "<<", "<<<", ">&", "<&", "<<-"):
+                i += 1  # the operand is not a command word
+            else:
+                words.append(tok)
+            i += 1
+        paths += _command_edits(words)
+    return paths
+
+
+def shell_edits(command: str | list) -> tuple[bool, list[str] | None]:
+    """Whether a shell command edits files (best effort, conservative), and which.
+
+    Recognised: `apply_patch` (argv or heredoc), output redirects to files (`> f`, `>> f`,
+    `cat <<EOF > f`; not /dev, /tmp or stderr), `tee`, `sed -i`, `perl -i`. Not recognised:
+    `mv`, `cp`, `rm`, `mkdir`, scripts that write files (`python - <<EOF`), `git apply`.
+    """
+    script, patch = _script(command)
+    if patch is not None:
+        return True, patch_paths(patch) or None
+    if not script:
+        return False, None
+    if "*** Begin Patch" in script and ("apply_patch" in script or "applypatch" in script):
+        return True, patch_paths(script) or None
+    paths = _unique(_script_edits(script))
+    return (True, paths) if paths else (False, None)
+
+
+# -- codex exec --json ----------------------------------------------------------------------
+
+
+class CodexExecFormat:
+    """`codex exec --json` output: thread/turn/item events, one JSON object a line.
+
+    Items are emitted when `item.completed` arrives (an item that only ever started, e.g. a
+    command still running when the file was read, is left out until it completes: emitting it
+    early would pin its incomplete version, since a message is stored once).
+    """
+
+    name = "codex-exec"
+    agent = AGENT
+    appendable = True
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        if path.suffix not in (".jsonl", ".json"):
+            return False
+        obj = _first_json_line(head)
+        if not isinstance(obj, dict):
+            return False
+        t = obj.get("type")
+        if not isinstance(t, str) or any(
+            k in obj for k in ("payload", "timestamp", "sessionId", "uuid")
+        ):
+            return False
+        return t.startswith(("thread.", "turn.", "item."))
+
+    def parse(self, path: Path, cursor: Cursor) -> Iterator[Record]:
+        st = cursor.state
+        if "thread" not in st:
+            st["thread"] = path.stem
+        for item in read_jsonl(path, cursor):
+            if isinstance(item, Problem):
+                yield item
+                continue
+            line, obj = item
+            if not isinstance(obj, dict):
+                yield Problem(f"not a codex exec event (a JSON {type(obj).__name__})", line)
+                continue
+            try:
+                yield from self._event(line, obj, st)
+            except Exception as exc:  # noqa: BLE001
+                yield Problem(
+                    f"cannot read codex exec {obj.get('type')!r} event: {type(exc).__name__}: {exc}",
+                    line,
+                )
+
+    def _event(self, line: int, obj: dict, st: dict) -> Iterator[Record]:
+        t = obj.get("type")
+        if t == "thread.started":
+            # `codex exec resume` appends a run of the same thread (its item ids start again);
+            # output of several runs concatenated may also hold other threads.
+            thread_id = str(obj.get("thread_id") or st["thread"])
+            if thread_id == st["thread"] and st.get("runs"):
+                st["runs"] += 1
+            else:
+                st["thread"], st["runs"] = thread_id, 1
+            yield ThreadInfo(st["thread"], AGENT)
+        elif t == "turn.completed":
+            st["turns"] = st.get("turns", 0) + 1
+            u = obj.get("usage") or {}
+            cached = int(u.get("cached_input_tokens") or 0)
+            yield Usage(
+                st["thread"],
+                f"turn:{st['turns']}",
+                input_tokens=int(u.get("input_tokens") or 0) - cached,
+                cache_read_tokens=cached,
+                output_tokens=int(u.get("output_tokens") or 0),
+                reasoning_tokens=int(u.get("reasoning_output_tokens") or 0),
+            )
+        elif t == "turn.failed" or t == "error":
+            err = obj.get("error") if isinstance(obj.get("error"), dict) else obj
+            text = err.get("message") or t
+            yield _msg(
+                st["thread"],
+                f"L{line}",
+                SYSTEM,
+                line,
+                [Block("text", text=text)],
+                SOURCE_ERROR,
+                None,
+            )
+        elif t == "item.completed" and isinstance(obj.get("item"), dict):
+            yield from self._item(line, obj["item"], st)
+
+    def _item(self, line: int, item: dict, st: dict) -> Iterator[Record]:
+        thread = st["thread"]
+        runs = st.get("runs", 1)
+        raw_id = str(item.get("id") or f"L{line}")
+        iid = raw_id if runs <= 1 else f"r{runs}:{raw_id}"  # item ids restart in a resumed run
+        kind = item.get("type") or item.get("item_type")
+        if kind in ("agent_message", "assistant_message"):
+            yield _msg(
+                thread,
+                iid,
+                ASSISTANT,
+                line,
+                [Block("text", text=item.get("text") or "")],
+                SOURCE_AGENT,
+                None,
+            )
+        elif kind == "reasoning":
+            yield _msg(
+                thread,
+                iid,
+                ASSISTANT,
+                line,
+                [Block("thinking", text=item.get("text") or "")],
+                SOURCE_AGENT,
+                None,
+            )
+        elif kind == "command_execution":
+            command = item.get("command")
+            use = Block(
+                "tool_use", tool_name="shell", tool_use_id=iid, tool_input={"command": command}
+            )
+            if isinstance(command, (str, list)):
+                use.is_file_edit, use.edited_paths = shell_edits(command)
+            yield _msg(thread, iid, ASSISTANT, line, [use], SOURCE_AGENT, None)
+            code = item.get("exit_code")
+            failed = item.get("status") in ("failed", "declined")
+            result = Block(
+                "tool_result",
+                text=item.get("aggregated_output") or "",
+                tool_use_id=iid,
+                is_error=failed or code not in (0, None),
+            )
+            yield _msg(thread, f"{iid}:output", TOOL, line, [result], SOURCE_TOOL_RESULT, None)
+        elif kind == "file_change":
+            changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+            paths = _unique([str(c.get("path")) for c in changes if c.get("path")])
+            use = Block(
+                "tool_use",
+                tool_name="apply_patch",
+                tool_use_id=iid,
+                tool_input={"changes": changes},
+                is_file_edit=True,
+                edited_paths=paths or None,
+            )
+            yield _msg(thread, iid, ASSISTANT, line, [use], SOURCE_AGENT, None)
+            status = item.get("status") or "completed"
+            summary = "\n".join(f"{c.get('kind', 'update')} {c.get('path')}" for c in changes)
+            result = Block(
+                "tool_result",
+                text=f"{status}\n{summary}".strip(),
+                tool_use_id=iid,
+                is_error=status == "failed",
+            )
+            yield _msg(thread, f"{iid}:output", TOOL, line, [result], SOURCE_TOOL_RESULT, None)
+        elif kind == "mcp_tool_call":
+            name = f"mcp__{item.get('server')}__{item.get('tool')}"
+            use = Block(
+                "tool_use", tool_name=name, tool_use_id=iid, tool_input=item.get("arguments")
+            )
+            yield _msg(thread, iid, ASSISTANT, line, [use], SOURCE_AGENT, None)
+            error = item.get("error")
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                text = error["message"]
+            else:
+                text = _as_text(error or item.get("result"))
+            result = Block(
+                "tool_result",
+                text=text,
+                tool_use_id=iid,
+                is_error=bool(error) or item.get("status") == "failed",
+            )
+            yield _msg(thread, f"{iid}:output", TOOL, line, [result], SOURCE_TOOL_RESULT, None)
+        elif kind == "web_search":
+            use = Block(
+                "tool_use",
+                tool_name="web_search",
+                tool_use_id=iid,
+                tool_input={"query": item.get("query")},
+            )
+            yield _msg(thread, iid, ASSISTANT, line, [use], SOURCE_AGENT, None)
+        elif kind == "todo_list":
+            use = Block(
+                "tool_use",
+                tool_name="todo_list",
+                tool_use_id=iid,
+                tool_input={"items": item.get("items")},
+            )
+            yield _msg(thread, iid, ASSISTANT, line, [use], SOURCE_AGENT, None)
+        elif kind == "error":
+            yield _msg(
+                thread,
+                iid,
+                SYSTEM,
+                line,
+                [Block("text", text=item.get("message") or "error")],
+                SOURCE_ERROR,
+                None,
+            )
+
+
+@hookimpl(trylast=True)
+def register_formats(register) -> None:
+    register(CodexFormat())
+    register(CodexExecFormat())
