@@ -105,7 +105,7 @@ def _result_text(run: dict) -> tuple[str, bool]:
     if isinstance(result, str):
         text = result
     elif isinstance(result, dict):
-        out = result.get("output", result.get("content"))
+        out = result.get("output", result.get("content", result.get("diff")))
         if isinstance(out, str):
             text = out
         elif out is not None:
