@@ -126,7 +126,8 @@ class Ingester:
         self.engine = engine
         self.plugins = plugins
         self.forced = plugins.format(format_name) if format_name else None
-        self.formats = list(plugins.formats().values())
+        # Formats with a lower `detect_priority` are tried first; generic ones set it high.
+        self.formats = sorted(plugins.formats().values(), key=lambda f: getattr(f, "detect_priority", 0))
         self._thread_ids: dict[tuple[str, str], int] = {}
         self.touched_threads: set[int] = set()
 
@@ -301,7 +302,9 @@ class Ingester:
         with self.engine.begin() as conn:
             file_id = self._remember(spath, st, fmt.name, Cursor(), conn)
             if status == "rewritten":
-                conn.execute(delete(s.Message).where(s.Message.source_file_id == file_id))
+                # Everything this file contributed is read again; drop it so nothing stale stays.
+                for table in (s.Message, s.ToolCall, s.TokenUsage):
+                    conn.execute(delete(table).where(table.source_file_id == file_id))
             batch = _Batch()
             try:
                 for rec in fmt.parse(path, cursor):
@@ -311,7 +314,7 @@ class Ingester:
                         result.messages += 1
                     elif isinstance(rec, Usage):
                         tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
-                        batch.add_usage(tid, rec)
+                        batch.add_usage(tid, file_id, rec)
                     elif isinstance(rec, ThreadInfo):
                         self._thread_id(conn, fmt.agent, rec, rec.native_id, file_id)
                     elif isinstance(rec, Problem):
@@ -407,6 +410,7 @@ class _Batch:
                     {
                         "thread_id": thread_id,
                         "call_id": b.tool_use_id,
+                        "source_file_id": file_id,
                         "name": b.tool_name,
                         "call_message_id": msg.native_id,
                         "is_file_edit": bool(b.is_file_edit),
@@ -418,6 +422,7 @@ class _Batch:
                     {
                         "thread_id": thread_id,
                         "call_id": b.tool_use_id,
+                        "source_file_id": file_id,
                         "result_message_id": msg.native_id,
                         "is_error": b.is_error,
                     }
@@ -443,10 +448,11 @@ class _Batch:
             }
         )
 
-    def add_usage(self, thread_id: int, u: Usage) -> None:
+    def add_usage(self, thread_id: int, file_id: int, u: Usage) -> None:
         self.usage.append(
             {
                 "thread_id": thread_id,
+                "source_file_id": file_id,
                 "key": u.key,
                 "model": u.model,
                 "timestamp": u.timestamp,

@@ -131,6 +131,9 @@ class ToolCall(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
     call_id: Mapped[str] = mapped_column(String(255))
+    source_file_id: Mapped[int | None] = mapped_column(
+        ForeignKey("source_files.id", ondelete="SET NULL"), index=True
+    )
     name: Mapped[str | None] = mapped_column(String(255))
     call_message_id: Mapped[str | None] = mapped_column(String(255))
     result_message_id: Mapped[str | None] = mapped_column(String(255))
@@ -148,6 +151,9 @@ class TokenUsage(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
     key: Mapped[str] = mapped_column(String(255))
+    source_file_id: Mapped[int | None] = mapped_column(
+        ForeignKey("source_files.id", ondelete="SET NULL"), index=True
+    )
     model: Mapped[str | None] = mapped_column(String(128))
     timestamp: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
     input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)

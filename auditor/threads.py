@@ -72,16 +72,16 @@ def _iso(value) -> str | None:
     return value.isoformat() + ("Z" if value.tzinfo is None else "")
 
 
-def find_thread(engine: Engine, ident: str) -> s.Thread:
+def find_thread(engine: Engine, ident: str):
     """Find a thread by database id, native id, or a unique prefix of its native id."""
-    t = s.Thread
+    t = s.Thread.__table__
     with engine.connect() as conn:
-        conds = [t.native_id == ident]
+        conds = [t.c.native_id == ident]
         if ident.isdigit():
-            conds.append(t.id == int(ident))
-        rows = conn.execute(select(t).where(or_(*conds))).scalars().all()
+            conds.append(t.c.id == int(ident))
+        rows = conn.execute(select(t).where(or_(*conds))).all()
         if not rows:
-            rows = conn.execute(select(t).where(t.native_id.startswith(ident, autoescape=True)).limit(6)).scalars().all()
+            rows = conn.execute(select(t).where(t.c.native_id.startswith(ident, autoescape=True)).limit(6)).all()
     if len(rows) == 1:
         return rows[0]
     if not rows:

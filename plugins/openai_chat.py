@@ -265,6 +265,7 @@ class OpenAIChatFormat:
     name = "openai"
     agent = AGENT
     appendable = False  # JSON documents are rewritten; a grown JSONL log is simply read again
+    detect_priority = 100  # generic: tried after the formats of specific agents
 
     def detect(self, path: Path, head: bytes) -> bool:
         body = head.lstrip()

@@ -1,0 +1,66 @@
+"""The command line: help everywhere, one-line errors, JSON that parses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli import cli
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def all_commands(group=cli, prefix=()):
+    for name, cmd in group.commands.items():
+        yield prefix + (name,)
+        if hasattr(cmd, "commands"):
+            yield from all_commands(cmd, prefix + (name,))
+
+
+@pytest.mark.parametrize("command", list(all_commands()), ids=lambda c: " ".join(c))
+def test_every_command_has_help(command):
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0
+    assert "Usage: " in result.output and len(result.output.splitlines()) > 3
+
+
+def test_unknown_thread_is_one_line():
+    result = invoke("show", "no-such-thread")
+    assert result.exit_code == 2
+    assert result.output == "Error: 'no-such-thread' is not a known thread.\n"
+
+
+def test_unknown_format_lists_the_known_ones(tmp_path):
+    result = invoke("ingest", "--format", "nope", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: 'nope' is not a known transcript format. Available: ")
+    assert "claude-code" in result.output
+
+
+def test_db_commands(tmp_path):
+    db = tmp_path / "x.db"
+    assert invoke("--db", str(db), "db", "path").output.strip() == f"sqlite:///{db}"
+    assert invoke("--db", str(db), "db", "current").output.startswith("current: (empty)")
+    assert invoke("--db", str(db), "db", "upgrade").exit_code == 0
+    assert "current: (empty)" not in invoke("--db", str(db), "db", "current").output
+
+
+def test_plugins_json_lists_formats():
+    data = json.loads(invoke("plugins", "--json").output)
+    assert {"claude-code", "codex", "amp", "openai"} <= set(data["formats"])
+    assert data["failed"] == []
+
+
+def test_ingest_and_threads_json(tmp_path):
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps({"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}))
+    summary = json.loads(invoke("ingest", "--json", str(chat)).output)
+    assert (summary["new"], summary["messages"], summary["failed"]) == (1, 2, 0)
+    rows = json.loads(invoke("threads", "--json").output)
+    assert [(r["native_id"], r["agent"], r["messages"]) for r in rows] == [("c1", "openai", 2)]
+    shown = invoke("show", "c1").output
+    assert "hi" in shown and "hello" in shown

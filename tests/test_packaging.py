@@ -1,0 +1,46 @@
+"""A non-editable install into a fresh virtualenv works from any directory, migrations included."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_wheel_install_runs_ingest_from_another_directory(tmp_path):
+    env_dir = tmp_path / "venv"
+    # System site-packages provide the dependencies; auditor itself is installed non-editable.
+    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    subprocess.run(
+        [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)],
+        check=True, cwd=tmp_path, capture_output=True,
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = subprocess.run(
+        [py, "-c", "import auditor, auditor_plugins, auditor_migrations; print(auditor.__file__)"],
+        check=True, cwd=elsewhere, capture_output=True, text=True,
+    ).stdout
+    assert str(ROOT) not in where and "site-packages" in where
+    transcript = elsewhere / "chat.json"
+    transcript.write_text(json.dumps({"id": "chat-1", "messages": [
+        {"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]}))
+    db = elsewhere / "store.db"
+    out = subprocess.run(
+        [env_dir / "bin" / "auditor", "--db", str(db), "ingest", "--json", str(transcript)],
+        cwd=elsewhere, capture_output=True, text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["messages"] == 2
+    current = subprocess.run([env_dir / "bin" / "auditor", "--db", str(db), "db", "current"],
+                             cwd=elsewhere, capture_output=True, text=True, check=True).stdout
+    words = current.split()  # "current: 0002 head: 0002"
+    assert words[0] == "current:" and words[1] == words[3] != "(empty)"
