@@ -20,7 +20,7 @@ def test_wheel_install_runs_ingest_from_another_directory(tmp_path):
     venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
     subprocess.run(
-        [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)],
+        [py, "-m", "pip", "install", "-q", "--no-deps", str(ROOT)],
         check=True, cwd=tmp_path, capture_output=True,
     )
     elsewhere = tmp_path / "elsewhere"
