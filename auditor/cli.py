@@ -372,6 +372,16 @@ def plugins(ctx: Context, as_json: bool) -> None:
     plugins_table(infos, formats, failures)
 
 
+def _add_commands() -> None:
+    from . import cli_live, cli_reports
+
+    for command in cli_reports.COMMANDS + cli_live.COMMANDS:
+        cli.add_command(command)
+
+
+_add_commands()
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     click.echo(f"Warning: {message}", err=True)
 
