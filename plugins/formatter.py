@@ -1,0 +1,620 @@
+"""The built-in formatter: a thread up to a checkpoint, as the markdown the observer reads.
+
+What the observer gets, top to bottom: a short header (agent, working directory), the guidance
+files the agent was given (AGENTS.md / CLAUDE.md), the conversation, and one closing line that
+says what kind of checkpoint this is.
+
+In the conversation every message a person typed is shown whole, under a `### User` heading
+(the first one marked as the original task); earlier course corrections have their own heading
+so the observer does not repeat itself; the agent's text is shown as written and each tool call
+is shown with its result attached. Tool inputs and outputs are abbreviated: the head and the
+tail are kept, and so are lines from the middle that look like failures (tracebacks, `FAILED`,
+`error:`, non-zero exit codes...), with a marker saying how much was cut. File paths and commands
+stay visible.
+
+The whole text fits `config["max_tokens"]` (default 24000) where it can: older activity is
+abbreviated harder first, then stretches of it are left out with an `[... N messages omitted
+...]` marker. Typed user messages, course corrections and the agent's final message are never
+cut or left out, so a thread made only of those can exceed the budget. Every piece of text goes
+through `auditor.redact` before it is used. The output depends only on the input.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from auditor.checkpoints import INFERENCE
+from auditor.hookspecs import hookimpl
+from auditor.model import (
+    SOURCE_COMMAND,
+    SOURCE_COMPACT,
+    SOURCE_COURSE_CORRECTION,
+    SOURCE_ERROR,
+    SOURCE_INTERRUPT,
+    SOURCE_META,
+    SOURCE_TOOL_RESULT,
+    SOURCE_TYPED,
+)
+from auditor.redact import redact
+
+DEFAULT_MAX_TOKENS = 24000
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimate the tokens of `text`: a quarter of its UTF-8 bytes, rounded up.
+
+    Counting bytes rather than characters charges non-Latin text (3 bytes a character, about a
+    token each) closer to what tokenizers do; for English and code it is the usual chars/4.
+    """
+    return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+
+
+# Redacting is the costliest step and a thread's messages come back at every checkpoint of a
+# run, so results are remembered (keyed by the text itself).
+_clean: Callable[[str], str] = functools.lru_cache(maxsize=8192)(redact)
+
+
+# -- abbreviation --------------------------------------------------------------------------------
+# Lines worth keeping from the middle of a long output.
+_FAILURE = re.compile(
+    r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\b(?:error|ERROR|Error)(?:\[\w+\])?:"
+    r"|\bFAIL(?:ED|URES?)?\b|\b[Ff]ailed\b|\b\d+ (?:failed|failing|errors?)\b|^E {2,}\S"
+    r"|\b(?:[Ee]xit|[Rr]eturn) (?:code|status)[: =]+-?[1-9]|non-zero exit|panicked at|Segmentation fault"
+    r"|core dumped|command not found|No such file or directory|Permission denied|^fatal:|npm ERR!|[✗✘❌]",
+    re.MULTILINE,
+)
+_NOTHING = re.compile(r"(?!)")
+# Lines naming files in a patch or diff; kept so that the paths a call touches stay visible.
+_FILE_HEADER = re.compile(
+    r"^(?:\*\*\* (?:Add|Update|Delete|Move) File|\+\+\+ |--- |diff --git )", re.MULTILINE
+)
+_MAX_LINE = 400  # a kept line longer than this is itself cut in the middle
+
+
+def _cut_line(line: str, limit: int) -> str:
+    if len(line) <= limit:
+        return line
+    half = max(limit // 2, 20)
+    return f"{line[:half]} [... {len(line) - 2 * half} chars cut ...] {line[-half:]}"
+
+
+def abbreviate(text: str, limit: int, keep: re.Pattern[str] = _FAILURE) -> str:
+    """Shorten `text` to about `limit` characters, keeping its head, its tail and `keep` lines.
+
+    Lines from the middle that match `keep` (failures, by default) are kept, up to a share of
+    the limit of their own; every stretch that was cut leaves a `[... N lines cut ...]` marker.
+    """
+    if len(text) <= limit:
+        return text
+    lines = text.split("\n")
+    line_cap = max(min(_MAX_LINE, limit // 2), 40)
+    if len(lines) == 1:
+        return _cut_line(text, limit)
+    head_budget = tail_budget = max(limit * 2 // 5, 40)
+    head: list[int] = []
+    used = 0
+    for i, line in enumerate(lines):
+        cost = min(len(line), line_cap) + 1
+        if head and used + cost > head_budget:
+            break
+        head.append(i)
+        used += cost
+    tail: list[int] = []
+    used = 0
+    for i in range(len(lines) - 1, head[-1], -1):
+        cost = min(len(lines[i]), line_cap) + 1
+        if tail and used + cost > tail_budget:
+            break
+        tail.append(i)
+        used += cost
+    tail.reverse()
+    lo, hi = head[-1] + 1, tail[0] if tail else len(lines)
+    kept_middle: list[int] = []
+    if lo < hi:
+        middle = "\n".join(lines[lo:hi])
+        budget = max(limit * 3 // 10, 120)
+        line_no, pos = lo, 0
+        for m in keep.finditer(middle):
+            line_no += middle.count("\n", pos, m.start())
+            pos = m.start()
+            if kept_middle and kept_middle[-1] == line_no:
+                continue
+            cost = min(len(lines[line_no]), 240) + 1
+            if budget - cost < 0:
+                break
+            budget -= cost
+            kept_middle.append(line_no)
+    out: list[str] = []
+    previous = -1
+    for i in head + kept_middle + tail:
+        if i - previous > 1:
+            gap = i - previous - 1
+            out.append(f"[... {gap} line{'s' if gap > 1 else ''} cut ...]")
+        out.append(_cut_line(lines[i], 240 if lo <= i < hi else line_cap))
+        previous = i
+    if previous < len(lines) - 1:
+        out.append(f"[... {len(lines) - 1 - previous} lines cut ...]")
+    return "\n".join(out)
+
+
+def _fence(body: str) -> str:
+    ticks = "```"
+    if "```" in body:
+        ticks = "`" * (max(len(run) for run in re.findall(r"`{3,}", body)) + 1)
+    return f"{ticks}\n{body}\n{ticks}"
+
+
+# -- detail levels ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Level:
+    result: int  # characters kept of a tool result
+    value: int  # characters kept of one tool-input value
+    command: int  # characters kept of a command
+    text: int | None  # characters kept of the agent's (non-final) text; None: all
+    note: int  # characters kept of harness notes, command output and summaries
+
+
+LEVELS = (
+    Level(result=3000, value=1200, command=1200, text=None, note=1500),
+    Level(result=1200, value=500, command=600, text=None, note=600),
+    Level(result=500, value=200, command=300, text=1500, note=300),
+    Level(result=160, value=80, command=160, text=400, note=120),
+)
+
+# Input keys shown in full (paths) or with a larger allowance (commands) at every level.
+PATH_KEYS = frozenset(
+    [
+        "file_path",
+        "path",
+        "paths",
+        "notebook_path",
+        "filePath",
+        "file",
+        "filename",
+        "target_file",
+        "cwd",
+        "workdir",
+        "directory",
+        "dir",
+        "url",
+    ]
+)
+COMMAND_KEYS = frozenset(("command", "cmd", "script", "commands"))
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # e.g. an integer wider than 64 bits
+        return str(value)
+
+
+def _todos(value: Any) -> str | None:
+    if not (
+        isinstance(value, list)
+        and value
+        and all(isinstance(t, dict) and "content" in t for t in value)
+    ):
+        return None
+    marks = {"completed": "[x]", "in_progress": "[~]"}
+    return "\n".join(f"{marks.get(t.get('status'), '[ ]')} {t.get('content')}" for t in value)
+
+
+def render_tool_input(tool_input: Any, level: Level) -> str:
+    """Render a tool call's input as `key: value` lines, abbreviated to `level`."""
+    if tool_input is None or tool_input == {}:
+        return ""
+    if not isinstance(tool_input, dict):
+        return abbreviate(_clean(_value_text(tool_input)), level.command, _FILE_HEADER)
+    out: list[str] = []
+    for key, value in tool_input.items():
+        if value is None or value == "" or value == []:
+            continue
+        if (
+            key in COMMAND_KEYS
+            and isinstance(value, list)
+            and all(isinstance(v, str) for v in value)
+        ):
+            value = " ".join(value)
+        todos = _todos(value) if key == "todos" else None
+        if todos is not None:
+            text, limit = _clean(todos), level.value * 2
+        else:
+            text = _clean(_value_text(value))
+            limit = (
+                600 if key in PATH_KEYS else level.command if key in COMMAND_KEYS else level.value
+            )
+        text = abbreviate(text, limit, _FILE_HEADER)
+        if "\n" in text:
+            out.append(f"{key}:\n" + "\n".join("  " + line for line in text.split("\n")))
+        else:
+            out.append(f"{key}: {text}")
+    return "\n".join(out)
+
+
+# -- units: what the conversation is made of ---------------------------------------------------------
+@dataclass(eq=False)
+class Unit:
+    """One message as rendered: a heading, and a body at each detail level."""
+
+    heading: str
+    index: int  # position of the message in `messages`
+    render: Callable[[Level], str]
+    protected: bool = False  # never abbreviated further, never left out
+    late: bool = False  # left out only after the other activity
+    current: bool = False  # after the last typed user message or correction
+    level: int = 0
+    dropped: bool = False
+    pos: int = 0  # position in the unit list
+    _cache: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    def text(self, level: int | None = None) -> str:
+        return self.sized(self.level if level is None else level)[0]
+
+    def tokens(self, level: int | None = None) -> int:
+        return self.sized(self.level if level is None else level)[1]
+
+    def sized(self, level: int) -> tuple[str, int]:
+        if self.protected:
+            level = 0
+        if level not in self._cache:
+            body = self.render(LEVELS[level])
+            self._cache[level] = (body, estimate_tokens(self.heading) + estimate_tokens(body) + 1)
+        return self._cache[level]
+
+
+def is_typed(m) -> bool:
+    """True for a message a person typed (older parsers may leave `source_type` unset)."""
+    if m.role != "user" or m.source_type not in (SOURCE_TYPED, None):
+        return False
+    return not any(b.kind == "tool_result" for b in m.blocks)
+
+
+def _is_tool_results(m) -> bool:
+    return m.source_type == SOURCE_TOOL_RESULT or (
+        bool(m.blocks) and all(b.kind == "tool_result" for b in m.blocks)
+    )
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+_COMMAND_PART = re.compile(r"<(command-name|command-args|bash-input)>(.*?)</\1>", re.DOTALL)
+_COMMAND_TAG = re.compile(r"</?(?:command-[a-z]+|local-command-[a-z]+|bash-[a-z]+)>")
+
+
+def command_text(text: str) -> tuple[str, bool]:
+    """Return a slash command or shell escape as the user typed it, and whether it has arguments.
+
+    Output of local commands (`<local-command-stdout>`, `<bash-stdout>`) comes back untagged.
+    """
+    parts = {tag: value.strip() for tag, value in _COMMAND_PART.findall(text)}
+    if "command-name" in parts:
+        args = parts.get("command-args", "")
+        return f"{parts['command-name']} {args}".strip(), bool(args)
+    if "bash-input" in parts:
+        return f"! {parts['bash-input']}", True
+    return _COMMAND_TAG.sub("", text).strip(), False
+
+
+def _render_call(block, result, level: Level, protected: bool) -> str:
+    name = block.tool_name or "tool"
+    marks = " (edits files)" if block.is_file_edit else ""
+    parts = [f"**Tool call: {name}**{marks}"]
+    body = render_tool_input(block.tool_input, LEVELS[0] if protected else level)
+    if block.edited_paths and not any(p in body for p in block.edited_paths):
+        body = (_clean("edited: " + ", ".join(block.edited_paths)) + "\n" + body).rstrip()
+    if body:
+        parts.append(_fence(body))
+    if result is None:
+        parts.append("Result: (none recorded)")
+    else:
+        output = abbreviate(
+            _clean(result.text or ""), level.result if not protected else LEVELS[0].result
+        )
+        state = " (error)" if result.is_error else ""
+        parts.append(
+            f"Result{state}:\n" + _fence(output) if output.strip() else f"Result{state}: (empty)"
+        )
+    return "\n".join(parts)
+
+
+def _assistant_body(m, results: dict[str, Any], final: bool) -> Callable[[Level], str]:
+    def render(level: Level) -> str:
+        parts: list[str] = []
+        for b in m.blocks:
+            if b.kind == "text" and b.text and b.text.strip():
+                text = _clean(b.text.strip())
+                if not final and level.text is not None:
+                    text = abbreviate(text, level.text, _NOTHING)
+                parts.append(text)
+            elif b.kind == "tool_use":
+                parts.append(_render_call(b, results.get(b.tool_use_id or ""), level, final))
+            elif b.kind == "image":
+                parts.append("[image]")
+        return "\n\n".join(parts)
+
+    return render
+
+
+def _note(prefix: str, text: str) -> Callable[[Level], str]:
+    return lambda level: f"_({prefix}: {abbreviate(_flat(_clean(text)), level.note)})_"
+
+
+def _fixed(body: str) -> Callable[[Level], str]:
+    return lambda level: body
+
+
+def _limited(text: str, share: Callable[[Level], int]) -> Callable[[Level], str]:
+    return lambda level: abbreviate(_clean(text.strip()), share(level))
+
+
+def _orphans(blocks: list) -> Callable[[Level], str]:
+    def render(level: Level) -> str:
+        return "\n\n".join(_fence(abbreviate(_clean(b.text or ""), level.result)) for b in blocks)
+
+    return render
+
+
+def _is_instruction(m) -> bool:
+    """True for what the user said: typed messages, and slash commands given arguments."""
+    if is_typed(m):
+        return True
+    return m.source_type == SOURCE_COMMAND and m.role == "user" and command_text(m.text)[1]
+
+
+def build_units(messages: list) -> list[Unit]:
+    """Turn messages into units, tool results attached to the calls they answer."""
+    blocks = [b for m in messages for b in m.blocks if b.tool_use_id]
+    calls = {b.tool_use_id for b in blocks if b.kind == "tool_use"}
+    results = {b.tool_use_id: b for b in blocks if b.kind == "tool_result"}
+    said = [_is_instruction(m) or m.source_type == SOURCE_COURSE_CORRECTION for m in messages]
+    last_user = max((i for i, yes in enumerate(said) if yes), default=-1)
+    # The agent's final message: its trailing run of messages, looking past tool results.
+    final: set[int] = set()
+    i = len(messages) - 1
+    while i >= 0 and messages[i].role != "assistant" and _is_tool_results(messages[i]):
+        i -= 1
+    while i > last_user and messages[i].role == "assistant":
+        final.add(i)
+        i -= 1
+    original = next((i for i, m in enumerate(messages) if _is_instruction(m)), -1)
+    # The agent's first reply to the task often states its plan: kept as long as turn endings.
+    first_reply = next(
+        (i for i, m in enumerate(messages) if i > original and m.role == "assistant"), None
+    )
+
+    units: list[Unit] = []
+    for i, m in enumerate(messages):
+        st, text = m.source_type, m.text
+        previous = messages[i - 1] if i else None
+        if st == SOURCE_COURSE_CORRECTION:
+            heading = "### Course correction (sent to the agent earlier by an observer)"
+            units.append(Unit(heading, i, _fixed(_clean(text.strip())), protected=True))
+        elif is_typed(m):
+            images = "\n\n[image attached]" * sum(b.kind == "image" for b in m.blocks)
+            heading = "### User (original task)" if i == original else "### User"
+            units.append(Unit(heading, i, _fixed(_clean(text.strip()) + images), protected=True))
+        elif m.role == "assistant":
+            ends_turn = i + 1 < len(messages) and said[i + 1]
+            body = _assistant_body(m, results, i in final)
+            late = ends_turn or i == first_reply
+            unit = Unit("### Assistant", i, body, protected=i in final, late=late)
+            if unit.tokens(0) > estimate_tokens(unit.heading) + 1:  # thinking-only: left out
+                units.append(unit)
+        elif st == SOURCE_INTERRUPT:
+            units.append(
+                Unit("", i, _fixed("_(the user interrupted the agent here)_"), protected=True)
+            )
+        elif _is_tool_results(m):
+            orphans = [
+                b for b in m.blocks if b.kind == "tool_result" and b.tool_use_id not in calls
+            ]
+            if orphans:
+                units.append(Unit("### Tool result (its call is not shown)", i, _orphans(orphans)))
+        elif st == SOURCE_COMMAND:
+            command, has_args = command_text(text)
+            if m.role == "user" and has_args:
+                heading = (
+                    "### User (original task, as a command)"
+                    if i == original
+                    else "### User (command)"
+                )
+                units.append(Unit(heading, i, _fixed(_clean(command)), protected=True))
+            elif command:
+                units.append(
+                    Unit(
+                        "### Command output" if m.role != "user" else "### User (command)",
+                        i,
+                        _limited(command, lambda level: level.note),
+                    )
+                )
+        elif st == SOURCE_COMPACT:
+            heading = (
+                "### Summary of the earlier conversation (written when the context was compacted)"
+            )
+            units.append(Unit(heading, i, _limited(text, lambda level: level.note * 2), late=True))
+        elif st == SOURCE_META and previous is not None and previous.source_type == SOURCE_COMMAND:
+            heading = "### Command prompt (the text the command expanded to)"
+            units.append(Unit(heading, i, _limited(text, lambda level: level.note * 2)))
+        elif st == SOURCE_ERROR:
+            units.append(Unit("", i, _note("the agent's client reported an error", text)))
+        elif text.strip() and "<local-command-caveat>" not in text:
+            # Harness text (reminders, environment context...) and anything unknown: one line.
+            units.append(
+                Unit("", i, _note("harness note" if st == SOURCE_META else f"{m.role} note", text))
+            )
+    for pos, u in enumerate(units):
+        u.current = u.index > last_user
+        u.pos = pos
+    return units
+
+
+# -- fitting the budget --------------------------------------------------------------------------------
+def _omitted(n: int) -> str:
+    return f"[... {n} message{'s' if n != 1 else ''} omitted ...]"
+
+
+def fit(units: list[Unit], budget: int) -> None:
+    """Set each unit's level and dropped flag so the total fits `budget` tokens, if it can."""
+    total = sum(u.tokens() for u in units)
+    marker = estimate_tokens(_omitted(100)) + 1
+    runs = 0
+
+    def over() -> bool:
+        return total + runs * marker > budget
+
+    def shrink(group: list[Unit], first: int, stop: int) -> bool:
+        nonlocal total
+        for level in range(first, stop):
+            for u in group:
+                if not u.dropped and u.level < level:
+                    total += u.tokens(level) - u.tokens()
+                    u.level = level
+            if not over():
+                return True
+        return False
+
+    def drop(group: list[Unit]) -> bool:
+        nonlocal total, runs
+        for u in group:  # oldest first
+            left = u.pos > 0 and units[u.pos - 1].dropped
+            right = u.pos + 1 < len(units) and units[u.pos + 1].dropped
+            runs += 1 - left - right
+            total -= u.tokens()
+            u.dropped = True
+            if not over():
+                return True
+        return False
+
+    if not over():
+        return
+    movable = [u for u in units if not u.protected]
+    old = [u for u in movable if not u.current]
+    current = [u for u in movable if u.current]
+    # Keep the latest few units of the current turn to the end: they show what the agent just saw.
+    recent = current[-3:]
+    # Older turns give way first, but not before the current turn has been trimmed a little:
+    # the observer needs the earlier context to judge what the agent was asked.
+    steps: list[Callable[[], bool]] = [
+        lambda: shrink(old, 1, len(LEVELS)),
+        lambda: shrink(current, 1, 2),
+        lambda: drop([u for u in old if not u.late]),
+        lambda: drop([u for u in old if u.late]),
+        lambda: shrink(current, 2, len(LEVELS)),
+        lambda: drop([u for u in current if not u.late and u not in recent]),
+        lambda: drop([u for u in current if u.late and u not in recent]),
+        lambda: drop(recent),
+    ]
+    for step in steps:
+        if step():
+            return
+
+
+# -- the document ---------------------------------------------------------------------------------------
+def _header(thread) -> str:
+    facts = []
+    for label, attr in (
+        ("Agent", "agent"),
+        ("Working directory", "cwd"),
+        ("Git branch", "git_branch"),
+    ):
+        value = getattr(thread, attr, None)
+        if value:
+            facts.append(f"{label}: {_clean(str(value))}")
+    lines = ["# Coding-agent session to review", ""]
+    if facts:
+        lines += [" · ".join(facts), ""]
+    if getattr(thread, "is_sidechain", False):
+        kind = getattr(thread, "agent_type", None)
+        what = f"subagent ({kind})" if kind else "subagent"
+        note = f"This is a {what} run started by another agent; its first user message is the task"
+        lines += [note + " it was given.", ""]
+    lines.append(
+        "Messages typed by the user are shown in full. Tool calls and their output are "
+        "abbreviated; `[... ...]` marks what was cut or left out."
+    )
+    return "\n".join(lines)
+
+
+def _guidance(thread, budget: int) -> str:
+    files = getattr(thread, "guidance", None) or {}
+    files = {name: text for name, text in files.items() if text and text.strip()}
+    if not files:
+        return ""
+    share = max(budget // len(files), 800)  # a quarter of the token budget, in characters
+    rule = re.compile(r"\b(?:MUST|NEVER|ALWAYS|must|never|always|do not|don't|Do not|Don't)\b")
+    parts = [
+        "## Guidance files",
+        "",
+        "The agent was given these project instructions:",
+        "",
+        "<guidance_files>",
+    ]
+    for name, text in files.items():
+        body = abbreviate(_clean(text.strip()), share, rule)
+        parts += [f'<file name="{_clean(name)}">', body, "</file>"]
+    parts.append("</guidance_files>")
+    return "\n".join(parts)
+
+
+def _footer(checkpoint) -> str:
+    if getattr(checkpoint, "kind", None) == INFERENCE:
+        return (
+            "---\n**Checkpoint:** a round of tool results has just come back (above); the agent has "
+            "not ended its turn and will continue from here."
+        )
+    return (
+        "---\n**Checkpoint:** the agent ended its turn here; its last message is the final "
+        "Assistant message above."
+    )
+
+
+def render(checkpoint, thread, messages: list, config: dict | None = None) -> str:
+    """Render `messages` (the thread up to the checkpoint) as the observer's user content."""
+    config = config or {}
+    budget = int(config.get("max_tokens") or DEFAULT_MAX_TOKENS)
+    header, footer = _header(thread), _footer(checkpoint)
+    guidance = _guidance(thread, budget)
+    fixed = estimate_tokens(header) + estimate_tokens(guidance) + estimate_tokens(footer) + 20
+    units = build_units(messages)
+    fit(units, budget - fixed)
+
+    out = [header]
+    if guidance:
+        out.append(guidance)
+    out.append("## Conversation")
+    previous_heading, skipped = None, 0
+    for u in units:
+        if u.dropped:
+            skipped += 1
+            continue
+        if skipped:
+            out.append(_omitted(skipped))
+            skipped, previous_heading = 0, None
+        body = u.text()
+        # Consecutive messages of the agent read as one reply.
+        if u.heading and (u.heading != previous_heading or u.heading != "### Assistant"):
+            out.append(f"{u.heading}\n\n{body}")
+        else:
+            out.append(body)
+        previous_heading = u.heading
+    if skipped:
+        out.append(_omitted(skipped))
+    out.append(footer)
+    return "\n\n".join(out) + "\n"
+
+
+@hookimpl(trylast=True)
+def format_checkpoint(checkpoint, thread, messages, config):
+    """Render the checkpoint with the built-in markdown formatter."""
+    return render(checkpoint, thread, messages, config)

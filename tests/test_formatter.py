@@ -1,0 +1,462 @@
+"""The built-in formatter: what the observer reads at a checkpoint."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+from auditor_plugins import formatter
+from auditor_plugins.formatter import abbreviate, estimate_tokens, render
+
+from auditor.checkpoints import END_TURN, INFERENCE, Checkpoint, find_checkpoints, is_typed_user
+from auditor.model import Block
+from auditor.redact import redact
+from auditor.threads import StoredMessage
+
+
+# -- a small vocabulary for writing threads ---------------------------------------------------------
+class Thread:
+    """Builds a list of StoredMessage the way an ingested thread would have them."""
+
+    def __init__(self) -> None:
+        self.messages: list[StoredMessage] = []
+
+    def _add(self, role: str, source: str | None, blocks: list[Block]) -> Thread:
+        n = len(self.messages) + 1
+        self.messages.append(StoredMessage(n, f"m{n}", role, source, None, None, n, blocks))
+        return self
+
+    def user(self, text: str) -> Thread:
+        return self._add("user", "user", [Block("text", text=text)])
+
+    def correction(self, text: str) -> Thread:
+        return self._add("user", "course-correction", [Block("text", text=text)])
+
+    def meta(self, text: str) -> Thread:
+        return self._add("user", "meta", [Block("text", text=text)])
+
+    def command(self, text: str) -> Thread:
+        return self._add("user", "command", [Block("text", text=text)])
+
+    def interrupt(self) -> Thread:
+        return self._add("user", "interrupt", [Block("text", text="[Request interrupted by user]")])
+
+    def says(self, text: str) -> Thread:
+        return self._add("assistant", "agent", [Block("text", text=text)])
+
+    def calls(
+        self, name: str, output: str, error: bool = False, text: str | None = None, **tool_input
+    ) -> Thread:
+        """The agent calls a tool (optionally saying something first) and gets `output` back."""
+        call_id = f"call{len(self.messages)}"
+        edit = name in ("Edit", "Write")
+        blocks = [Block("text", text=text)] if text else []
+        blocks.append(
+            Block(
+                "tool_use",
+                tool_name=name,
+                tool_use_id=call_id,
+                tool_input=tool_input,
+                is_file_edit=edit,
+            )
+        )
+        self._add("assistant", "agent", blocks)
+        return self._add(
+            "user",
+            "tool-result",
+            [Block("tool_result", tool_use_id=call_id, text=output, is_error=error)],
+        )
+
+
+def info(**kw) -> SimpleNamespace:
+    defaults = {
+        "agent": "claude-code",
+        "cwd": "/home/ada/shop",
+        "git_branch": "main",
+        "guidance": None,
+        "is_sidechain": False,
+    }
+    return SimpleNamespace(**(defaults | kw))
+
+
+def end_turn(t: Thread) -> Checkpoint:
+    return Checkpoint(1, len(t.messages) - 1, t.messages[-1].native_id, END_TURN)
+
+
+def pytest_output(
+    failure: str, passed: int = 400, tail: str = "1 failed, 399 passed in 4.20s"
+) -> str:
+    lines = [f"tests/test_cart.py::test_case_{i} PASSED" for i in range(passed // 2)]
+    lines.append(failure)
+    lines += [f"tests/test_orders.py::test_case_{i} PASSED" for i in range(passed // 2)]
+    lines.append(tail)
+    return "\n".join(lines)
+
+
+TASK = "Add a discount code field to checkout. Codes come from DISCOUNTS in settings.py. Add tests."
+
+
+# -- layout ---------------------------------------------------------------------------------------------
+def test_a_short_session_reads_as_a_conversation():
+    t = (
+        Thread()
+        .user(TASK)
+        .calls("Read", "1\tDISCOUNTS = {'SPRING': 10}\n", file_path="/home/ada/shop/settings.py")
+        .calls(
+            "Edit",
+            "The file has been updated.",
+            file_path="/home/ada/shop/checkout.py",
+            old_string="def total(cart):",
+            new_string="def total(cart, code=None):",
+        )
+        .says("Done: checkout takes a discount code now.")
+    )
+    out = render(end_turn(t), info(), t.messages, {})
+    assert out.startswith("# Coding-agent session to review\n")
+    assert "Agent: claude-code · Working directory: /home/ada/shop · Git branch: main" in out
+    assert f"### User (original task)\n\n{TASK}" in out
+    # Tool results sit under their call; the tool-result messages get no heading of their own.
+    read = out.index("**Tool call: Read**")
+    assert (
+        read
+        < out.index("DISCOUNTS = {'SPRING': 10}")
+        < out.index("**Tool call: Edit** (edits files)")
+    )
+    assert "file_path: /home/ada/shop/settings.py" in out
+    assert "new_string: def total(cart, code=None):" in out
+    assert out.count("### Assistant") == 1  # consecutive agent messages read as one reply
+    assert "### User" not in out.split("(original task)", 1)[1]
+    assert out.rstrip().endswith(
+        "**Checkpoint:** the agent ended its turn here; its last message is the final Assistant message above."
+    )
+
+
+def test_inference_checkpoint_says_the_agent_will_carry_on():
+    t = Thread().user(TASK).calls("Bash", "ok", command="pytest -q")
+    cp = Checkpoint(1, len(t.messages) - 1, t.messages[-1].native_id, INFERENCE)
+    out = render(cp, info(), t.messages, {})
+    assert "a round of tool results has just come back" in out.splitlines()[-1]
+
+
+def test_guidance_files_come_before_the_conversation():
+    guidance = {"CLAUDE.md": "Always run `make lint` before you finish.\nNever add dependencies."}
+    t = Thread().user(TASK).says("On it.")
+    out = render(end_turn(t), info(guidance=guidance), t.messages, {})
+    block = '<guidance_files>\n<file name="CLAUDE.md">\nAlways run `make lint` before you finish.\nNever add dependencies.\n</file>\n</guidance_files>'
+    assert block in out
+    assert out.index("<guidance_files>") < out.index("## Conversation")
+
+
+def test_every_typed_message_and_correction_is_highlighted_and_whole():
+    long_request = "Also handle these cases:\n" + "\n".join(
+        f"- case {i}: codes are case-insensitive" for i in range(300)
+    )
+    t = (
+        Thread()
+        .user(TASK)
+        .calls("Bash", "x" * 5000, command="ls")
+        .says("Added the field.")
+        .correction("you didn't add the tests I asked for")
+        .calls(
+            "Write",
+            "File created",
+            file_path="/home/ada/shop/tests/test_discount.py",
+            content="def test(): ...",
+        )
+        .says("Tests added.")
+        .user(long_request)
+        .says("Handled.")
+    )
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 2000})
+    assert f"### User (original task)\n\n{TASK}" in out
+    assert f"### User\n\n{long_request}" in out  # longer than the whole budget, still whole
+    assert (
+        "### Course correction (sent to the agent earlier by an observer)\n\nyou didn't add the tests I asked for"
+        in out
+    )
+
+
+def test_commands_meta_and_interrupts():
+    t = (
+        Thread()
+        .meta(
+            "<local-command-caveat>Caveat: The messages below were generated by the user.</local-command-caveat>"
+        )
+        .command(
+            "<command-name>/review</command-name>\n<command-message>review</command-message>\n<command-args>only the checkout module</command-args>"
+        )
+        .meta("Review the code in the named module. Report bugs first.")
+        .says("Reviewing.")
+        .interrupt()
+        .meta("<system-reminder>The user opened settings.py in the IDE.</system-reminder>")
+        .command("<local-command-stdout>Compacted.</local-command-stdout>")
+        .user("stop, just list the bugs")
+        .says("1. total() ignores the code.")
+    )
+    out = render(end_turn(t), info(), t.messages, {})
+    assert "Caveat" not in out
+    assert "### User (original task, as a command)\n\n/review only the checkout module" in out
+    assert (
+        "### Command prompt (the text the command expanded to)\n\nReview the code in the named module."
+        in out
+    )
+    assert "_(the user interrupted the agent here)_" in out
+    assert (
+        "_(harness note: <system-reminder>The user opened settings.py in the IDE.</system-reminder>)_"
+        in out
+    )
+    assert "Compacted." in out
+
+
+# -- abbreviation ---------------------------------------------------------------------------------------
+def test_long_output_keeps_head_tail_and_failures_from_the_middle():
+    failure = "FAILED tests/test_cart.py::test_discount - AssertionError: assert 90 == 100"
+    text = pytest_output(failure)
+    short = abbreviate(text, 1500)
+    assert len(short) < 2500
+    assert short.startswith("tests/test_cart.py::test_case_0 PASSED")
+    assert failure in short
+    assert short.endswith("1 failed, 399 passed in 4.20s")
+    assert "lines cut ...]" in short
+
+
+def test_traceback_and_exit_code_lines_are_kept():
+    lines = ["$ python manage.py migrate"] + [
+        f"  Applying shop.{i:04d}_auto... OK" for i in range(200)
+    ]
+    lines += ["Traceback (most recent call last):", '  File "manage.py", line 22, in <module>']
+    lines += [f"    frame {i}" for i in range(200)]
+    lines += [
+        "django.db.utils.OperationalError: no such column: shop_order.discount",
+        "Exit code 1",
+    ]
+    lines += [f"cleanup {i}" for i in range(200)]
+    short = abbreviate("\n".join(lines), 1200)
+    assert "Traceback (most recent call last):" in short
+    assert "django.db.utils.OperationalError: no such column: shop_order.discount" in short
+    assert "Exit code 1" in short
+
+
+def test_one_huge_line_is_cut_in_the_middle():
+    short = abbreviate("a" * 5000 + "END", 300)
+    assert short.endswith("END") and "chars cut ...]" in short and len(short) < 400
+
+
+def test_failing_line_at_the_end_of_a_long_result_survives_a_tight_budget():
+    t = Thread().user(TASK)
+    for i in range(30):
+        t.calls(
+            "Bash",
+            pytest_output(f"noise {i}", tail=f"run {i}: all green"),
+            command=f"pytest -k case{i}",
+        )
+    t.calls(
+        "Bash",
+        pytest_output(
+            "FAILED tests/test_discount.py::test_spring",
+            tail="=== 1 failed, 399 passed in 3.1s ===",
+        ),
+        error=True,
+        command="pytest",
+    )
+    t.says("All tests pass.")
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 3000})
+    assert "=== 1 failed, 399 passed in 3.1s ===" in out
+    assert "FAILED tests/test_discount.py::test_spring" in out
+    assert "Result (error):" in out
+
+
+def test_paths_and_commands_stay_visible_in_abbreviated_inputs():
+    heredoc = (
+        "cat > /home/ada/shop/discounts.py <<'EOF'\n"
+        + "\n".join(f"CODE_{i} = {i}" for i in range(500))
+        + "\nEOF"
+    )
+    t = Thread().user(TASK)
+    t.calls("Bash", "", command=heredoc, description="Write the discount table")
+    t.calls(
+        "Write",
+        "File created",
+        file_path="/home/ada/shop/very/deep/" + "d/" * 40 + "codes.py",
+        content="x = 1\n" * 2000,
+    )
+    for i in range(40):
+        t.calls("Bash", "y\n" * 3000, command=f"grep -rn discount src/module_{i}")
+    t.says("Done.")
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 4000})
+    assert "command:\n  cat > /home/ada/shop/discounts.py <<'EOF'" in out
+    assert "/home/ada/shop/very/deep/" + "d/" * 40 + "codes.py" in out
+
+
+def test_todo_lists_render_as_checklists():
+    todos = [
+        {"content": "Add the field", "status": "completed"},
+        {"content": "Write tests", "status": "pending"},
+    ]
+    t = Thread().user(TASK).calls("TodoWrite", "ok", todos=todos).says("Next: tests.")
+    out = render(end_turn(t), info(), t.messages, {})
+    assert "todos:\n  [x] Add the field\n  [ ] Write tests" in out
+
+
+# -- the budget -----------------------------------------------------------------------------------------
+def long_session() -> Thread:
+    t = Thread().user(TASK)
+    for turn in range(6):
+        for i in range(12):
+            t.calls(
+                "Bash",
+                "\n".join(f"log line {n} of step {i}" for n in range(300)),
+                command=f"make step{turn}-{i}",
+                text=f"Step {turn}.{i}: running make.",
+            )
+        t.says(f"Finished round {turn}.")
+        t.user(f"now do round {turn + 1}")
+    t.calls("Bash", "ok", command="make final")
+    return t.says("All rounds done.")
+
+
+@pytest.mark.parametrize("budget", [3000, 8000, 24000])
+def test_output_fits_the_budget_and_keeps_what_matters(budget):
+    t = long_session()
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": budget})
+    assert estimate_tokens(out) <= budget
+    for m in t.messages:
+        if is_typed_user(m):
+            assert m.text in out
+    assert "All rounds done." in out
+    if budget == 3000:
+        assert "messages omitted ...]" in out
+
+
+def test_old_activity_goes_before_the_current_turn():
+    t = long_session()
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 3000})
+    assert "Step 0.1: running make." not in out  # from the first round, left out
+    assert "make final" in out  # the current turn stays
+    assert "Finished round 0." in out  # a turn's closing message outlasts its tool calls
+    assert "[... " in out and " messages omitted ...]" in out
+
+
+def test_the_default_budget_is_24000_tokens():
+    t = long_session()
+    out = render(end_turn(t), info(), t.messages, {})
+    assert formatter.DEFAULT_MAX_TOKENS == 24000
+    assert estimate_tokens(out) <= 24000
+
+
+def test_without_pressure_nothing_is_omitted():
+    t = Thread().user(TASK).calls("Bash", "3 passed", command="pytest").says("Done.")
+    assert "omitted" not in render(end_turn(t), info(), t.messages, {"max_tokens": 24000})
+
+
+# -- secrets and determinism ----------------------------------------------------------------------------
+def test_secrets_are_redacted_everywhere():
+    key = "sk-proj-Xq3vT9bL2mK8pR4wZ7yN1cF6hJ0dS5aE-gU_iO2lP9"
+    t = (
+        Thread()
+        .user(f"use OPENAI_API_KEY={key} for the test")
+        .calls(
+            "Bash",
+            f"DATABASE_URL=postgres://shop:s3cret-pw@db/shop\nkey={key}",
+            command=f"OPENAI_API_KEY={key} pytest",
+        )
+        .says(f"I used {key}.")
+    )
+    guidance = {"AGENTS.md": f"Staging token: {key}"}
+    out = render(end_turn(t), info(guidance=guidance), t.messages, {})
+    assert key not in out and "s3cret-pw" not in out
+    assert "use OPENAI_API_KEY=[REDACTED:openai-key] for the test" in out
+    assert "postgres://shop:[REDACTED:password]@db/shop" in out
+
+
+def test_same_input_gives_the_same_bytes():
+    t = long_session()
+    first = render(end_turn(t), info(), t.messages, {"max_tokens": 6000})
+    again = render(end_turn(t), info(), copy.deepcopy(t.messages), {"max_tokens": 6000})
+    assert first == again
+
+
+def test_a_result_without_its_call_is_still_shown():
+    t = Thread().user(TASK)
+    t._add(
+        "user", "tool-result", [Block("tool_result", tool_use_id="gone", text="orphaned output")]
+    )
+    t.says("Done.")
+    out = render(end_turn(t), info(), t.messages, {})
+    assert "### Tool result (its call is not shown)" in out and "orphaned output" in out
+
+
+# -- as a plugin ----------------------------------------------------------------------------------------
+def test_registered_through_the_entry_point(plugins):
+    assert "formatter" in {p.name for p in plugins.describe()}
+    t = Thread().user(TASK).says("Done.")
+    out = plugins.render_checkpoint(end_turn(t), info(), t.messages, {"max_tokens": 1000})
+    assert out == render(end_turn(t), info(), t.messages, {"max_tokens": 1000})
+
+
+def test_a_user_plugin_wins_over_the_built_in(plugins):
+    from auditor.hookspecs import hookimpl
+    from auditor.plugins import get_plugin_manager
+
+    class Mine:
+        @hookimpl
+        def format_checkpoint(self, checkpoint, thread, messages, config):
+            return "mine"
+
+    t = Thread().user(TASK).says("Done.")
+    assert (
+        get_plugin_manager(extra=[Mine()]).render_checkpoint(end_turn(t), info(), t.messages, {})
+        == "mine"
+    )
+
+
+# -- a real session -------------------------------------------------------------------------------------
+@pytest.mark.corpus
+def test_real_claude_code_session(corpus, engine, plugins):
+    from sqlalchemy.orm import Session
+
+    from auditor import schema as s
+    from auditor.ingest import ingest
+    from auditor.threads import load_messages
+
+    path = (
+        corpus
+        / "claude-code/daaain-claude-code-log/-Users-dain-workspace-claude-code-log-sample"
+        / "37f83ec9-f2ea-42a9-925e-0d5c105cb6e8.jsonl"
+    )
+    summary = ingest(engine, plugins, [path])
+    assert summary.ok and summary.messages > 300
+    with Session(engine) as session:
+        thread = session.query(s.Thread).filter(s.Thread.native_id == path.stem).one()
+        session.expunge(thread)
+    messages = load_messages(engine, thread.id)
+    checkpoints = find_checkpoints(thread.id, messages)
+    assert len(checkpoints) >= 3
+
+    # In this session the agent runs pytest repeatedly; several outputs are 5-10k characters
+    # long and end with the pytest summary, e.g. "=== 3 failed, 3 passed in 0.41s ===".
+    failing_tails = []
+    for i, m in enumerate(messages):
+        for b in m.blocks:
+            if b.kind == "tool_result" and b.text and len(b.text) > 5000:
+                last = b.text.rstrip().rsplit("\n", 1)[-1]
+                if " failed" in last:
+                    failing_tails.append((i, last))
+    assert failing_tails
+
+    for budget in (24000, 8000):
+        for cp in checkpoints:
+            upto = messages[: cp.index + 1]
+            out = plugins.render_checkpoint(cp, thread, upto, {"max_tokens": budget})
+            assert estimate_tokens(out) <= budget
+            for m in upto:
+                if is_typed_user(m):
+                    assert redact(m.text.strip()) in out
+            assert out == plugins.render_checkpoint(cp, thread, upto, {"max_tokens": budget})
+
+    # With the default budget, the failing summary lines at the end of those long outputs survive.
+    cp = next(c for c in checkpoints if c.index > max(i for i, _ in failing_tails))
+    out = plugins.render_checkpoint(cp, thread, messages[: cp.index + 1], {})
+    for _, last in failing_tails:
+        assert last in out
