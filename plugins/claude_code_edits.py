@@ -40,7 +40,7 @@ _PREFIX_COMMANDS = {"sudo", "command", "env", "time", "nohup", "exec", "builtin"
 
 def tool_edits(name: str | None, tool_input: Any) -> tuple[bool, list[str] | None]:
     """Return (is_file_edit, edited paths or None) for one tool call."""
-    if not name or not isinstance(tool_input, dict):
+    if not isinstance(name, str) or not isinstance(tool_input, dict):
         return False, None
     key = EDIT_TOOLS.get(name)
     if key is not None:

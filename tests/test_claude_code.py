@@ -696,3 +696,27 @@ def test_bash_edits_in_a_real_session(cc, engine, plugins):
     assert "~/.config/omarchy/branding/screensaver.txt" in edits
     assert not any(p.startswith("/dev/") or p.isdigit() for p in edits)
     assert 0 < sum(c.is_file_edit for c in calls) < len(calls) // 3
+
+
+def test_fields_of_odd_types_never_reach_the_store(tmp_path, engine, plugins):
+    recs = [
+        _assistant("a1", ["not", "a", "uuid"], [{"type": "text", "text": {"a": 1}},
+                                                 {"type": "tool_use", "id": 7, "name": ["Edit"], "input": "x"}],
+                   msg_id={"weird": True}),
+        _user(12, None, "uuid is a number: not a message"),
+        _user("u1", "a1", [{"type": "tool_result", "tool_use_id": 7, "content": [{"type": "text", "text": 3}]}],
+              cwd=["/x"], gitBranch=5),
+        {"type": "assistant", "uuid": "a2", "sessionId": {"x": 1}, "message": "not a dict"},
+        _assistant("a3", "u1", "plain string content", msg_id="m3", output="12"),
+    ]
+    path = write_jsonl(tmp_path / f"{SID}.jsonl", recs)
+    ingest_ok(engine, plugins, [path])
+    with engine.connect() as conn:
+        msgs = {m.native_id: m for m in conn.execute(select(s.Message)).all()}
+        bill = conn.execute(select(s.TokenUsage).where(s.TokenUsage.key == "m3")).one()
+        thread = conn.execute(select(s.Thread)).one()
+    assert sorted(msgs) == ["a1", "a3", "u1"]
+    assert msgs["a1"].parent_native_id is None and msgs["a1"].blocks[0] == {"kind": "text", "text": '{"a":1}'}
+    assert msgs["a1"].usage_key == '{"weird":true}' and msgs["u1"].blocks[0]["tool_use_id"] == "7"
+    assert msgs["a3"].blocks == [{"kind": "text", "text": "plain string content"}]
+    assert bill.output_tokens == 0 and thread.cwd == "/p" and thread.native_id == SID
