@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,7 +224,7 @@ def render_tool_input(tool_input: Any, level: Level) -> str:
             and isinstance(value, list)
             and all(isinstance(v, str) for v in value)
         ):
-            value = " ".join(value)
+            value = shlex.join(value)  # argv lists (Codex `shell`) read as one shell line
         todos = _todos(value) if key == "todos" else None
         if todos is not None:
             text, limit = _clean(todos), level.value * 2

@@ -289,6 +289,13 @@ def test_paths_and_commands_stay_visible_in_abbreviated_inputs():
     assert "/home/ada/shop/very/deep/" + "d/" * 40 + "codes.py" in out
 
 
+def test_argv_commands_read_as_one_shell_line():
+    t = Thread().user(TASK)
+    t.calls("shell", "ok", command=["bash", "-lc", 'rg "discount" src'], workdir="/home/ada/shop")
+    out = render(end_turn(t.says("Found it.")), info(agent="codex"), t.messages, {})
+    assert "command: bash -lc 'rg \"discount\" src'\nworkdir: /home/ada/shop" in out
+
+
 def test_todo_lists_render_as_checklists():
     todos = [
         {"content": "Add the field", "status": "completed"},
