@@ -21,7 +21,17 @@ and hook summaries without errors are bookkeeping). `progress` and `attachment` 
 messages; a message whose `parentUuid` names one of them (or a skipped system record) gets the
 nearest stored ancestor as its parent instead, so parent links always point at messages.
 Streamed responses (several lines sharing `message.id`) stay one message per line, billed under
-one usage key; the last line's usage wins.
+one usage key; the last line's usage wins; `<synthetic>` error replies are not billed.
+A `<persisted-output>` tool result is replaced by its spilled `tool-results/<id>.txt` when that
+file is beside the log (head and tail kept past 200 KB). Images are named, never stored.
+
+Thread info: title from `custom-title`, else `ai-title`, else a `summary` whose leaf is in the
+file (most summaries describe other sessions: kept in `meta["summaries"]`), else a subagent's
+description; CLAUDE.md text injected as context goes to `guidance["CLAUDE.md"]`.
+
+`cursor.state` (small, JSON) carries what a read from the middle of the file needs: the session
+id, the thread's title and meta, the last inline-sidechain and skipped-record links, and the
+Task calls not yet matched to their sidechain.
 """
 
 from __future__ import annotations
