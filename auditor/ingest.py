@@ -220,6 +220,14 @@ class Ingester:
 
     def _insert_errors(self, conn: Connection, rows: list[tuple[str, int | None, str]]) -> None:
         if rows:
+            # A problem already on record (a live file re-read while still being written) is not
+            # recorded again.
+            e = s.IngestError
+            known = set(
+                conn.execute(select(e.line, e.error).where(e.path == rows[0][0])).all()
+            ) if len({r[0] for r in rows}) == 1 else set()
+            rows = [r for r in rows if (r[1], r[2]) not in known]
+        if rows:
             now = _now()
             conn.execute(
                 s.IngestError.__table__.insert(),
@@ -282,6 +290,12 @@ class Ingester:
             if info.is_sidechain:
                 merge["is_sidechain"] = True
         stmt = _insert(conn, s.Thread.__table__).values(**values)
+        if "meta" in merge:
+            # Later records fill in or update keys; they do not drop what earlier ones said.
+            if conn.dialect.name == "sqlite":
+                merge["meta"] = func.json_patch(func.coalesce(s.Thread.__table__.c.meta, "{}"), stmt.excluded.meta)
+            elif conn.dialect.name == "postgresql":
+                merge["meta"] = func.coalesce(s.Thread.__table__.c.meta, text("'{}'::json")).op("||")(stmt.excluded.meta)
         if merge:
             stmt = stmt.on_conflict_do_update(index_elements=["agent", "native_id"], set_=merge)
         else:
@@ -326,7 +340,7 @@ class Ingester:
                         batch.flush(conn)
             except Exception as exc:  # a parser bug: keep what was read, report where it stopped
                 errors.append(
-                    (spath, cursor.line + 1, f"{fmt.name} parser failed: {type(exc).__name__}: {exc}")
+                    (spath, cursor.line or None, f"{fmt.name} parser failed: {type(exc).__name__}: {exc}")
                 )
                 result.status = "failed"
             batch.flush(conn)
