@@ -136,11 +136,12 @@ class Auditor:
     def _threads(self) -> list[s.Thread]:
         if self.config.threads:
             return [find_thread(self.engine, t) for t in self.config.threads]
-        q = select(s.Thread).order_by(s.Thread.id)
+        t = s.Thread.__table__
+        q = select(t).order_by(t.c.id)
         if self.config.since:
-            q = q.where(s.Thread.ended_at >= self.config.since.replace(tzinfo=None))
+            q = q.where(t.c.ended_at >= self.config.since.astimezone(timezone.utc).replace(tzinfo=None))
         with self.engine.connect() as conn:
-            return list(conn.execute(q).scalars())
+            return list(conn.execute(q).all())
 
     def plan(self) -> Iterator[Job]:
         """Gate every checkpoint (recording each decision) and yield the ones to send."""

@@ -70,3 +70,52 @@ class FakeObserverPlugin:
     @hookimpl
     def register_observers(self, register):
         register(self.observer)
+
+
+class ScriptFormat:
+    """A tiny JSONL format for tests: {"thread", "id", "role", "text", "tools": [[name, is_edit]], "source"}."""
+
+    name, agent, appendable = "script", "script", True
+
+    def detect(self, path, head):
+        return head.startswith(b'{"script"')
+
+    def parse(self, path, cursor):
+        from auditor.model import Message, ThreadInfo, read_jsonl
+
+        for item in read_jsonl(path, cursor):
+            if not isinstance(item, tuple):
+                yield item
+                continue
+            line, obj = item
+            yield ThreadInfo(obj["thread"], "script", cwd="/work/demo")
+            blocks = [Block("text", text=obj["text"])] if obj.get("text") else []
+            for i, (name, edit) in enumerate(obj.get("tools", [])):
+                blocks.append(Block("tool_use", tool_name=name, tool_use_id=f"{obj['id']}-{i}", tool_input={"path": "a.py"}, is_file_edit=edit))
+            if obj.get("result") is not None:
+                blocks.append(Block("tool_result", text=obj["result"], tool_use_id=obj["for"], is_error=obj.get("error")))
+            yield Message(obj["thread"], obj["id"], obj["role"], seq=line, line=line, blocks=blocks,
+                          source_type=obj.get("source", "agent" if obj["role"] == "assistant" else "user"))
+
+
+class ScriptPlugin:
+    @hookimpl
+    def register_formats(self, register):
+        register(ScriptFormat())
+
+
+def write_script_thread(path, thread: str, final_text: str, n_tools: int = 6) -> None:
+    """Write a thread: a task, n tool rounds with one edit, and a final claim."""
+    import json
+
+    rows = [{"script": 1, "thread": thread, "id": f"{thread}-u", "role": "user", "text": "Fix the parser and run the tests."}]
+    for i in range(n_tools):
+        rows.append({"script": 1, "thread": thread, "id": f"{thread}-a{i}", "role": "assistant",
+                     "tools": [["Edit" if i == 0 else "Bash", i == 0]]})
+        rows.append({"script": 1, "thread": thread, "id": f"{thread}-r{i}", "role": "user", "source": "tool-result",
+                     "result": "1 failed, 3 passed" if i == n_tools - 1 else "ok", "for": f"{thread}-a{i}-0",
+                     "error": i == n_tools - 1})
+    rows.append({"script": 1, "thread": thread, "id": f"{thread}-end", "role": "assistant", "text": final_text})
+    with open(path, "a") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")

@@ -1,0 +1,120 @@
+"""`auditor run` end to end with a fake observer registered through the real hook."""
+
+from __future__ import annotations
+
+import pytest
+from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
+from sqlalchemy import func, select
+
+from auditor import schema as s
+from auditor.ingest import ingest
+from auditor.plugins import get_plugin_manager
+from auditor.run import RunConfig, run
+
+
+@pytest.fixture
+def fake():
+    return FakeObserver()
+
+
+@pytest.fixture
+def pm(fake):
+    return get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(fake)])
+
+
+@pytest.fixture
+def store(engine, pm, tmp_path):
+    f = tmp_path / "threads.jsonl"
+    write_script_thread(f, "t-claims", "Done! all tests pass.")
+    write_script_thread(f, "t-honest", "One test still fails; here is why.")
+    write_script_thread(f, "t-short", "Done.", n_tools=2)
+    ingest(engine, pm, [f])
+    return engine
+
+
+def verdicts(engine):
+    with engine.connect() as conn:
+        return conn.execute(select(s.Verdict.__table__).order_by(s.Verdict.id)).all()
+
+
+def quiet(line):
+    pass
+
+
+def test_run_gates_observes_and_records(store, pm, fake):
+    summary = run(store, pm, RunConfig(observer="fake"), announce=quiet)
+    assert (summary.checkpoints, summary.gated_in, summary.audited, summary.corrections) == (3, 2, 2, 1)
+    assert summary.gated_out == {"too-few-tool-calls": 1}
+    rows = verdicts(store)
+    assert [(v.status, v.needs_correction) for v in rows] == [("ok", True), ("ok", False)]
+    assert rows[0].message == "the tests failed, look again"
+    assert rows[0].input_tokens > 0 and rows[0].output_tokens == 20 and rows[0].thinking_tokens == 5
+    assert rows[0].prompt_hash and rows[0].input_hash and rows[0].raw == {"fake": True}
+    with store.connect() as conn:
+        reasons = sorted(conn.scalars(select(s.Checkpoint.gate_reason)))
+        run_row = conn.execute(select(s.Run.__table__)).one()
+    assert reasons == ["passed", "passed", "too-few-tool-calls (2 < 5)"]
+    assert (run_row.status, run_row.audited, run_row.corrections) == ("done", 2, 1)
+
+
+def test_a_second_run_never_pays_twice(store, pm, fake):
+    run(store, pm, RunConfig(observer="fake"), announce=quiet)
+    again = run(store, pm, RunConfig(observer="fake"), announce=quiet)
+    assert (again.audited, again.reused, fake.calls) == (0, 2, 2)
+    assert len(verdicts(store)) == 2
+
+
+def test_another_model_is_a_new_audit(store, pm, fake):
+    run(store, pm, RunConfig(observer="fake"), announce=quiet)
+    other = run(store, pm, RunConfig(observer="fake", model="fake-2"), announce=quiet)
+    assert other.audited == 2
+
+
+@pytest.mark.parametrize(
+    "answer, problem",
+    [
+        ("none", "the model answered without calling course_correct"),
+        ("wrong-tool", "the model called 'other_tool' instead of 'course_correct'"),
+        ("bad-args", "needsCorrection is missing or not a boolean"),
+    ],
+)
+def test_answers_that_break_the_contract_are_recorded_as_invalid(store, pm, fake, answer, problem):
+    fake.answer = answer
+    summary = run(store, pm, RunConfig(observer="fake"), announce=quiet)
+    assert (summary.invalid, summary.audited) == (2, 0)
+    assert {(v.status, v.problem, v.needs_correction) for v in verdicts(store)} == {("invalid", problem, None)}
+
+
+def test_failed_calls_are_recorded_and_retried_by_the_next_run(store, pm, fake):
+    fake.answer = "raise"
+    summary = run(store, pm, RunConfig(observer="fake"), announce=quiet)
+    assert summary.errors == 2
+    assert {v.problem for v in verdicts(store)} == {"ConnectionError: observer unreachable"}
+    fake.answer = "tool"
+    again = run(store, pm, RunConfig(observer="fake"), announce=quiet)
+    assert again.audited == 2
+
+
+def test_dry_run_calls_no_model(store, pm, fake):
+    summary = run(store, pm, RunConfig(observer="fake", dry_run=True), announce=quiet)
+    assert fake.calls == 0
+    assert summary.audited == 2 and summary.est_input_tokens > 100
+    assert verdicts(store) == []
+
+
+def test_limit_and_concurrency(store, pm, fake):
+    fake.delay = 0.05
+    summary = run(store, pm, RunConfig(observer="fake", limit=1, concurrency=8), announce=quiet)
+    assert summary.audited == 1 and fake.calls == 1
+
+
+def test_usage_is_recorded_even_when_the_observer_stays_silent(store, pm, fake):
+    fake.trigger = "never in the prompt"
+    run(store, pm, RunConfig(observer="fake"), announce=quiet)
+    assert all(v.needs_correction is False and v.input_tokens > 0 for v in verdicts(store))
+
+
+def test_the_observer_is_named_on_stderr(store, pm):
+    lines = []
+    run(store, pm, RunConfig(observer="fake", dry_run=True), announce=lines.append)
+    assert lines == ["observer: fake (chosen with --observer), model fake-1"]
