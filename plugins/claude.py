@@ -1,0 +1,165 @@
+"""The Claude observer backend (Anthropic Messages API through the anthropic SDK).
+
+One `messages.create` call per checkpoint with `tool_choice` forcing `course_correct`. There is
+no `thinking` field: the API rejects thinking together with a forced tool choice, so "low
+thinking" means none. Temperature goes through `extra_body` (SDK 1.0 removed the keyword) and
+only to the models that still accept it: from Claude Opus 4.7 on, any temperature is a 400.
+
+Options: `model`, `api_key` (else ANTHROPIC_API_KEY), `base_url` (else ANTHROPIC_BASE_URL; no
+`/v1` suffix), `max_retries` (default 3; the SDK retries 408/409/429/5xx and connection errors
+and honours `retry-after`), `send_temperature` (True/False overrides the per-model rule).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from typing import Any
+
+from auditor.errors import AuditorError
+from auditor.hookspecs import hookimpl
+from auditor.observe import (
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    TOOL_SCHEMA,
+    ObserveRequest,
+    ObserveResult,
+    ObserverUsage,
+)
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+DEFAULT_MAX_RETRIES = 3
+KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+INSTALL_HINT = "pip install 'auditor[claude]'"
+
+_NEW_NAME = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?!\d)")
+_OLD_NAME = re.compile(r"claude-(\d)(?:-(\d))?-(opus|sonnet|haiku)")
+
+
+def accepts_temperature(model: str) -> bool:
+    """Tell whether a model accepts a non-default temperature (unknown names: no, to be safe)."""
+    if _OLD_NAME.search(model):  # Claude 3.x naming: claude-3-5-sonnet-...
+        return True
+    match = _NEW_NAME.search(model)
+    if not match:
+        return False
+    family, major, minor = match.group(1), int(match.group(2)), int(match.group(3) or 0)
+    if major < 4:
+        return True
+    if major > 4:
+        return False
+    return not (family == "opus" and minor >= 7)
+
+
+def _api_key(options: dict[str, Any]) -> str | None:
+    return options.get("api_key") or os.environ.get(KEY_ENV) or None
+
+
+def map_usage(usage: Any) -> ObserverUsage:
+    """Map Anthropic `usage` onto ObserverUsage (`input_tokens` excludes both cache counters)."""
+    if usage is None:
+        return ObserverUsage(details={"missing_usage": True})
+    read = usage.cache_read_input_tokens or 0
+    write = usage.cache_creation_input_tokens or 0
+    details_out = getattr(usage, "output_tokens_details", None)
+    thinking = (getattr(details_out, "thinking_tokens", None) or 0) if details_out else 0
+    details: dict[str, Any] = {}
+    if usage.cache_creation is not None and usage.cache_creation.ephemeral_1h_input_tokens:
+        details["cache_write_1h"] = usage.cache_creation.ephemeral_1h_input_tokens
+    if usage.service_tier:
+        details["service_tier"] = usage.service_tier
+    return ObserverUsage(
+        input=usage.input_tokens + read + write,
+        output=usage.output_tokens - thinking,
+        cached=read,
+        thinking=thinking,
+        cache_write=write,
+        details=details,
+    )
+
+
+class ClaudeObserver:
+    """Judge checkpoints with a Claude model through the Anthropic Messages API."""
+
+    name = "claude"
+    default_model = DEFAULT_MODEL
+    description = "Anthropic Claude (Messages API); key in ANTHROPIC_API_KEY"
+
+    def __init__(self) -> None:
+        # One client per (event loop, key, endpoint, retries): an async HTTP pool must not
+        # outlive the loop it was opened on.
+        self._clients: dict[tuple, tuple[asyncio.AbstractEventLoop, Any]] = {}
+
+    def check(self, options: dict[str, Any]) -> str | None:
+        """Return None when the SDK and a key are present, else what to install or set."""
+        try:
+            import anthropic  # noqa: F401
+        except ImportError:
+            return f"The claude observer needs the anthropic SDK: {INSTALL_HINT}"
+        if not _api_key(options):
+            return f"The claude observer needs an API key: set {KEY_ENV} (or pass --key)."
+        return None
+
+    def _client(self, options: dict[str, Any]) -> Any:
+        import anthropic
+
+        key = _api_key(options)
+        if not key:
+            raise AuditorError(f"No Anthropic API key: set {KEY_ENV} (or pass --key).")
+        base_url = options.get("base_url") or os.environ.get(BASE_URL_ENV) or None
+        retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))
+        loop = asyncio.get_running_loop()
+        for k in [k for k, (lp, _) in self._clients.items() if lp.is_closed()]:
+            del self._clients[k]
+        cache_key = (id(loop), key, base_url, retries)
+        if cache_key not in self._clients:
+            client = anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=retries)
+            self._clients[cache_key] = (loop, client)
+        return self._clients[cache_key][1]
+
+    def build_kwargs(self, request: ObserveRequest, options: dict[str, Any]) -> dict[str, Any]:
+        """Return the `messages.create` arguments: forced tool, output cap, temperature, timeout."""
+        send_temperature = options.get("send_temperature")
+        if send_temperature is None:
+            send_temperature = accepts_temperature(request.model)
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_output_tokens,
+            "system": request.system,
+            "messages": [{"role": "user", "content": request.user}],
+            "tools": [
+                {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "input_schema": TOOL_SCHEMA}
+            ],
+            "tool_choice": {"type": "tool", "name": TOOL_NAME},
+            "timeout": request.timeout,
+        }
+        if send_temperature:
+            kwargs["extra_body"] = {"temperature": request.temperature}
+        return kwargs
+
+    async def observe(self, request: ObserveRequest, options: dict[str, Any]) -> ObserveResult:
+        """Make one forced `course_correct` call and return the raw result."""
+        client = self._client(options)
+        started = time.perf_counter()
+        msg = await client.messages.create(**self.build_kwargs(request, options))
+        latency = time.perf_counter() - started
+        block = next((b for b in msg.content if b.type == "tool_use"), None)
+        usage = map_usage(msg.usage)
+        if msg.stop_reason:
+            usage.details["stop_reason"] = msg.stop_reason
+        return ObserveResult(
+            tool_name=block.name if block else None,
+            arguments=block.input if block else None,
+            usage=usage,
+            model=msg.model or request.model,
+            latency_s=latency,
+            raw=msg.model_dump(mode="json", exclude_none=True),
+        )
+
+
+@hookimpl(trylast=True)
+def register_observers(register):
+    register(ClaudeObserver())
