@@ -2,12 +2,259 @@
 
 from __future__ import annotations
 
+import csv
+import functools
+import io
+import sys
+from typing import Any
+
 import click
+import orjson
+
+FORMATS = ["table", "json", "csv"]
+
+
+def _ctx():
+    from .cli import Context
+
+    return click.get_current_context().find_object(Context)
+
+
+def handled(fn):
+    """Apply the CLI's error handling (imported late: `auditor.cli` imports this module)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from .cli import handle_errors
+
+        return handle_errors(fn)(*args, **kwargs)
+
+    return wrapper
+
+
+def _since(value: str | None):
+    from .cli import _parse_since
+
+    return _parse_since(value)
+
+
+def _until(value: str | None):
+    from .reports import parse_until
+
+    return parse_until(value)
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, list):
+        return ";".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return orjson.dumps(value).decode()
+    return "" if value is None else value
+
+
+def emit(report, fmt: str, table) -> None:
+    """Print a report as JSON, CSV (one line per row; the total is in JSON and the table) or a table."""
+    if fmt == "json":
+        click.echo(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+    elif fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(report.columns)
+        for row in report.rows:
+            writer.writerow([_cell(row.get(c)) for c in report.columns])
+        sys.stdout.write(buf.getvalue())
+    else:
+        table(report)
+    if fmt != "json":
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
+
+
+def _tok(n: int | None) -> str:
+    if not n:
+        return "0"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _usd(v: float | None, unpriced: bool = False) -> str:
+    text = "—" if v is None else f"${v:,.4f}" if v < 10 else f"${v:,.2f}"
+    return text + ("+?" if unpriced else "")
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v * 100:.1f}%"
+
+
+def _key(v: Any) -> str:
+    return "—" if v is None else str(v)
+
+
+def _rich_table(title: str, columns: list[str], lines: list[list[str]], total: list[str] | None, caption: str | None = None) -> None:
+    from rich.table import Table
+
+    from .render import console
+
+    table = Table(title=title, header_style="bold", caption=caption, caption_justify="left")
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 or not lines or not _numeric(lines, i) else "right",
+                         overflow="fold")
+    for line in lines:
+        table.add_row(*line)
+    if total:
+        table.add_section()
+        table.add_row(*total, style="bold")
+    console.print(table)
+
+
+def _numeric(lines: list[list[str]], i: int) -> bool:
+    return all(line[i][:1] in "$0123456789—" for line in lines)
+
+
+def _cost_table(report) -> None:
+    keys = [c for c in report.columns if c not in _cost_value_cols(report)]
+    heads = keys + ["calls", "input", "output", "cache read", "cache write", "agents $",
+                    "audit calls", "invalid/err", "audit in/out", "audit $", "credits", "overhead"]
+
+    def line(r: dict, label: str | None = None) -> list[str]:
+        k = [label if label and i == 0 else ("" if label else _key(r[c])) for i, c in enumerate(keys)]
+        return k + [
+            str(r["agent_calls"]), _tok(r["input_tokens"]), _tok(r["output_tokens"]),
+            _tok(r["cache_read_tokens"]), _tok(r["cache_write_tokens"]),
+            _usd(r["agent_usd"], bool(r["agent_unpriced_models"])),
+            str(r["audit_calls"]), f"{r['audit_invalid']}/{r['audit_errors']}",
+            f"{_tok(r['audit_input_tokens'])}/{_tok(r['audit_output_tokens'] + r['audit_thinking_tokens'])}",
+            _usd(r["audit_usd"], bool(r["audit_unpriced_calls"])),
+            "—" if r["audit_credits"] is None else f"{r['audit_credits']:,.2f}",
+            _pct(r["overhead"]),
+        ]
+
+    total = line(report.total, "total") if keys else None
+    rows = [line(r) for r in report.rows] if keys else [line(report.total, "total")[len(keys):]]
+    _rich_table("costs" + (f" by {', '.join(report.by)}" if report.by else ""), heads if keys else heads[len(keys):],
+                rows, total, "+? : some calls are not in the price table (see the note)")
+
+
+def _cost_value_cols(report) -> set[str]:
+    from .reports import AGENT_COLS, AUDIT_COLS
+
+    return set(AGENT_COLS + AUDIT_COLS + ["overhead"])
 
 
 @click.group()
 def report() -> None:
     """Reports over the store: costs, verdicts, agreement between observers."""
+
+
+def report_options(dims: tuple[str, ...], default: str):
+    def wrap(fn):
+        opts = [
+            click.option("--by", "by", multiple=True, metavar="DIM", help=f"Group by {', '.join(dims)} (repeat or comma-separate for several). Default: {default}."),
+            click.option("--since", metavar="WHEN", help="From WHEN on (ISO date or time, or a span like 7d, 12h). UTC."),
+            click.option("--until", metavar="WHEN", help="Before WHEN (an ISO date means up to the end of that day). UTC."),
+            click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format."),
+        ]
+        for opt in reversed(opts):
+            fn = opt(fn)
+        return fn
+
+    return wrap
+
+
+@report.command("costs")
+@report_options(("day", "week", "month", "model", "observer", "run", "thread", "project", "agent"), "day")
+@handled
+def report_costs(by, since, until, fmt) -> None:
+    """What the agents cost, what auditing them cost, and the overhead (audit $ / agents $).
+
+    Agents' tokens are counted as the providers bill them (streamed duplicates once, cumulative
+    counters differenced) and priced per model with the price table; models it does not know
+    are listed, not priced at 0. Auditing cost is what each observer call recorded. Agent usage
+    is dated by when the agent made the call, auditing by when the observer was called. A week
+    is named by its Monday.
+    """
+    from .reports import cost_report
+
+    rep = cost_report(_ctx().engine, by or ("day",), _since(since), _until(until))
+    emit(rep, fmt, _cost_table)
+
+
+def _verdict_table(report) -> None:
+    keys = [c for c in report.columns if c in report.by]
+    heads = keys + ["seen", "gated out", "audited", "corr.", "rate", "invalid", "errors", "p50 ms",
+                    "p95 ms", "$", "$/audit", "$/corr.", "gated out by reason"]
+
+    def line(r: dict, label: str | None = None) -> list[str]:
+        k = [label if label and i == 0 else ("" if label else _key(r[c])) for i, c in enumerate(keys)]
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(r["gated_out_by_reason"].items()))
+        return k + [str(r["seen"]), str(r["gated_out"]), str(r["audited"]), str(r["corrections"]),
+                    _pct(r["correction_rate"]), str(r["invalid"]), str(r["errors"]),
+                    _key(r["latency_p50_ms"]), _key(r["latency_p95_ms"]), _usd(r["usd"]),
+                    _usd(r["usd_per_audit"]), _usd(r["usd_per_correction"]), reasons]
+
+    total = line(report.total, "total") if report.total and keys else None
+    _rich_table("verdicts" + (f" by {', '.join(report.by)}" if report.by else ""), heads,
+                [line(r) for r in report.rows], total)
+    if not report.rows:
+        click.echo("no observer has been run on this store yet (see `auditor run`)", err=True)
+
+
+@report.command("verdicts")
+@report_options(("observer", "model", "project", "agent", "run", "day", "week", "month"), "observer,model")
+@handled
+def report_verdicts(by, since, until, fmt) -> None:
+    """How often each observer was asked and stepped in, failed, how fast, and at what cost.
+
+    Per group: checkpoints seen, gated out (by reason), audited (valid answers), corrections and
+    their rate, invalid answers, errors, latency p50/p95 of answered calls, cost per audit and
+    per correction.
+    """
+    from .reports import verdict_report
+
+    rep = verdict_report(_ctx().engine, by or ("observer", "model"), _since(since), _until(until))
+    emit(rep, fmt, _verdict_table)
+
+
+def _agreement_table(report) -> None:
+    from .render import console
+
+    x = report.extra
+    (a_yes_b_yes, a_yes_b_no), (a_no_b_yes, a_no_b_no) = x["table"]
+    console.print(f"[bold]{x['a']}[/bold] (rows) vs [bold]{x['b']}[/bold] (columns) on {x['checkpoints']} checkpoints both answered")
+    _rich_table("", ["", f"{x['b']}: correct", f"{x['b']}: fine"],
+                [[f"{x['a']}: correct", str(a_yes_b_yes), str(a_yes_b_no)],
+                 [f"{x['a']}: fine", str(a_no_b_yes), str(a_no_b_no)]], None)
+    kappa = "undefined" if x["kappa"] is None else f"{x['kappa']:.3f}"
+    console.print(f"agreement {_pct(x['agreement'])}, Cohen's kappa {kappa}")
+    for d in report.rows:
+        console.print(f"\n[bold]{d['agent']} {d['thread_native_id']}[/bold] at {d['message_id']}")
+        for side, name in (("a", x["a"]), ("b", x["b"])):
+            said = d[f"{side}_message"] or ("(asked for a correction)" if d[f"{side}_needs_correction"] else "(no correction)")
+            console.print(f"  {name}: {said}", markup=False)
+
+
+@report.command("agreement")
+@click.option("--observers", required=True, metavar="A,B", help="The two observers to compare: NAME or NAME:MODEL, comma-separated.")
+@click.option("--since", metavar="WHEN", help="Only answers given from WHEN on (ISO date or 7d).")
+@click.option("--until", metavar="WHEN", help="Only answers given before WHEN.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format (csv lists the disagreements).")
+@handled
+def report_agreement(observers, since, until, fmt) -> None:
+    """Compare two observers on the checkpoints both answered: 2x2 table, agreement, Cohen's kappa.
+
+    The latest valid answer of each observer at a checkpoint counts. The disagreements are
+    listed with the thread, the checkpoint's message id and both observers' messages.
+    """
+    from .errors import AuditorError
+    from .reports import agreement_report
+
+    parts = [p for p in observers.split(",") if p.strip()]
+    if len(parts) != 2:
+        raise AuditorError(f"--observers takes two observers, A,B; got {observers!r}")
+    rep = agreement_report(_ctx().engine, parts[0], parts[1], _since(since), _until(until))
+    emit(rep, fmt, _agreement_table)
 
 
 COMMANDS = [report]

@@ -1,0 +1,573 @@
+"""Reports over the store: costs, verdicts, agreement between observers, evaluation on labels.
+
+Every report is one or two SQL aggregations (GROUP BY in SQLite), so it stays fast on a store of
+100k threads; Python only prices the grouped token sums and shapes rows. Times are UTC, as
+stored. Each function returns a `Report`: ordered columns, rows as dicts, a total row and notes,
+which the CLI renders as a table, JSON or CSV.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Sequence
+
+from sqlalchemy import Engine, text
+
+from .errors import AuditorError
+
+TIME_DIMS = ("day", "week", "month")
+COST_DIMS = ("day", "week", "month", "model", "observer", "run", "thread", "project", "agent")
+VERDICT_DIMS = ("observer", "model", "project", "agent", "run", "day", "week", "month")
+
+
+@dataclass
+class Report:
+    """A report: `rows` and `total` are dicts keyed by `columns`; `notes` are caveats to print."""
+
+    title: str
+    by: list[str]
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    total: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"report": self.title, "by": self.by, "columns": self.columns, "rows": self.rows,
+               "total": self.total, "notes": self.notes}
+        out.update(self.extra)
+        return out
+
+
+# -- shared helpers ------------------------------------------------------------------------
+
+
+def _time_expr(dim: str, col: str) -> str:
+    if dim == "day":
+        return f"date({col})"
+    if dim == "week":  # the Monday that starts the (ISO) week
+        return f"date({col}, '-6 days', 'weekday 1')"
+    return f"strftime('%Y-%m', {col})"
+
+
+def _db_time(value: datetime) -> str:
+    """Format a time the way SQLAlchemy stores DateTime in SQLite (naive UTC), for comparison."""
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _window(col: str, since: datetime | None, until: datetime | None, params: dict) -> str:
+    conds = []
+    if since is not None:
+        params["since"] = _db_time(since)
+        conds.append(f"{col} >= :since")
+    if until is not None:
+        params["until"] = _db_time(until)
+        conds.append(f"{col} < :until")
+    return " AND ".join(conds) or "1"
+
+
+def check_dims(by: Sequence[str], allowed: Sequence[str]) -> list[str]:
+    """Return the --by dimensions in order without repeats, or raise naming the valid ones."""
+    out: list[str] = []
+    for item in by:
+        for dim in (d.strip() for d in item.split(",")):
+            if not dim:
+                continue
+            if dim not in allowed:
+                raise AuditorError(f"{dim!r} is not a dimension of this report. Available: {', '.join(allowed)}")
+            if dim not in out:
+                out.append(dim)
+    return out
+
+
+def parse_until(value: str | None) -> datetime | None:
+    """Parse --until: a bare date means the whole of that day (up to the next midnight UTC)."""
+    if not value:
+        return None
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise AuditorError(f"{value!r} is not a date: use an ISO date (2026-11-01) or date and time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    if len(value) <= 10:
+        dt += timedelta(days=1)
+    return dt
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    if a is None or not b:
+        return None
+    return a / b
+
+
+def _sort_rows(rows: list[dict], by: list[str], cost_cols: Sequence[str]) -> list[dict]:
+    if by and by[0] in TIME_DIMS:
+        return sorted(rows, key=lambda r: tuple((r[d] is not None, str(r[d] or "")) for d in by))
+    return sorted(rows, key=lambda r: -sum(r.get(c) or 0 for c in cost_cols))
+
+
+# -- prices (auditor.prices is the one price table) ------------------------------------------
+
+# Some models bill the whole call at a higher rate once its prompt passes a threshold, so token
+# sums cannot be priced as one call. Calls are grouped by prompt-size band (between consecutive
+# thresholds of any model) in SQL; inside a band every model's price is linear, so a group is
+# priced with per-token rates probed once per (model, band) from the price table.
+FALLBACK_THRESHOLDS = (32_000, 100_000, 128_000, 199_999, 200_000, 256_000, 272_000, 512_000, 524_288)
+_thresholds: tuple[int, ...] | None = None
+
+
+def thresholds() -> tuple[int, ...]:
+    """Return every prompt-size threshold at which some price changes, ascending."""
+    global _thresholds
+    if _thresholds is None:
+        from . import prices
+
+        found = {prices.TIER_THRESHOLD, *FALLBACK_THRESHOLDS}
+        try:  # read the tiers genai-prices knows, so a new threshold is not missed
+            from genai_prices.data_snapshot import get_snapshot
+            from genai_prices.types import TieredPrices
+
+            for provider in get_snapshot().providers:
+                for model in provider.models:
+                    prices_ = model.prices if isinstance(model.prices, list) else [model.prices]
+                    for p in prices_:
+                        p = getattr(p, "prices", p)
+                        for value in vars(p).values():
+                            if isinstance(value, TieredPrices):
+                                found.update(t.start for t in value.tiers)
+        except Exception:  # an internal layout change: the fallback list still applies
+            pass
+        _thresholds = tuple(sorted(found))
+    return _thresholds
+
+
+def band_sql(prompt: str) -> str:
+    """SQL giving the band number of a call whose whole prompt (cache included) is `prompt`."""
+    cases = " ".join(f"WHEN {prompt} <= {t} THEN {i}" for i, t in enumerate(thresholds()))
+    return f"CASE {cases} ELSE {len(thresholds())} END"
+
+
+class Pricer:
+    """Price grouped token sums exactly as the calls would be priced one by one."""
+
+    PROBE_OUT = 1000
+
+    def __init__(self) -> None:
+        self._rates: dict[tuple, tuple | None] = {}
+
+    def _probe_size(self, band: int) -> int:
+        ts = thresholds()
+        return 1000 if band == 0 else ts[band - 1] + 1
+
+    def rates(self, model: str | None, band: int, provider: str | None = None):
+        """(input, output, cache read, cache write) USD per token, or None for an unknown model."""
+        key = (model, band, provider)
+        if key not in self._rates:
+            self._rates[key] = self._probe(model, band, provider) if model else None
+        return self._rates[key]
+
+    def _probe(self, model: str, band: int, provider: str | None):
+        from .prices import Tokens, price
+
+        x, o = self._probe_size(band), self.PROBE_OUT
+        base = price(model, Tokens(input=x), provider).usd
+        if base is None:
+            return None
+        read = price(model, Tokens(input=x, cache_read=x), provider).usd
+        write = price(model, Tokens(input=x, cache_write=x), provider).usd
+        out = price(model, Tokens(input=x, output=o), provider).usd
+        return base / x, (out - base) / o, read / x, write / x
+
+    def usd(self, model: str | None, band: int, uncached: int, output: int, cache_read: int,
+            cache_write: int, provider: str | None = None) -> float | None:
+        """Price the sums of calls of one band; `uncached` is prompt tokens not read from or written to cache."""
+        r = self.rates(model, band, provider)
+        if r is None:
+            return None
+        return float(r[0] * uncached + r[1] * output + r[2] * cache_read + r[3] * cache_write)
+
+
+# -- report costs ----------------------------------------------------------------------------
+
+AGENT_COLS = ["agent_calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+              "agent_usd", "agent_unpriced_models"]
+AUDIT_COLS = ["audit_calls", "audit_invalid", "audit_errors", "audit_input_tokens", "audit_cached_tokens",
+              "audit_output_tokens", "audit_thinking_tokens", "audit_usd", "audit_credits", "audit_unpriced_calls"]
+
+
+# A subagent that forks its parent's context (Claude Code's aside_question) logs the parent's
+# calls again under the same billing keys; they were billed once, to the parent.
+NOT_A_COPY = ("NOT (t.parent_id IS NOT NULL AND EXISTS "
+              "(SELECT 1 FROM token_usage p WHERE p.thread_id = t.parent_id AND p.key = u.key))")
+
+
+def _cost_keys(by: list[str]) -> list[tuple[str, str, str]]:
+    """(output column, agent-side SQL, audit-side SQL) per dimension; NULL where a side has none."""
+    keys = []
+    for dim in by:
+        if dim in TIME_DIMS:
+            keys.append((dim, _time_expr(dim, "u.timestamp"), _time_expr(dim, "v.created_at")))
+        elif dim == "model":
+            keys.append(("model", "u.model", "v.model"))
+        elif dim == "observer":
+            keys.append(("observer", "NULL", "v.observer"))
+        elif dim == "run":
+            keys.append(("run", "NULL", "v.run_id"))
+        elif dim == "thread":
+            keys.append(("thread", "t.id", "t.id"))
+            keys.append(("thread_native_id", "t.native_id", "t.native_id"))
+        elif dim == "project":
+            keys.append(("project", "t.cwd", "t.cwd"))
+        elif dim == "agent":
+            keys.append(("agent", "t.agent", "t.agent"))
+    return keys
+
+
+def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | None = None,
+                until: datetime | None = None) -> Report:
+    """Return the agents' own cost next to the auditing cost, grouped by `by`.
+
+    Agents' usage comes from `token_usage` (one row per billing key: streamed duplicates and
+    cumulative counters are already resolved at ingest) priced per model with the price table;
+    models it does not know are listed per row and in `unknown_models`, never priced at zero.
+    Auditing cost is what each verdict recorded; calls recorded without a price are priced
+    with today's table when it now knows the model. Agent usage is dated by its timestamp,
+    auditing by when the observer was called. `overhead` is audit USD / agent USD.
+    """
+    by = check_dims(by, COST_DIMS)
+    keys = _cost_keys(by)
+    key_cols = [k[0] for k in keys]
+    rows: dict[tuple, dict[str, Any]] = {}
+
+    def row_for(key: tuple) -> dict[str, Any]:
+        row = rows.get(key)
+        if row is None:
+            row = dict(zip(key_cols, key))
+            row.update({c: 0 for c in AGENT_COLS + AUDIT_COLS})
+            row.update(agent_usd=None, agent_unpriced_models=[], audit_usd=None, audit_credits=None)
+            rows[key] = row
+        return row
+
+    unknown: dict[str | None, dict[str, int]] = {}
+    params: dict[str, Any] = {}
+    agent_sel = ", ".join(f"{k[1]} AS k{i}" for i, k in enumerate(keys))
+    group = ", ".join(f"k{i}" for i in range(len(keys)))
+    agent_band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
+    agent_sql = f"""
+        SELECT {agent_sel + ',' if keys else ''} u.model AS model, {agent_band} AS band, count(*) AS calls,
+               sum(u.input_tokens), sum(u.output_tokens), sum(u.cache_read_tokens), sum(u.cache_write_tokens)
+        FROM token_usage u JOIN threads t ON t.id = u.thread_id
+        WHERE {_window('u.timestamp', since, until, params)} AND {NOT_A_COPY}
+        GROUP BY {group + ',' if keys else ''} u.model, band
+    """
+    audit_params: dict[str, Any] = {}
+    audit_sel = ", ".join(f"{k[2]} AS k{i}" for i, k in enumerate(keys))
+    # Only calls recorded without a price need the band (to be priced now); the rest share band 0.
+    audit_band = f"CASE WHEN v.cost_usd IS NULL THEN {band_sql('v.input_tokens')} ELSE 0 END"
+    audit_sql = f"""
+        SELECT {audit_sel + ',' if keys else ''} v.model AS model, v.observer, {audit_band} AS band,
+               count(*) AS calls, sum(v.status = 'invalid'), sum(v.status = 'error'),
+               sum(v.input_tokens), sum(v.cached_tokens), sum(v.output_tokens), sum(v.thinking_tokens),
+               sum(v.cost_usd), sum(v.credits),
+               sum(v.cost_usd IS NULL AND v.status != 'error'),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.input_tokens END),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.output_tokens + v.thinking_tokens END),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.cached_tokens END),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.cache_write_tokens END)
+        FROM verdicts v JOIN threads t ON t.id = v.thread_id
+        WHERE {_window('v.created_at', since, until, audit_params)}
+        GROUP BY {group + ',' if keys else ''} v.model, v.observer, band
+    """
+    n = len(keys)
+    with engine.connect() as conn:
+        agent_rows = conn.execute(text(agent_sql), params).all()
+        audit_rows = conn.execute(text(audit_sql), audit_params).all()
+    pricer = Pricer()
+    for r in agent_rows:
+        key, model, band, calls = tuple(r[:n]), r[n], r[n + 1], r[n + 2]
+        sums = dict(zip(("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"),
+                        (int(x or 0) for x in r[n + 3:n + 7])))
+        row = row_for(key)
+        row["agent_calls"] += calls
+        for c, v in sums.items():
+            row[c] += v
+        usd = pricer.usd(model, band, sums["input_tokens"], sums["output_tokens"],
+                         sums["cache_read_tokens"], sums["cache_write_tokens"])
+        if usd is not None:
+            row["agent_usd"] = (row["agent_usd"] or 0.0) + usd
+        elif any(sums.values()):
+            if model not in row["agent_unpriced_models"]:
+                row["agent_unpriced_models"].append(model)
+            u = unknown.setdefault(model, {"calls": 0, **{c: 0 for c in sums}})
+            u["calls"] += calls
+            for c, v in sums.items():
+                u[c] += v
+    unknown_observers: set[str] = set()
+    for r in audit_rows:
+        key, model, observer, band = tuple(r[:n]), r[n], r[n + 1], r[n + 2]
+        (calls, invalid, errors, inp, cached, out, thinking, usd, credits, unpriced,
+         u_in, u_out, u_cached, u_cw) = r[n + 3:]
+        row = row_for(key)
+        row["audit_calls"] += calls
+        row["audit_invalid"] += invalid or 0
+        row["audit_errors"] += errors or 0
+        row["audit_input_tokens"] += inp or 0
+        row["audit_cached_tokens"] += cached or 0
+        row["audit_output_tokens"] += out or 0
+        row["audit_thinking_tokens"] += thinking or 0
+        if unpriced:
+            u_cached, u_cw = u_cached or 0, u_cw or 0
+            late = pricer.usd(model, band, max((u_in or 0) - u_cached - u_cw, 0), u_out or 0, u_cached,
+                              u_cw, provider=observer)
+            if late is None:
+                row["audit_unpriced_calls"] += unpriced
+                unknown_observers.add(model)
+            else:
+                from .prices import credits as to_credits
+
+                usd = (usd or 0.0) + late
+                credits = (credits or 0.0) + float(to_credits(late))
+        if usd is not None:
+            row["audit_usd"] = (row["audit_usd"] or 0.0) + usd
+            row["audit_credits"] = (row["audit_credits"] or 0.0) + (credits or 0.0)
+    out_rows = _sort_rows(list(rows.values()), by, ("agent_usd", "audit_usd"))
+    total = {c: None for c in key_cols}
+    for c in AGENT_COLS + AUDIT_COLS:
+        if c == "agent_unpriced_models":
+            total[c] = sorted({m or "(none)" for r in out_rows for m in r[c]})
+        elif c in ("agent_usd", "audit_usd", "audit_credits"):
+            vals = [r[c] for r in out_rows if r[c] is not None]
+            total[c] = sum(vals) if vals else None
+        else:
+            total[c] = sum(r[c] for r in out_rows)
+    for row in out_rows + [total]:
+        row["agent_unpriced_models"] = [m or "(none)" for m in row["agent_unpriced_models"]]
+        row["overhead"] = _div(row["audit_usd"], row["agent_usd"])
+    notes = []
+    unknown_list = [{"model": m or "(none)", **v} for m, v in sorted(unknown.items(), key=lambda kv: str(kv[0]))]
+    if unknown_list:
+        notes.append("not in the price table, so left out of agent_usd (not priced at 0): "
+                     + ", ".join(f"{u['model']} ({u['calls']} calls)" for u in unknown_list))
+    if unknown_observers:
+        notes.append("observer models without a price: " + ", ".join(sorted(unknown_observers)))
+    columns = key_cols + AGENT_COLS + AUDIT_COLS + ["overhead"]
+    return Report("costs", by, columns, out_rows, total, notes, {"unknown_models": unknown_list})
+
+
+# -- report verdicts -------------------------------------------------------------------------
+
+VERDICT_COLS = ["seen", "gated_out", "gated_in", "calls", "audited", "corrections", "correction_rate",
+                "invalid", "errors", "latency_p50_ms", "latency_p95_ms", "usd", "usd_per_audit",
+                "usd_per_correction", "gated_out_by_reason"]
+
+
+def _verdict_keys(by: list[str], side: str) -> list[tuple[str, str]]:
+    """(column, SQL) per dimension; side "c" (checkpoints joined to their run) or "v" (verdicts)."""
+    at = "c.gated_at" if side == "c" else "v.created_at"
+    src = "r" if side == "c" else "v"
+    out = []
+    for dim in by:
+        if dim in TIME_DIMS:
+            out.append((dim, _time_expr(dim, at)))
+        elif dim in ("observer", "model"):
+            out.append((dim, f"{src}.{dim}"))
+        elif dim == "run":
+            out.append(("run", f"{side}.run_id"))
+        elif dim == "project":
+            out.append(("project", "t.cwd"))
+        elif dim == "agent":
+            out.append(("agent", "t.agent"))
+    return out
+
+
+REASON_SQL = "CASE WHEN instr(c.gate_reason, ' (') > 0 THEN substr(c.gate_reason, 1, instr(c.gate_reason, ' (') - 1) ELSE c.gate_reason END"
+
+
+def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), since: datetime | None = None,
+                   until: datetime | None = None) -> Report:
+    """Return, per group, how often observers were asked, stepped in, failed, and what it cost.
+
+    `seen`: distinct checkpoints a run of the group gated or the group answered; `gated_out`
+    (by reason, the reason without its figures): of those, the ones the gate held back at their
+    latest gating; `calls`: observer calls; `audited`: valid answers; `corrections`: valid
+    answers asking for a correction; latency percentiles (nearest rank) over answered calls.
+    """
+    by = check_dims(by, VERDICT_DIMS)
+    ck, vk = _verdict_keys(by, "c"), _verdict_keys(by, "v")
+    cols = [k[0] for k in vk]
+    n = len(cols)
+    csel = "".join(f"{k[1]} AS k{i}, " for i, k in enumerate(ck))
+    vsel = "".join(f"{k[1]} AS k{i}, " for i, k in enumerate(vk))
+    kl = "".join(f"k{i}, " for i in range(n))
+    part = ("PARTITION BY " + ", ".join(f"k{i}" for i in range(n))) if n else ""
+    params: dict[str, Any] = {}
+    cwin = _window("c.gated_at", since, until, params)
+    vwin = _window("v.created_at", since, until, params)
+    c_from = f"checkpoints c JOIN runs r ON r.id = c.run_id JOIN threads t ON t.id = c.thread_id WHERE {cwin}"
+    v_from = f"verdicts v JOIN threads t ON t.id = v.thread_id WHERE {vwin}"
+    seen_sql = f"""
+        SELECT {kl} count(*) FROM (
+            SELECT {csel} c.id AS cid FROM {c_from}
+            UNION
+            SELECT {vsel} v.checkpoint_id AS cid FROM {v_from}
+        ) GROUP BY {kl} 1
+    """
+    gated_sql = f"""
+        SELECT {csel} {REASON_SQL} AS reason, count(*) FROM {c_from} AND c.gate_audit = 0
+        GROUP BY {kl} reason
+    """
+    calls_sql = f"""
+        SELECT {vsel} count(*), sum(v.status = 'ok'), sum(v.status = 'ok' AND v.needs_correction = 1),
+               sum(v.status = 'invalid'), sum(v.status = 'error'), sum(v.cost_usd)
+        FROM {v_from} GROUP BY {kl} 1
+    """
+    latency_sql = f"""
+        SELECT {kl} max(CASE WHEN rn = (cnt * 50 + 99) / 100 THEN latency_ms END),
+                    max(CASE WHEN rn = (cnt * 95 + 99) / 100 THEN latency_ms END)
+        FROM (
+            SELECT {vsel} v.latency_ms,
+                   row_number() OVER ({part} ORDER BY v.latency_ms) AS rn,
+                   count(*) OVER ({part}) AS cnt
+            FROM {v_from} AND v.status IN ('ok', 'invalid') AND v.latency_ms IS NOT NULL
+        ) GROUP BY {kl} 1
+    """
+    rows: dict[tuple, dict[str, Any]] = {}
+
+    def row_for(key: tuple) -> dict[str, Any]:
+        if key not in rows:
+            row = dict(zip(cols, key))
+            row.update({c: 0 for c in VERDICT_COLS})
+            row.update(gated_out_by_reason={}, latency_p50_ms=None, latency_p95_ms=None, usd=None)
+            rows[key] = row
+        return rows[key]
+
+    with engine.connect() as conn:
+        for r in conn.execute(text(seen_sql), params):
+            row_for(tuple(r[:n]))["seen"] = r[n]
+        for r in conn.execute(text(gated_sql), params):
+            row = row_for(tuple(r[:n]))
+            row["gated_out_by_reason"][r[n]] = r[n + 1]
+            row["gated_out"] += r[n + 1]
+        for r in conn.execute(text(calls_sql), params):
+            row = row_for(tuple(r[:n]))
+            row["calls"], row["audited"], row["corrections"], row["invalid"], row["errors"], row["usd"] = (
+                r[n], r[n + 1] or 0, r[n + 2] or 0, r[n + 3] or 0, r[n + 4] or 0, r[n + 5])
+        for r in conn.execute(text(latency_sql), params):
+            row = row_for(tuple(r[:n]))
+            row["latency_p50_ms"], row["latency_p95_ms"] = r[n], r[n + 1]
+    for row in rows.values():
+        row["gated_in"] = row["seen"] - row["gated_out"]
+        row["correction_rate"] = _div(row["corrections"], row["audited"])
+        row["usd_per_audit"] = _div(row["usd"], row["audited"])
+        row["usd_per_correction"] = _div(row["usd"], row["corrections"])
+    out = _sort_rows(list(rows.values()), by, ("calls",))
+    if not by or by[0] not in TIME_DIMS:
+        out.sort(key=lambda r: tuple(str(r[c] or "") for c in cols))
+    total = None
+    if len(out) > 1:
+        total = {c: None for c in cols}
+        for c in ("seen", "gated_out", "gated_in", "calls", "audited", "corrections", "invalid", "errors"):
+            total[c] = sum(r[c] for r in out)
+        usd = [r["usd"] for r in out if r["usd"] is not None]
+        total["usd"] = sum(usd) if usd else None
+        reasons: dict[str, int] = {}
+        for r in out:
+            for k, v in r["gated_out_by_reason"].items():
+                reasons[k] = reasons.get(k, 0) + v
+        total.update(gated_out_by_reason=reasons, latency_p50_ms=None, latency_p95_ms=None,
+                     correction_rate=_div(total["corrections"], total["audited"]),
+                     usd_per_audit=_div(total["usd"], total["audited"]),
+                     usd_per_correction=_div(total["usd"], total["corrections"]))
+    return Report("verdicts", by, cols + VERDICT_COLS, out, total)
+
+
+# -- report agreement ------------------------------------------------------------------------
+
+
+def parse_observer(spec: str) -> tuple[str, str | None]:
+    """Split "NAME" or "NAME:MODEL" (the model may itself contain ':' or '/')."""
+    name, _, model = spec.strip().partition(":")
+    if not name:
+        raise AuditorError(f"{spec!r} is not an observer: write NAME or NAME:MODEL, e.g. gemini:gemini-2.5-flash")
+    return name, model or None
+
+
+def cohen_kappa(table: Sequence[Sequence[int]]) -> float | None:
+    """Cohen's kappa of a square contingency table (rows: rater A, columns: rater B).
+
+    None when it is undefined: no items, or both raters always gave the one same answer.
+    """
+    k = len(table)
+    n = sum(sum(row) for row in table)
+    if n == 0:
+        return None
+    po = sum(table[i][i] for i in range(k)) / n
+    pe = sum(sum(table[i]) * sum(table[j][i] for j in range(k)) for i in range(k)) / (n * n)
+    if pe == 1:
+        return None
+    return (po - pe) / (1 - pe)
+
+
+def _latest_valid(alias: str, param: str, with_model: bool, window: str) -> str:
+    model = f" AND model = :{param}_model" if with_model else ""
+    # SQLite returns the other columns from the row holding max(id): the latest valid answer.
+    return (f"{alias} AS (SELECT checkpoint_id, max(id) AS vid, needs_correction, message FROM verdicts v "
+            f"WHERE status = 'ok' AND observer = :{param}{model} AND {window} GROUP BY checkpoint_id)")
+
+
+def agreement_report(engine: Engine, a: str, b: str, since: datetime | None = None,
+                     until: datetime | None = None) -> Report:
+    """Compare two observers on the checkpoints both answered validly (latest answer of each).
+
+    Rows are the disagreements; `extra` holds the 2x2 table (rows: A, columns: B; index 0 is
+    "needs correction"), the percent agreement and Cohen's kappa.
+    """
+    (an, am), (bn, bm) = parse_observer(a), parse_observer(b)
+    if (an, am) == (bn, bm):
+        raise AuditorError(f"compare two different observers, not {a!r} with itself")
+    params: dict[str, Any] = {"a": an, "b": bn}
+    if am:
+        params["a_model"] = am
+    if bm:
+        params["b_model"] = bm
+    win = _window("v.created_at", since, until, params)
+    sql = f"""
+        WITH {_latest_valid('va', 'a', bool(am), win)}, {_latest_valid('vb', 'b', bool(bm), win)}
+        SELECT c.id, t.id, t.agent, t.native_id, t.cwd, c.message_native_id,
+               va.needs_correction, va.message, vb.needs_correction, vb.message
+        FROM va JOIN vb ON vb.checkpoint_id = va.checkpoint_id
+        JOIN checkpoints c ON c.id = va.checkpoint_id JOIN threads t ON t.id = c.thread_id
+        ORDER BY t.id, c.id
+    """
+    with engine.connect() as conn:
+        pairs = conn.execute(text(sql), params).all()
+        known = {r[0] for r in conn.execute(text("SELECT DISTINCT observer FROM verdicts"))}
+    for name in (an, bn):
+        if name not in known:
+            from .errors import UnknownName
+
+            raise UnknownName("observer with verdicts in this store", name, sorted(known))
+    table = [[0, 0], [0, 0]]
+    disagreements = []
+    for cid, tid, agent, native, cwd, mid, a_needs, a_msg, b_needs, b_msg in pairs:
+        i, j = (0 if a_needs else 1), (0 if b_needs else 1)
+        table[i][j] += 1
+        if i != j:
+            disagreements.append({
+                "thread": tid, "thread_native_id": native, "agent": agent, "project": cwd,
+                "checkpoint": cid, "message_id": mid,
+                "a_needs_correction": bool(a_needs), "a_message": a_msg,
+                "b_needs_correction": bool(b_needs), "b_message": b_msg,
+            })
+    n = len(pairs)
+    agreement = (table[0][0] + table[1][1]) / n if n else None
+    kappa = cohen_kappa(table)
+    notes = [] if n else [f"no checkpoint has a valid answer from both {a} and {b}"]
+    extra = {"a": a, "b": b, "checkpoints": n, "table": table, "agreement": agreement, "kappa": kappa}
+    cols = ["thread", "thread_native_id", "agent", "project", "checkpoint", "message_id",
+            "a_needs_correction", "a_message", "b_needs_correction", "b_message"]
+    return Report("agreement", [], cols, disagreements, None, notes, extra)
