@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+import orjson
 from sqlalchemy import Connection, Engine, delete, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -25,6 +27,10 @@ from .model import Cursor, Message, Problem, ThreadInfo, Usage
 from .plugins import Plugins
 
 HEAD_BYTES = 64 * 1024
+COMMIT_ROWS = 20000  # commit the group of files once this many messages are pending...
+COMMIT_SECONDS = 2.0  # ...or this long after the group began
+_INFO_FIELDS = ("cwd", "git_branch", "title", "version", "parent_native_id", "parent_tool_use_id",
+                "is_sidechain", "agent_type", "guidance", "meta")
 FINGERPRINT_BYTES = 4096
 BATCH = 2000
 MAX_ERRORS_PER_FILE = 20
@@ -106,6 +112,11 @@ def iter_files(paths: Iterable[str | os.PathLike], on_error: Callable[[str, str]
                     yield (Path(root) / name).resolve()
 
 
+def _info_fingerprint(info: ThreadInfo) -> bytes:
+    # Serialised, not a tuple of references: parsers may update a dict they yielded before.
+    return orjson.dumps([getattr(info, f) for f in _INFO_FIELDS], option=orjson.OPT_NON_STR_KEYS)
+
+
 def _fingerprint(fh, start: int, length: int) -> str:
     fh.seek(start)
     return hashlib.sha1(fh.read(length)).hexdigest()
@@ -129,7 +140,33 @@ class Ingester:
         # Formats with a lower `detect_priority` are tried first; generic ones set it high.
         self.formats = sorted(plugins.formats().values(), key=lambda f: getattr(f, "detect_priority", 0))
         self._thread_ids: dict[tuple[str, str], int] = {}
+        self._thread_infos: dict[tuple[str, str], tuple] = {}
         self.touched_threads: set[int] = set()
+        self._c: Connection | None = None
+        self._pending = 0
+        self._pending_since = 0.0
+
+    # -- the write connection -------------------------------------------------------------
+    # Files are written in groups: one transaction for many small files (a commit costs far
+    # more than a small file), each file inside its own savepoint so that a failure undoes
+    # only that file. A stop at any moment loses nothing committed; what was not committed
+    # is simply read again next time, since its source_files row was not committed either.
+    def _conn(self) -> Connection:
+        if self._c is None:
+            self._c = self.engine.connect()
+            self._c.begin()
+            self._pending, self._pending_since = 0, time.monotonic()
+        return self._c
+
+    def _commit(self, force: bool = False) -> None:
+        if self._c is None:
+            return
+        if force or self._pending >= COMMIT_ROWS or time.monotonic() - self._pending_since > COMMIT_SECONDS:
+            try:
+                self._c.commit()
+            finally:
+                self._c.close()
+                self._c = None
 
     # -- public ---------------------------------------------------------------------------
     def run(
@@ -145,16 +182,20 @@ class Ingester:
             summary.errors.append(line)
             self._record_errors([(path, None, message)])
 
-        for path in iter_files(paths, walk_error):
-            result = self.ingest_file(path)
-            summary.files_seen += 1
-            summary.files.append(result)
-            setattr(summary, result.status, getattr(summary, result.status) + 1)
-            summary.messages += result.messages
-            summary.errors.extend(result.errors)
-            if progress:
-                progress(result)
-        self._finish()
+        try:
+            for path in iter_files(paths, walk_error):
+                result = self.ingest_file(path)
+                self._commit()
+                summary.files_seen += 1
+                summary.files.append(result)
+                setattr(summary, result.status, getattr(summary, result.status) + 1)
+                summary.messages += result.messages
+                summary.errors.extend(result.errors)
+                if progress:
+                    progress(result)
+            self._finish()
+        finally:
+            self._commit(force=True)
         summary.threads = len(self.touched_threads)
         return summary
 
@@ -164,8 +205,7 @@ class Ingester:
             st = path.stat()
         except OSError as exc:
             return self._fail(spath, f"cannot read file: {exc.strerror or exc}")
-        with self.engine.connect() as conn:
-            row = conn.execute(select(s.SourceFile).where(s.SourceFile.path == spath)).first()
+        row = self._conn().execute(select(s.SourceFile.__table__).where(s.SourceFile.path == spath)).first()
         if row is not None and row.size == st.st_size and row.mtime_ns == st.st_mtime_ns:
             return FileResult(spath, "skipped", row.format)
         if st.st_size == 0:
@@ -215,8 +255,7 @@ class Ingester:
         return FileResult(path, "failed", errors=[f"{where}: {message}"])
 
     def _record_errors(self, rows: list[tuple[str, int | None, str]]) -> None:
-        with self.engine.begin() as conn:
-            self._insert_errors(conn, rows)
+        self._insert_errors(self._conn(), rows)
 
     def _insert_errors(self, conn: Connection, rows: list[tuple[str, int | None, str]]) -> None:
         if rows:
@@ -259,15 +298,18 @@ class Ingester:
             ).returning(s.SourceFile.id)
             return c.execute(stmt).scalar_one()
 
-        if conn is not None:
-            return write(conn)
-        with self.engine.begin() as c:
-            return write(c)
+        return write(conn if conn is not None else self._conn())
 
     def _thread_id(self, conn: Connection, agent: str, info: ThreadInfo | None, native_id: str, file_id: int) -> int:
         key = (agent, native_id)
-        if info is None and key in self._thread_ids:
-            return self._thread_ids[key]
+        if key in self._thread_ids:
+            if info is None:
+                return self._thread_ids[key]
+            # Parsers repeat what they know on many records; write only what changed.
+            fingerprint = _info_fingerprint(info)
+            if self._thread_infos.get(key) == fingerprint:
+                return self._thread_ids[key]
+            self._thread_infos[key] = fingerprint
         values = {"agent": agent, "native_id": native_id, "source_file_id": file_id}
         merge = {}
         if info is not None:
@@ -305,6 +347,8 @@ class Ingester:
             )
         thread_id = conn.execute(stmt.returning(s.Thread.id)).scalar_one()
         self._thread_ids[key] = thread_id
+        if info is not None:
+            self._thread_infos[key] = _info_fingerprint(info)
         self.touched_threads.add(thread_id)
         return thread_id
 
@@ -313,13 +357,15 @@ class Ingester:
         result = FileResult(spath, status, fmt.name)
         errors: list[tuple[str, int | None, str]] = []
         extra_errors = 0
-        with self.engine.begin() as conn:
+        conn = self._conn()
+        savepoint = conn.begin_nested()
+        try:
             file_id = self._remember(spath, st, fmt.name, Cursor(), conn)
             if status == "rewritten":
                 # Everything this file contributed is read again; drop it so nothing stale stays.
                 for table in (s.Message, s.ToolCall, s.TokenUsage):
                     conn.execute(delete(table).where(table.source_file_id == file_id))
-            batch = _Batch()
+            batch = _Batch(conn.dialect.name)
             try:
                 for rec in fmt.parse(path, cursor):
                     if isinstance(rec, Message):
@@ -348,6 +394,16 @@ class Ingester:
                 errors.append((spath, None, f"... and {extra_errors} more problems in this file"))
             self._insert_errors(conn, errors)
             self._remember(spath, st, fmt.name, cursor, conn, errors=len(errors))
+            savepoint.commit()
+        except Exception as exc:  # the store refused the file (disk full, locked...): undo it alone
+            if savepoint.is_active:
+                savepoint.rollback()
+            return self._fail(spath, f"could not store this file: {type(exc).__name__}: {exc}")
+        except BaseException:
+            if savepoint.is_active:
+                savepoint.rollback()
+            raise
+        self._pending += result.messages + 1
         result.errors = [f"{p}:{ln}: {e}" if ln else f"{p}: {e}" for p, ln, e in errors]
         if errors and result.status != "failed":
             result.status = "failed"
@@ -357,17 +413,17 @@ class Ingester:
         """Link sidechains to their parents and refresh the touched threads' aggregates."""
         if not self.touched_threads:
             return
-        with self.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "UPDATE threads SET parent_id = (SELECT p.id FROM threads p "
-                    "WHERE p.agent = threads.agent AND p.native_id = threads.parent_native_id) "
-                    "WHERE parent_id IS NULL AND parent_native_id IS NOT NULL"
-                )
+        conn = self._conn()
+        conn.execute(
+            text(
+                "UPDATE threads SET parent_id = (SELECT p.id FROM threads p "
+                "WHERE p.agent = threads.agent AND p.native_id = threads.parent_native_id) "
+                "WHERE parent_id IS NULL AND parent_native_id IS NOT NULL"
             )
-            ids = sorted(self.touched_threads)
-            for i in range(0, len(ids), 500):
-                refresh_threads(conn, ids[i : i + 500])
+        )
+        ids = sorted(self.touched_threads)
+        for i in range(0, len(ids), 500):
+            refresh_threads(conn, ids[i : i + 500])
 
 
 def refresh_threads(conn: Connection, ids: list[int]) -> None:
@@ -401,18 +457,61 @@ def refresh_threads(conn: Connection, ids: list[int]) -> None:
         )
 
 
+_MESSAGE_COLS = ("thread_id", "source_file_id", "native_id", "parent_native_id", "seq", "line", "role",
+                 "source_type", "timestamp", "model", "usage_key", "stop_reason", "is_sidechain",
+                 "tool_use_count", "file_edit_count", "blocks")
+_USAGE_COLS = ("thread_id", "source_file_id", "key", "model", "timestamp", "input_tokens", "output_tokens",
+               "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+
+
+def _sql(cols: tuple[str, ...], table: str, conflict: str, update_cols: tuple[str, ...] = ()) -> str:
+    action = "NOTHING" if not update_cols else "UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in update_cols)
+    marks = ", ".join("?" for _ in cols)
+    return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks}) ON CONFLICT ({conflict}) DO {action}"
+
+
+# Bulk writes bypass SQLAlchemy's per-row processing (the hot path of ingest): plain DBAPI
+# executemany with rows as tuples, values already in their stored form.
+_MESSAGES_SQL = _sql(_MESSAGE_COLS, "messages", "thread_id, native_id")
+_CALLS_SQL = _sql(
+    ("thread_id", "call_id", "source_file_id", "name", "call_message_id", "is_file_edit", "edited_paths"),
+    "tool_calls", "thread_id, call_id",
+    ("source_file_id", "name", "call_message_id", "is_file_edit", "edited_paths"),
+)
+_RESULTS_SQL = _sql(
+    ("thread_id", "call_id", "source_file_id", "result_message_id", "is_error", "is_file_edit"),
+    "tool_calls", "thread_id, call_id", ("result_message_id", "is_error"),
+)
+_USAGE_SQL = _sql(_USAGE_COLS, "token_usage", "thread_id, key", _USAGE_COLS[3:])
+
+
+def _dumps(value) -> str | None:
+    if value is None:
+        return None
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 class _Batch:
     """Rows waiting to be written, flushed with executemany."""
 
-    def __init__(self) -> None:
-        self.messages: list[dict] = []
-        self.calls: list[dict] = []
-        self.results: list[dict] = []
-        self.usage: list[dict] = []
+    def __init__(self, dialect: str = "sqlite") -> None:
+        self.messages: list[tuple] = []
+        self.calls: list[tuple] = []
+        self.results: list[tuple] = []
+        self.usage: list[tuple] = []
+        self.sqlite = dialect == "sqlite"
 
     @property
     def size(self) -> int:
         return len(self.messages) + len(self.usage)
+
+    def _time(self, value: datetime | None):
+        if value is None or not self.sqlite:
+            return value
+        # The form SQLAlchemy's SQLite DateTime type writes and reads back (UTC, naive).
+        if value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value.isoformat(" ", "microseconds")
 
     def add_message(self, thread_id: int, file_id: int, msg: Message) -> None:
         uses = edits = 0
@@ -420,100 +519,28 @@ class _Batch:
             if b.kind == "tool_use" and b.tool_use_id:
                 uses += 1
                 edits += bool(b.is_file_edit)
-                self.calls.append(
-                    {
-                        "thread_id": thread_id,
-                        "call_id": b.tool_use_id,
-                        "source_file_id": file_id,
-                        "name": b.tool_name,
-                        "call_message_id": msg.native_id,
-                        "is_file_edit": bool(b.is_file_edit),
-                        "edited_paths": b.edited_paths,
-                    }
-                )
+                self.calls.append((thread_id, b.tool_use_id, file_id, b.tool_name, msg.native_id,
+                                   bool(b.is_file_edit), _dumps(b.edited_paths)))
             elif b.kind == "tool_result" and b.tool_use_id:
-                self.results.append(
-                    {
-                        "thread_id": thread_id,
-                        "call_id": b.tool_use_id,
-                        "source_file_id": file_id,
-                        "result_message_id": msg.native_id,
-                        "is_error": b.is_error,
-                    }
-                )
-        self.messages.append(
-            {
-                "thread_id": thread_id,
-                "source_file_id": file_id,
-                "native_id": msg.native_id,
-                "parent_native_id": msg.parent_id,
-                "seq": msg.seq,
-                "line": msg.line,
-                "role": msg.role,
-                "source_type": msg.source_type,
-                "timestamp": msg.timestamp,
-                "model": msg.model,
-                "usage_key": msg.usage_key,
-                "stop_reason": msg.stop_reason,
-                "is_sidechain": msg.is_sidechain,
-                "tool_use_count": uses,
-                "file_edit_count": edits,
-                "blocks": [b.as_json() for b in msg.blocks],
-            }
-        )
+                self.results.append((thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False))
+        self.messages.append((
+            thread_id, file_id, msg.native_id, msg.parent_id, msg.seq, msg.line, msg.role,
+            msg.source_type, self._time(msg.timestamp), msg.model, msg.usage_key, msg.stop_reason,
+            bool(msg.is_sidechain), uses, edits, _dumps([b.as_json() for b in msg.blocks]),
+        ))
 
     def add_usage(self, thread_id: int, file_id: int, u: Usage) -> None:
-        self.usage.append(
-            {
-                "thread_id": thread_id,
-                "source_file_id": file_id,
-                "key": u.key,
-                "model": u.model,
-                "timestamp": u.timestamp,
-                "input_tokens": u.input_tokens,
-                "output_tokens": u.output_tokens,
-                "cache_read_tokens": u.cache_read_tokens,
-                "cache_write_tokens": u.cache_write_tokens,
-                "reasoning_tokens": u.reasoning_tokens,
-            }
-        )
+        self.usage.append((
+            thread_id, file_id, u.key, u.model, self._time(u.timestamp), u.input_tokens,
+            u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens,
+        ))
 
     def flush(self, conn: Connection) -> None:
-        if self.messages:
-            stmt = _insert(conn, s.Message.__table__).on_conflict_do_nothing(
-                index_elements=["thread_id", "native_id"]
-            )
-            conn.execute(stmt, self.messages)
-        if self.calls:
-            stmt = _insert(conn, s.ToolCall.__table__)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["thread_id", "call_id"],
-                set_={
-                    "name": stmt.excluded.name,
-                    "call_message_id": stmt.excluded.call_message_id,
-                    "is_file_edit": stmt.excluded.is_file_edit,
-                    "edited_paths": stmt.excluded.edited_paths,
-                },
-            )
-            conn.execute(stmt, self.calls)
-        if self.results:
-            stmt = _insert(conn, s.ToolCall.__table__)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["thread_id", "call_id"],
-                set_={
-                    "result_message_id": stmt.excluded.result_message_id,
-                    "is_error": stmt.excluded.is_error,
-                },
-            )
-            conn.execute(stmt, self.results)
-        if self.usage:
-            stmt = _insert(conn, s.TokenUsage.__table__)
-            cols = ("model", "timestamp", "input_tokens", "output_tokens", "cache_read_tokens",
-                    "cache_write_tokens", "reasoning_tokens")
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["thread_id", "key"], set_={c: stmt.excluded[c] for c in cols}
-            )
-            conn.execute(stmt, self.usage)
+        qmark = conn.dialect.paramstyle == "qmark"
+        for sql, rows in ((_MESSAGES_SQL, self.messages), (_CALLS_SQL, self.calls),
+                          (_RESULTS_SQL, self.results), (_USAGE_SQL, self.usage)):
+            if rows:
+                conn.exec_driver_sql(sql if qmark else sql.replace("?", "%s"), rows)
         self.messages, self.calls, self.results, self.usage = [], [], [], []
 
 

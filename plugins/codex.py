@@ -658,6 +658,9 @@ def _command_edits(words: list[str]) -> list[str]:
 
 
 def _script_edits(script: str) -> list[str]:
+    # Tokenising is the slow part of ingest; most commands cannot edit anything.
+    if ">" not in script and not any(word in script for word in ("tee", "sed", "perl")):
+        return []
     paths: list[str] = []
     for tokens in _tokens(_strip_heredocs(script)):
         words: list[str] = []
