@@ -403,7 +403,8 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
     csel = "".join(f"{k[1]} AS k{i}, " for i, k in enumerate(ck))
     vsel = "".join(f"{k[1]} AS k{i}, " for i, k in enumerate(vk))
     kl = "".join(f"k{i}, " for i in range(n))
-    part = ("PARTITION BY " + ", ".join(f"k{i}" for i in range(n))) if n else ""
+    grp = ("GROUP BY " + ", ".join(f"k{i}" for i in range(n))) if n else ""
+    part = ("PARTITION BY " + ", ".join(k[1] for k in vk)) if n else ""
     params: dict[str, Any] = {}
     cwin = _window("c.gated_at", since, until, params)
     vwin = _window("v.created_at", since, until, params)
@@ -414,7 +415,7 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
             SELECT {csel} c.id AS cid FROM {c_from}
             UNION
             SELECT {vsel} v.checkpoint_id AS cid FROM {v_from}
-        ) GROUP BY {kl} 1
+        ) {grp}
     """
     gated_sql = f"""
         SELECT {csel} {REASON_SQL} AS reason, count(*) FROM {c_from} AND c.gate_audit = 0
@@ -423,7 +424,7 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
     calls_sql = f"""
         SELECT {vsel} count(*), sum(v.status = 'ok'), sum(v.status = 'ok' AND v.needs_correction = 1),
                sum(v.status = 'invalid'), sum(v.status = 'error'), sum(v.cost_usd)
-        FROM {v_from} GROUP BY {kl} 1
+        FROM {v_from} {grp}
     """
     latency_sql = f"""
         SELECT {kl} max(CASE WHEN rn = (cnt * 50 + 99) / 100 THEN latency_ms END),
@@ -433,7 +434,7 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
                    row_number() OVER ({part} ORDER BY v.latency_ms) AS rn,
                    count(*) OVER ({part}) AS cnt
             FROM {v_from} AND v.status IN ('ok', 'invalid') AND v.latency_ms IS NOT NULL
-        ) GROUP BY {kl} 1
+        ) {grp}
     """
     rows: dict[tuple, dict[str, Any]] = {}
 

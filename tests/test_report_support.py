@@ -56,7 +56,7 @@ class UsagePlugin:
 
 def write_thread(path, thread: str, final_text: str, *, n_tools: int = 6, model: str = "agent-model",
                  day: str = "2026-03-02", tokens=(100, 50, 1000, 200), cwd: str = "/work/demo",
-                 parent: str | None = None, source: str | None = None) -> list[dict]:
+                 parent: str | None = None, source: str | None = None, edit: bool = True) -> list[dict]:
     """Append a thread (a task, n tool rounds with one edit, a final claim) billed `tokens` per
     assistant call, one call an hour from 10:00 UTC of `day`; return the lines written."""
     base = {"usage": 1, "thread": thread, "cwd": cwd}
@@ -65,7 +65,7 @@ def write_thread(path, thread: str, final_text: str, *, n_tools: int = 6, model:
     rows = [{**base, "id": f"{thread}-u", "role": "user", "text": "Fix the parser and run the tests.",
              "ts": f"{day}T09:59:00Z"}]
     for i in range(n_tools):
-        rows.append({**base, "id": f"{thread}-a{i}", "role": "assistant", "tools": [["Edit" if i == 0 else "Bash", i == 0]],
+        rows.append({**base, "id": f"{thread}-a{i}", "role": "assistant", "tools": [["Edit" if i == 0 and edit else "Bash", i == 0 and edit]],
                      "model": model, "ts": f"{day}T{10 + i:02d}:00:00Z", "tokens": list(tokens)})
         rows.append({**base, "id": f"{thread}-r{i}", "role": "user", "source": "tool-result",
                      "result": "1 failed" if i == n_tools - 1 else "ok", "for": f"{thread}-a{i}-0",
