@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import socket
 import sys
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, delete, select, update
 
 from . import schema as s
 from .checkpoints import Checkpoint, find_checkpoints
@@ -42,6 +44,9 @@ class RunConfig:
     dry_run: bool = False
     gate: dict[str, Any] = field(default_factory=dict)
     formatter: dict[str, Any] = field(default_factory=dict)
+    # Seconds a claimed observer call stays ours; past it, another run may take it over.
+    # Default: the longest a call can take (timeout * 4 + 5) plus a minute.
+    lease: float | None = None
 
     def for_record(self) -> dict[str, Any]:
         out = asdict(self)
@@ -60,6 +65,7 @@ class RunSummary:
     gated_out: dict[str, int] = field(default_factory=dict)
     audited: int = 0
     reused: int = 0
+    busy: int = 0  # claimed by another run at the same time, left to it
     corrections: int = 0
     invalid: int = 0
     errors: int = 0
@@ -81,6 +87,11 @@ class Job:
     message_id: str
     user: str
     input_hash: str
+    answered: int | None = None  # the verdict that already answers this exact call
+
+    @property
+    def claim_key(self) -> str:
+        return hashlib.sha256(f"{self.checkpoint_id}\0{self.input_hash}".encode()).hexdigest()
 
 
 def _now() -> datetime:
@@ -131,6 +142,8 @@ class Auditor:
         self.prompt = load_prompt()
         self.gate_config = {"mode": "end-turn", **config.gate}
         self.summary = RunSummary(None, self.observer_name, self.model)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease = timedelta(seconds=config.lease or config.timeout * 4 + 65)
 
     # -- planning (sync, cheap) -----------------------------------------------------------
     def _threads(self) -> list[s.Thread]:
@@ -154,22 +167,32 @@ class Auditor:
             jobs: list[Job] = []
             with self.engine.begin() as conn:
                 for cp in checkpoints:
-                    self.summary.checkpoints += 1
-                    upto = messages[: cp.index + 1]
-                    decision = self.plugins.gate(cp, thread, upto, self.gate_config)
-                    cp_id = self._record_checkpoint(conn, cp, decision)
-                    if not decision.audit:
-                        key = decision.reason.split(" (")[0]
-                        self.summary.gated_out[key] = self.summary.gated_out.get(key, 0) + 1
-                        continue
-                    self.summary.gated_in += 1
-                    user = self.plugins.render_checkpoint(cp, thread, upto, self.config.formatter)
-                    job = Job(cp_id, thread.id, cp.message_id, user, self._input_hash(user))
-                    if self._already_answered(conn, job):
-                        self.summary.reused += 1
-                        continue
-                    jobs.append(job)
+                    job = self.plan_checkpoint(conn, cp, thread, messages)
+                    if job is not None and job.answered is None:
+                        jobs.append(job)
             yield from jobs
+
+    def plan_checkpoint(self, conn, cp: Checkpoint, thread, messages: list) -> Job | None:
+        """Gate one checkpoint (recording the decision) and return its job.
+
+        Return None when the gate says no. A job whose `answered` is set needs no call: a
+        verdict for the same observer, model, prompt and content exists (counted as reused).
+        """
+        self.summary.checkpoints += 1
+        upto = messages[: cp.index + 1]
+        decision = self.plugins.gate(cp, thread, upto, self.gate_config)
+        cp_id = self._record_checkpoint(conn, cp, decision)
+        if not decision.audit:
+            key = decision.reason.split(" (")[0]
+            self.summary.gated_out[key] = self.summary.gated_out.get(key, 0) + 1
+            return None
+        self.summary.gated_in += 1
+        user = self.plugins.render_checkpoint(cp, thread, upto, self.config.formatter)
+        job = Job(cp_id, thread.id, cp.message_id, user, self._input_hash(user))
+        job.answered = self._already_answered(conn, job)
+        if job.answered is not None:
+            self.summary.reused += 1
+        return job
 
     def _input_hash(self, user: str) -> str:
         return hashlib.sha256(f"{self.prompt.sha256}\0{user}".encode()).hexdigest()
@@ -195,9 +218,10 @@ class Auditor:
         )
         return conn.execute(stmt.returning(s.Checkpoint.id)).scalar_one()
 
-    def _already_answered(self, conn, job: Job) -> bool:
+    def _already_answered(self, conn, job: Job) -> int | None:
+        """Return the id of a verdict that answers `job` already, if any."""
         v = s.Verdict
-        found = conn.execute(
+        return conn.execute(
             select(v.id).where(
                 v.checkpoint_id == job.checkpoint_id,
                 v.observer == self.observer_name,
@@ -206,8 +230,46 @@ class Auditor:
                 v.input_hash == job.input_hash,
                 v.status.in_(("ok", "invalid")),
             ).limit(1)
-        ).first()
-        return found is not None
+        ).scalar()
+
+    # -- leases ---------------------------------------------------------------------------
+    def _claim(self, job: Job) -> bool:
+        """Take the lease on `job`'s call; False when another run holds it or it got answered.
+
+        An expired lease (its run died) is taken over. The answer is checked again under the
+        lease, because another run may have recorded it since this one planned.
+        """
+        from .ingest import _insert
+
+        now = _now()
+        c = s.Claim.__table__
+        with self.engine.begin() as conn:
+            stmt = _insert(conn, c).values(
+                key=job.claim_key, checkpoint_id=job.checkpoint_id, owner=self.owner,
+                claimed_at=now, expires_at=now + self.lease,
+            )
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["key"],
+                set_={"owner": stmt.excluded.owner, "claimed_at": stmt.excluded.claimed_at,
+                      "expires_at": stmt.excluded.expires_at},
+                where=c.c.expires_at < now,
+            )
+            conn.execute(stmt)
+            owner = conn.execute(select(c.c.owner).where(c.c.key == job.claim_key)).scalar()
+            if owner != self.owner:
+                self.summary.busy += 1
+                return False
+            job.answered = self._already_answered(conn, job)
+            if job.answered is not None:
+                conn.execute(delete(c).where(c.c.key == job.claim_key))
+                self.summary.reused += 1
+                return False
+        return True
+
+    def _release(self, job: Job) -> None:
+        c = s.Claim.__table__
+        with self.engine.begin() as conn:
+            conn.execute(delete(c).where(c.c.key == job.claim_key, c.c.owner == self.owner))
 
     # -- executing ------------------------------------------------------------------------
     def _start_run(self) -> None:
@@ -241,7 +303,8 @@ class Auditor:
                 )
             )
 
-    def _record_verdict(self, job: Job, result: ObserveResult | None, error: str | None, latency: float) -> None:
+    def _record_verdict(self, job: Job, result: ObserveResult | None, error: str | None, latency: float) -> int:
+        """Store the outcome of one call and return the verdict id."""
         sm = self.summary
         row: dict[str, Any] = {
             "checkpoint_id": job.checkpoint_id,
@@ -290,31 +353,54 @@ class Auditor:
         if error and result is None:
             sm.messages.append(f"thread {job.thread_id} at {job.message_id}: {error}")
         with self.engine.begin() as conn:
-            conn.execute(s.Verdict.__table__.insert().values(**row))
+            return conn.execute(s.Verdict.__table__.insert().values(**row).returning(s.Verdict.id)).scalar_one()
 
-    async def _call(self, job: Job) -> None:
+    async def call(self, job: Job, deadline: float | None = None) -> int | None:
+        """Make the observer call of `job` under a lease and record it; return the verdict id.
+
+        Return None when another run holds the lease or the call got answered meanwhile
+        (`job.answered` then names the verdict). Past `deadline` seconds the call is
+        abandoned and recorded as an error.
+        """
+        if not self._claim(job):
+            return None
+        try:
+            return await self._call(job, deadline)
+        finally:
+            self._release(job)
+
+    async def _call(self, job: Job, deadline: float | None = None) -> int:
         request = ObserveRequest(self.prompt.text, job.user, self.model, timeout=self.config.timeout)
         options = {"model": self.model, **self.config.observer_options}
+        limit = self.config.timeout * 4 + 5
+        if deadline is not None and deadline < limit:
+            limit = deadline
         started = time.monotonic()
         try:
-            result = await asyncio.wait_for(
-                self.observer.observe(request, options), timeout=self.config.timeout * 4 + 5
-            )
+            result = await asyncio.wait_for(self.observer.observe(request, options), timeout=limit)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # recorded as an error verdict; the run goes on
-            self._record_verdict(job, None, f"{type(exc).__name__}: {exc}", time.monotonic() - started)
-            return
-        self._record_verdict(job, result, None, time.monotonic() - started)
+            took = time.monotonic() - started
+            error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, TimeoutError) and took >= limit * 0.99:
+                error = f"deadline exceeded: no answer within {limit:g}s"
+            return self._record_verdict(job, None, error, took)
+        return self._record_verdict(job, result, None, time.monotonic() - started)
 
-    async def execute(self, progress: Callable[[RunSummary], None] | None = None) -> RunSummary:
+    async def execute(
+        self,
+        progress: Callable[[RunSummary], None] | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> RunSummary:
+        """Make the calls of `plan()`; once `should_stop()` is true, no new call starts."""
         queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=max(2, self.config.concurrency * 2))
         workers_n = max(1, self.config.concurrency)
 
         async def produce() -> None:
             sent = 0
             for job in self.plan():
-                if self.config.limit is not None and sent >= self.config.limit:
+                if should_stop() or (self.config.limit is not None and sent >= self.config.limit):
                     break
                 await queue.put(job)
                 sent += 1
@@ -323,7 +409,9 @@ class Auditor:
 
         async def work() -> None:
             while (job := await queue.get()) is not None:
-                await self._call(job)
+                if should_stop():
+                    continue
+                await self.call(job)
                 if progress:
                     progress(self.summary)
 
@@ -361,8 +449,13 @@ def run(
     config: RunConfig,
     progress: Callable[[RunSummary], None] | None = None,
     announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> RunSummary:
-    """Run an audit (or a dry run) and return its summary."""
+    """Run an audit (or a dry run) and return its summary.
+
+    Once `should_stop()` turns true no new observer call starts; the calls in flight finish
+    and are recorded, and the run is marked interrupted.
+    """
     auditor = Auditor(engine, plugins, config)
     announce(f"observer: {auditor.observer_name} ({auditor.why}), model {auditor.model}")
     if config.dry_run:
@@ -372,12 +465,12 @@ def run(
         raise AuditorError(f"observer {auditor.observer_name!r} cannot be used: {problem}")
     auditor._start_run()
     try:
-        asyncio.run(auditor.execute(progress))
+        asyncio.run(auditor.execute(progress, should_stop))
     except (KeyboardInterrupt, asyncio.CancelledError):
         auditor._finish_run("interrupted")
         raise
     except Exception as exc:
         auditor._finish_run("failed", f"{type(exc).__name__}: {exc}")
         raise
-    auditor._finish_run("done")
+    auditor._finish_run("interrupted" if should_stop() else "done")
     return auditor.summary

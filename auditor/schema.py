@@ -255,3 +255,44 @@ class Verdict(Base):
     cost_usd: Mapped[float | None] = mapped_column()
     credits: Mapped[float | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Injection(Base):
+    """One attempt to deliver a correction (a verdict's message) to the agent.
+
+    `status` is delivered, failed (the injector raised; `error` says why; a later attempt may
+    succeed) or skipped (a loop guard held it back; `error` names the guard). A verdict with a
+    delivered or skipped row is no longer pending. `turn_key` is the native id of the last
+    typed user message before the checkpoint, so corrections in a row can be counted;
+    `message_hash` lets the same text never be sent twice to a thread.
+    """
+
+    __tablename__ = "injections"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    verdict_id: Mapped[int] = mapped_column(ForeignKey("verdicts.id", ondelete="CASCADE"), index=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"), index=True)
+    injector: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str | None] = mapped_column(Text)
+    turn_key: Mapped[str | None] = mapped_column(String(255))
+    message_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Claim(Base):
+    """A lease on one observer call, so that concurrent runs never make the same call twice.
+
+    `key` names the call (checkpoint, observer, model and input hash). A claim whose
+    `expires_at` has passed belongs to a run that died and may be taken over.
+    """
+
+    __tablename__ = "claims"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoints.id", ondelete="CASCADE"), index=True)
+    owner: Mapped[str] = mapped_column(String(255))
+    claimed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
