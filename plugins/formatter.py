@@ -85,6 +85,7 @@ def _cut_line(line: str, limit: int) -> str:
     return f"{line[:half]} [... {len(line) - 2 * half} chars cut ...] {line[-half:]}"
 
 
+@functools.lru_cache(maxsize=16384)  # the same outputs are shortened again at every checkpoint
 def abbreviate(text: str, limit: int, keep: re.Pattern[str] = _FAILURE) -> str:
     """Shorten `text` to about `limit` characters, keeping its head, its tail and `keep` lines.
 
