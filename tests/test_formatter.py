@@ -345,11 +345,11 @@ def test_old_activity_goes_before_the_current_turn():
     assert "[... " in out and " messages omitted ...]" in out
 
 
-def test_the_default_budget_is_24000_tokens():
+def test_the_default_budget_is_8000_tokens():
     t = long_session()
     out = render(end_turn(t), info(), t.messages, {})
-    assert formatter.DEFAULT_MAX_TOKENS == 24000
-    assert estimate_tokens(out) <= 24000
+    assert formatter.DEFAULT_MAX_TOKENS == 8000
+    assert estimate_tokens(out) <= 8000
 
 
 def test_without_pressure_nothing_is_omitted():
@@ -462,8 +462,17 @@ def test_real_claude_code_session(corpus, engine, plugins):
                     assert redact(m.text.strip()) in out
             assert out == plugins.render_checkpoint(cp, thread, upto, {"max_tokens": budget})
 
-    # With the default budget, the failing summary lines at the end of those long outputs survive.
+    # With room, the failing summary lines at the end of those long outputs all survive; with the
+    # default budget, those of the turn being judged do (older turns may be dropped first).
     cp = next(c for c in checkpoints if c.index > max(i for i, _ in failing_tails))
-    out = plugins.render_checkpoint(cp, thread, messages[: cp.index + 1], {})
+    out = plugins.render_checkpoint(cp, thread, messages[: cp.index + 1], {"max_tokens": 24000})
     for _, last in failing_tails:
         assert last in out
+    judged = 0
+    for cp in checkpoints:
+        turn_start = max(i for i, m in enumerate(messages[: cp.index + 1]) if is_typed_user(m))
+        current = [last for i, last in failing_tails if turn_start < i <= cp.index]
+        out = plugins.render_checkpoint(cp, thread, messages[: cp.index + 1], {})
+        assert all(last in out for last in current)
+        judged += bool(current)
+    assert judged >= 1
