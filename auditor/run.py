@@ -10,17 +10,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import socket
 import sys
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine, select, update
 
-from . import schema as s
+from . import leases, schema as s
 from .checkpoints import Checkpoint, find_checkpoints
 from .errors import AuditorError
 from .observe import ObserveRequest, ObserveResult, validate
@@ -120,10 +118,10 @@ def choose_observer(plugins: Plugins, name: str | None) -> tuple[str, str]:
     return first, "the only installed observer"
 
 
-def _price(model: str, usage) -> tuple[float | None, float | None]:
+def _price(model: str, usage, observer: str | None = None) -> tuple[float | None, float | None]:
     from .prices import cost, credits
 
-    c = cost(model, usage)
+    c = cost(model, usage, observer)
     if c.usd is None:
         return None, None
     return float(c.usd), float(credits(c.usd))
@@ -142,8 +140,8 @@ class Auditor:
         self.prompt = load_prompt()
         self.gate_config = {"mode": "end-turn", **config.gate}
         self.summary = RunSummary(None, self.observer_name, self.model)
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.lease = timedelta(seconds=config.lease or config.timeout * 4 + 65)
+        self.owner = leases.new_owner()
+        self.lease = config.lease or config.timeout * 4 + 65
 
     # -- planning (sync, cheap) -----------------------------------------------------------
     def _threads(self) -> list[s.Thread]:
@@ -236,40 +234,23 @@ class Auditor:
     def _claim(self, job: Job) -> bool:
         """Take the lease on `job`'s call; False when another run holds it or it got answered.
 
-        An expired lease (its run died) is taken over. The answer is checked again under the
-        lease, because another run may have recorded it since this one planned.
+        The answer is checked again under the lease, because another run may have recorded
+        it since this one planned.
         """
-        from .ingest import _insert
-
-        now = _now()
-        c = s.Claim.__table__
         with self.engine.begin() as conn:
-            stmt = _insert(conn, c).values(
-                key=job.claim_key, checkpoint_id=job.checkpoint_id, owner=self.owner,
-                claimed_at=now, expires_at=now + self.lease,
-            )
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["key"],
-                set_={"owner": stmt.excluded.owner, "claimed_at": stmt.excluded.claimed_at,
-                      "expires_at": stmt.excluded.expires_at},
-                where=c.c.expires_at < now,
-            )
-            conn.execute(stmt)
-            owner = conn.execute(select(c.c.owner).where(c.c.key == job.claim_key)).scalar()
-            if owner != self.owner:
+            if not leases.take(conn, job.claim_key, job.checkpoint_id, self.owner, self.lease):
                 self.summary.busy += 1
                 return False
             job.answered = self._already_answered(conn, job)
             if job.answered is not None:
-                conn.execute(delete(c).where(c.c.key == job.claim_key))
+                leases.release(conn, job.claim_key, self.owner)
                 self.summary.reused += 1
                 return False
         return True
 
     def _release(self, job: Job) -> None:
-        c = s.Claim.__table__
         with self.engine.begin() as conn:
-            conn.execute(delete(c).where(c.c.key == job.claim_key, c.c.owner == self.owner))
+            leases.release(conn, job.claim_key, self.owner)
 
     # -- executing ------------------------------------------------------------------------
     def _start_run(self) -> None:
@@ -324,7 +305,7 @@ class Auditor:
         else:
             verdict = validate(result)
             u = result.usage
-            usd, cr = _price(self.model, u)
+            usd, cr = _price(self.model, u, self.observer_name)
             if usd is None:
                 sm.unpriced += 1
             else:
@@ -431,7 +412,7 @@ class Auditor:
             sent += 1
         self.summary.est_input_tokens = chars // CHARS_PER_TOKEN
         usage = ObserverUsage(input=self.summary.est_input_tokens, output=EST_OUTPUT_TOKENS * sent)
-        usd, _ = _price(self.model, usage)
+        usd, _ = _price(self.model, usage, self.observer_name)
         self.summary.est_cost_usd = usd
         self.summary.audited = sent
         return self.summary
