@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import orjson
-from sqlalchemy import Connection, Engine, delete, func, select, text, update
+from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from . import events
 from . import schema as s
 from .errors import FormatError
 from .model import Cursor, Message, Problem, ThreadInfo, Usage
@@ -143,6 +144,7 @@ class Ingester:
         self._thread_infos: dict[tuple[str, str], tuple] = {}
         self.touched_threads: set[int] = set()
         self._c: Connection | None = None
+        self._remember_stmt = None
         self._pending = 0
         self._pending_since = 0.0
 
@@ -185,6 +187,8 @@ class Ingester:
         try:
             for path in iter_files(paths, walk_error):
                 result = self.ingest_file(path)
+                if result.status != "skipped":
+                    events.record_file(self._conn(), result)
                 self._commit()
                 summary.files_seen += 1
                 summary.files.append(result)
@@ -291,14 +295,13 @@ class Ingester:
             "error_count": errors,
         }
 
-        def write(c: Connection) -> int:
-            stmt = _insert(c, s.SourceFile.__table__).values(**values)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["path"], set_={k: v for k, v in values.items() if k != "path"}
+        c = conn if conn is not None else self._conn()
+        if self._remember_stmt is None:  # built once: statement construction is not free
+            stmt = _insert(c, s.SourceFile.__table__).values({k: bindparam(k) for k in values})
+            self._remember_stmt = stmt.on_conflict_do_update(
+                index_elements=["path"], set_={k: stmt.excluded[k] for k in values if k != "path"}
             ).returning(s.SourceFile.id)
-            return c.execute(stmt).scalar_one()
-
-        return write(conn if conn is not None else self._conn())
+        return c.execute(self._remember_stmt, values).scalar_one()
 
     def _thread_id(self, conn: Connection, agent: str, info: ThreadInfo | None, native_id: str, file_id: int) -> int:
         key = (agent, native_id)

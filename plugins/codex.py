@@ -29,11 +29,13 @@ from typing import Any
 import orjson
 
 from auditor.hookspecs import hookimpl
+from auditor.inject import CORRECTION_MARKER
 from auditor.model import (
     ASSISTANT,
     SOURCE_AGENT,
     SOURCE_COMMAND,
     SOURCE_COMPACT,
+    SOURCE_COURSE_CORRECTION,
     SOURCE_ERROR,
     SOURCE_INTERRUPT,
     SOURCE_META,
@@ -160,6 +162,8 @@ def _loads_maybe(raw: Any) -> Any:
 
 def _user_source(text: str) -> str:
     stripped = text.lstrip()
+    if stripped.startswith("<hook_prompt"):  # a Stop hook's `reason`; auditor's carry its marker
+        return SOURCE_COURSE_CORRECTION if CORRECTION_MARKER in stripped else SOURCE_META
     if stripped.startswith(META_PREFIXES):
         return SOURCE_META
     if stripped.startswith(COMMAND_PREFIXES):
@@ -555,6 +559,9 @@ def _script(command: str | list) -> tuple[str | None, str | None]:
         ):
             return argv[2], None
         return shlex.join(argv), None
+    first = command.lstrip().split(None, 1)[0] if command.strip() else ""
+    if Path(first).name not in _SHELLS:
+        return command, None
     try:
         argv = shlex.split(command)
     except ValueError:
@@ -699,6 +706,9 @@ def shell_edits(command: str | list) -> tuple[bool, list[str] | None]:
     `cat <<EOF > f`; not /dev, /tmp or stderr), `tee`, `sed -i`, `perl -i`. Not recognised:
     `mv`, `cp`, `rm`, `mkdir`, scripts that write files (`python - <<EOF`), `git apply`.
     """
+    raw = command if isinstance(command, str) else " ".join(map(str, command))
+    if not any(w in raw for w in (">", "tee", "sed", "perl", "apply_patch", "applypatch", "Begin Patch")):
+        return False, None  # the common case, decided without tokenising
     script, patch = _script(command)
     if patch is not None:
         return True, patch_paths(patch) or None
