@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from auditor.inject import CORRECTION_MARKER
 from auditor.model import (
     SOURCE_COMMAND,
     SOURCE_COMPACT,
@@ -32,6 +33,7 @@ META_PREFIXES = (
     "<task-notification>", "<user-prompt-submit-hook>",
 )
 INTERRUPT_PREFIX = "[Request interrupted by user"
+HOOK_FEEDBACK_PREFIXES = ("Stop hook feedback:", "SubagentStop hook feedback:")
 
 
 def first_text(content: Any) -> str | None:
@@ -100,9 +102,13 @@ def classify_user(rec: dict, msg: dict, content: Any) -> str:
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content
     ):
         return SOURCE_TOOL_RESULT
+    text = first_text(content)
+    if text and text.lstrip().startswith(HOOK_FEEDBACK_PREFIXES):
+        # A Stop hook's `reason`, fed back as a user message (isMeta): auditor's own
+        # corrections carry its marker; other hooks' feedback is harness text.
+        return SOURCE_COURSE_CORRECTION if CORRECTION_MARKER in text else SOURCE_META
     if rec.get("isMeta"):
         return SOURCE_META
-    text = first_text(content)
     if text:
         text = text.lstrip()
         if text.startswith(INTERRUPT_PREFIX):
