@@ -21,6 +21,8 @@ class Context:
         self.debug = debug
         self._engine = None
         self._plugins = None
+        self.config = None  # the config file (auditor.config.Config), read at start-up
+        self.config_error = None  # why it could not be read, for commands that must not fail
 
     @property
     def engine(self):
@@ -80,6 +82,17 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
     Start with `auditor ingest ~/.claude/projects`, then `auditor threads`.
     """
     ctx.obj = Context(db, debug)
+    from .config import ConfigError, load
+
+    try:
+        ctx.obj.config = load()
+    except ConfigError as exc:
+        if ctx.invoked_subcommand not in ("hook", "config", "inject"):
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(2)
+        ctx.obj.config_error = exc  # the Stop hooks must fail open: they record it instead
+    else:
+        ctx.default_map = ctx.obj.config.default_map()
 
 
 @cli.command()
@@ -215,17 +228,23 @@ def _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, proj
 @click.option("--concurrency", "-j", type=int, default=4, show_default=True, help="Observer calls in flight at once.")
 @click.option("--dry-run", is_flag=True, help="Gate and format only: print how many checkpoints pass and the estimated tokens and cost, calling no model.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--every", metavar="SPAN", help="Repeat until Ctrl-C: ingest the sources, then run, every SPAN (15m, 1h, 90s).")
+@click.option("--source", "sources", multiple=True, type=click.Path(), metavar="PATH", help="With --every: ingest PATH on each tick (repeatable; default: `sources` in the config file).")
 @pass_ctx
 @handle_errors
 def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
         no_require_edit, include_sidechains, projects, agents, max_prompt_tokens, threads, since, limit,
-        concurrency, dry_run, as_json) -> None:
+        concurrency, dry_run, as_json, every, sources) -> None:
     """Audit stored threads: gate -> format -> observe -> record.
 
     Every checkpoint's gate decision is recorded with its reason; every observer call is
     recorded with its verdict, raw answer, tokens and cost. Re-running never pays twice for
     a checkpoint already answered with the same observer, model, prompt and thread content,
-    and a run stopped at any moment keeps every answer it had.
+    and a run stopped at any moment keeps every answer it had. Runs at the same time over one
+    database share the work: each observer call is leased to one of them.
+
+    With --every, ingest + run repeat on a schedule; the first Ctrl-C lets the calls in
+    flight finish and stops, a second one stops at once.
     """
     import signal
 
@@ -244,6 +263,17 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
         gate=_gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents),
         formatter={"max_tokens": max_prompt_tokens} if max_prompt_tokens else {},
     )
+
+    if every:
+        from .schedule import run_every
+
+        paths = list(sources) or (ctx.config.sources if ctx.config else [])
+        try:
+            run_every(ctx.engine, ctx.plugins, config, every, paths, report=lambda line: click.echo(line, err=True))
+        except KeyboardInterrupt:
+            click.echo("Stopped at once: every answer received so far is stored.", err=True)
+            sys.exit(130)
+        sys.exit(0)
 
     def _terminate(signum, frame):
         raise KeyboardInterrupt

@@ -1,5 +1,239 @@
-"""Commands for live re-injection (`auditor hook ...`, `inject`, `config`)."""
+"""Commands for live re-injection (`auditor hook ...`, `inject`, `config`).
+
+Imported by `auditor.cli` once its shared options are defined; import `auditor.cli` first.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+import click
+
+from .cli import Context, _echo_json, _gate_config, gate_options, handle_errors, observer_options, pass_ctx
+from .hook import DEADLINE, LAG_WAIT
+
 COMMANDS: list = []
+
+
+def run_config(observer, model, api_key, base_url, max_retries, timeout, gate: dict, max_prompt_tokens):
+    """The RunConfig of the observer and gate options shared with `auditor run`."""
+    from .run import RunConfig
+
+    options = {"max_retries": max_retries}
+    if api_key:
+        options["api_key"] = api_key
+    if base_url:
+        options["base_url"] = base_url
+    return RunConfig(
+        observer=observer, model=model, observer_options=options, timeout=timeout, concurrency=1, gate=gate,
+        formatter={"max_tokens": max_prompt_tokens} if max_prompt_tokens else {},
+    )
+
+
+@click.group()
+def hook() -> None:
+    """Agent hooks: audit the turn that just ended and answer with a correction.
+
+    Install with `auditor hook install claude-code` (or `codex`); the agent then runs
+    `auditor hook claude-code` each time it is about to stop.
+    """
+
+
+def _hook_command(agent: str, title: str):
+    help_text = f"""{title}'s Stop hook: audit the turn that just ended.
+
+    Reads the hook input (JSON) on stdin, reads the new tail of the transcript into the
+    store, and puts the checkpoint that just ended through the gate and the observer, all
+    recorded like `auditor run`. When a correction is due and the loop guards let it
+    through, prints {{"decision": "block", "reason": MESSAGE}} so the agent goes on with it;
+    otherwise prints nothing. Always exits 0: any error, a missing key or a deadline
+    passed lets the agent stop normally and is recorded.
+    """
+
+    @hook.command(agent, help=help_text)
+    @observer_options
+    @gate_options
+    @click.option("--deadline", type=float, default=DEADLINE, show_default=True,
+                  help="Seconds the whole hook may take; past it the agent stops normally and the miss is recorded.")
+    @click.option("--max-corrections", type=int, default=2, show_default=True,
+                  help="Corrections in a row between two messages the user typed.")
+    @click.option("--lag-wait", type=float, default=LAG_WAIT, show_default=True,
+                  help="Seconds to wait for a transcript file that lags behind the hook input.")
+    @click.option("--verbose", "-v", is_flag=True, help="Say on stderr what the hook did and how long each step took.")
+    @pass_ctx
+    def command(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
+                no_require_edit, include_sidechains, projects, agents, max_prompt_tokens, deadline,
+                max_corrections, lag_wait, verbose) -> None:
+        from .hook import HookOptions, run_hook
+
+        raw = sys.stdin.read()
+        gate = _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents)
+        config = run_config(observer, model, api_key, base_url, max_retries, timeout, gate, max_prompt_tokens)
+
+        def engine():
+            return ctx.engine
+
+        def plugins():
+            if ctx.config_error is not None:
+                raise ctx.config_error  # recorded as the hook's failure; the agent stops normally
+            return ctx.plugins
+
+        outcome = run_hook(agent, raw, sys.stdout, engine_factory=engine, plugins_factory=plugins,
+                           run_config=config, options=HookOptions(deadline, max_corrections, lag_wait))
+        if verbose:
+            steps = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in outcome.timings.items())
+            click.echo(f"auditor hook {agent}: {outcome.status}: {outcome.detail} ({steps})", err=True)
+        sys.exit(0)
+
+    return command
+
+
+_hook_command("claude-code", "Claude Code")
+_hook_command("codex", "Codex CLI")
+
+
+@hook.command("install")
+@click.argument("agent", type=click.Choice(["claude-code", "codex"]))
+@click.option("--project", "scope", flag_value="project", default=True,
+              help="In the project's settings (.claude/settings.json, .codex/hooks.json). The default.")
+@click.option("--local", "scope", flag_value="local", help="Claude Code: in .claude/settings.local.json (not committed).")
+@click.option("--user", "scope", flag_value="user", help="In your user settings (~/.claude/settings.json, ~/.codex/hooks.json).")
+@click.option("--dir", "project_dir", type=click.Path(file_okay=False, path_type=Path), default=".",
+              show_default=True, help="The project directory.")
+@click.option("--observer", "-o", metavar="NAME", help="Observer the hook uses (else the usual fallback order).")
+@click.option("--model", "-m", help="Observer model.")
+@click.option("--deadline", type=float, default=DEADLINE, show_default=True, help="The hook's deadline in seconds.")
+@click.option("--print", "print_only", is_flag=True, help="Print the merged settings instead of writing them.")
+@pass_ctx
+@handle_errors
+def install(ctx: Context, agent: str, scope: str, project_dir: Path, observer, model, deadline: float,
+            print_only: bool) -> None:
+    """Add the Stop hook running `auditor hook AGENT` to the agent's settings file.
+
+    Merges into the file: other settings and hooks are kept, an auditor entry already there
+    is updated in place, so installing twice changes nothing. The hook's timeout in the
+    file is the deadline plus 15 seconds.
+    """
+    import json
+
+    from .hook_install import hook_command, install as install_hook, merge, settings_path
+
+    extra = []
+    if observer:
+        extra += ["--observer", observer]
+    if model:
+        extra += ["--model", model]
+    if deadline != DEADLINE:
+        extra += ["--deadline", f"{deadline:g}"]
+    command = hook_command(agent, extra, ctx.db_option)
+    path = settings_path(agent, scope, project_dir.resolve())
+    timeout = int(deadline + 15)
+    if print_only:
+        current = json.loads(path.read_text()) if path.exists() else {}
+        click.echo(json.dumps(merge(current, agent, command, timeout)[0], indent=2))
+        return
+    changed = install_hook(path, agent, command, timeout)
+    click.echo(f"{'installed in' if changed else 'already installed in'} {path}: {command}")
+
+
+COMMANDS.append(hook)
+
+
+@click.command()
+@click.option("--run", "run_id", type=int, metavar="ID", help="Only the corrections of this run.")
+@click.option("--injector", "-i", "injector_name", default="stdout", show_default=True, metavar="NAME",
+              help="How to deliver: stdout, webhook, amp-thread, or a plugin's injector.")
+@click.option("--url", help="webhook: the URL to POST each correction to.")
+@click.option("--path", "target_path", type=click.Path(dir_okay=False), help="amp-thread: the thread file (default: the file the thread was read from).")
+@click.option("--timeout", type=float, help="webhook: seconds per attempt.")
+@click.option("--retries", type=int, help="webhook: attempts after the first failure.")
+@click.option("--max-corrections", type=int, default=2, show_default=True, help="Corrections in a row between two messages the user typed.")
+@click.option("--dry-run", is_flag=True, help="Say what would be delivered; deliver and record nothing.")
+@pass_ctx
+@handle_errors
+def inject(ctx: Context, run_id, injector_name, url, target_path, timeout, retries, max_corrections, dry_run) -> None:
+    """Deliver the pending corrections of stored verdicts (e.g. from a scheduled run).
+
+    A correction is pending until an injector delivered it or a loop guard held it back;
+    every attempt is recorded in the injections table, and failed attempts are retried by
+    the next `auditor inject`. Exit status 1 when a delivery failed.
+    """
+    from .errors import AuditorError
+    from .inject import DELIVERED, DRY_RUN, FAILED, inject_pending
+
+    if ctx.config_error is not None:
+        raise ctx.config_error
+    injector = ctx.plugins.injector(injector_name)
+    if injector.live:
+        usable = sorted(n for n, i in ctx.plugins.injectors().items() if not i.live)
+        raise AuditorError(
+            f"{injector_name!r} delivers only from inside the agent's Stop hook (`auditor hook {injector_name}`). "
+            f"For stored corrections use one of: {', '.join(usable)}"
+        )
+    options = ctx.config.injector_options(injector_name) if ctx.config else {}
+    for key, value in (("url", url), ("path", target_path), ("timeout", timeout), ("retries", retries)):
+        if value is not None:
+            options[key] = value
+    deliveries = inject_pending(ctx.engine, injector, options, run_id=run_id,
+                                max_consecutive=max_corrections, dry_run=dry_run)
+    counts: dict[str, int] = {}
+    for d in deliveries:
+        counts[d.status] = counts.get(d.status, 0) + 1
+        c = d.correction
+        where = f"verdict {c.verdict_id} (thread {c.thread})"
+        if d.status == DRY_RUN:
+            click.echo(f"would deliver {where} via {injector_name}: {c.message}")
+        elif d.status == DELIVERED:
+            click.echo(f"delivered {where} to {d.target}", err=True)
+        else:
+            click.echo(f"{d.status} {where}: {d.error}", err=True)
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing pending"
+    click.echo(f"{injector_name}: {summary}", err=True)
+    sys.exit(1 if counts.get(FAILED) else 0)
+
+
+COMMANDS.append(inject)
+
+
+@click.command("config")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--example", is_flag=True, help="Print an example config file.")
+@pass_ctx
+@handle_errors
+def config_command(ctx: Context, as_json: bool, example: bool) -> None:
+    """Show where the config file is and what it sets.
+
+    The file is TOML, at $AUDITOR_CONFIG, else config.toml in the per-user config
+    directory. It lists the sources `auditor run --every` ingests and the defaults of the
+    commands' options; the command line always wins over it.
+    """
+    from .config import EXAMPLE, config_path, load
+
+    if example:
+        click.echo(EXAMPLE, nl=False)
+        return
+    if ctx.config_error is not None:
+        raise ctx.config_error
+    cfg = ctx.config or load()
+    if as_json:
+        _echo_json({"path": str(cfg.path), "exists": cfg.exists, "settings": cfg.data,
+                    "defaults": cfg.default_map()})
+        return
+    where = "set by $AUDITOR_CONFIG" if cfg.path != config_path() or "AUDITOR_CONFIG" in __import__("os").environ else "the per-user default"
+    state = "found" if cfg.exists else "not found: every setting has its built-in default (auditor config --example shows one)"
+    click.echo(f"config file: {cfg.path} ({where}; {state})")
+    if not cfg.exists:
+        return
+    click.echo(f"sources: {', '.join(cfg.sources) or '(none)'}")
+    for section, values in cfg.data.items():
+        if section == "sources":
+            continue
+        if section == "injectors":
+            for name, table in values.items():
+                click.echo(f"[injectors.{name}] " + ", ".join(f"{k} = {v!r}" for k, v in table.items()))
+            continue
+        click.echo(f"[{section}] " + ", ".join(f"{k} = {v!r}" for k, v in values.items()))
+
+
+COMMANDS.append(config_command)

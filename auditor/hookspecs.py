@@ -64,3 +64,22 @@ def format_checkpoint(checkpoint: object, thread: object, messages: list, config
     None to leave it to the next plugin. The first non-None result wins; the built-in
     formatter runs last.
     """
+
+
+@hookspec
+def register_injectors(register: Callable[[object], None]) -> None:
+    """Register injectors: the ways a correction reaches a running agent.
+
+    Called once when the plugin manager is first used. Call `register(injector)` once per
+    injector; `injector` has the attributes and methods of `auditor.inject.Injector`: `name`
+    (what `--injector NAME` selects), `description` (one line for `auditor inject --help`),
+    `live` (True when it can deliver only from inside the agent's own hook, like
+    `claude-code`, whose delivery is the Stop hook's output) and
+    `deliver(correction, options)`, which delivers one `auditor.inject.Correction` and
+    returns a short description of the target (a file, a URL), or raises to report a
+    failed attempt. `options` holds the injector's settings from the config file's
+    `[injectors.NAME]` table and the command line (`url`, `timeout`, `stream`...).
+
+    The core applies the loop guards and records every attempt in the `injections` table; an
+    injector only delivers. Two plugins registering the same name is an error.
+    """

@@ -50,6 +50,7 @@ class Plugins:
         self.dists = dists or {}
         self._formats: dict[str, object] | None = None
         self._observers: dict[str, object] | None = None
+        self._injectors: dict[str, object] | None = None
 
     # -- transcript formats -------------------------------------------------------------
     def formats(self) -> dict[str, object]:
@@ -96,6 +97,29 @@ class Plugins:
         if name not in observers:
             raise UnknownName("observer", name, list(observers))
         return observers[name]
+
+    # -- injectors ------------------------------------------------------------------------
+    def injectors(self) -> dict[str, object]:
+        """Return the registered injectors by name."""
+        if self._injectors is None:
+            found: dict[str, object] = {}
+
+            def register(inj: object) -> None:
+                name = getattr(inj, "name")
+                if name in found:
+                    raise PluginError(f"Two plugins register the injector {name!r}.")
+                found[name] = inj
+
+            self.pm.hook.register_injectors(register=register)
+            self._injectors = found
+        return self._injectors
+
+    def injector(self, name: str) -> object:
+        """Return the injector called `name`, or raise `UnknownName` listing the valid ones."""
+        injectors = self.injectors()
+        if name not in injectors:
+            raise UnknownName("injector", name, list(injectors))
+        return injectors[name]
 
     # -- decisions ------------------------------------------------------------------------
     def gate(self, checkpoint, thread, messages, config: dict):
