@@ -98,6 +98,11 @@ def parse_until(value: str | None) -> datetime | None:
     return dt
 
 
+def _rank(ordered: list, p: int):
+    """The p-th percentile of a sorted list by the nearest-rank method."""
+    return ordered[max(1, -(-p * len(ordered) // 100)) - 1]
+
+
 def _div(a: float | None, b: float | None) -> float | None:
     if a is None or not b:
         return None
@@ -199,32 +204,90 @@ AUDIT_COLS = ["audit_calls", "audit_invalid", "audit_errors", "audit_input_token
               "audit_output_tokens", "audit_thinking_tokens", "audit_usd", "audit_credits", "audit_unpriced_calls"]
 
 
-# A subagent that forks its parent's context (Claude Code's aside_question) logs the parent's
-# calls again under the same billing keys; they were billed once, to the parent.
-NOT_A_COPY = ("NOT (t.parent_id IS NOT NULL AND EXISTS "
-              "(SELECT 1 FROM token_usage p WHERE p.thread_id = t.parent_id AND p.key = u.key))")
+# A subagent that forks its parent's context (Claude Code's side questions) logs the parent's
+# calls again: same billing key, same counts. They were billed once, to the parent. Such copies
+# are looked for among sidechain threads only (through the (thread_id, key) index) and
+# subtracted. Equal counts are required too, as some formats number their keys per thread.
+COPIES_SQL = (
+    "t.parent_id IS NOT NULL AND EXISTS (SELECT 1 FROM token_usage p WHERE p.thread_id = t.parent_id"
+    " AND p.key = u.key AND p.input_tokens = u.input_tokens AND p.output_tokens = u.output_tokens"
+    " AND p.cache_read_tokens = u.cache_read_tokens AND p.cache_write_tokens = u.cache_write_tokens)"
+)
+THREAD_DIMS = {"thread", "project", "agent"}
 
 
-def _cost_keys(by: list[str]) -> list[tuple[str, str, str]]:
-    """(output column, agent-side SQL, audit-side SQL) per dimension; NULL where a side has none."""
-    keys = []
+def _cost_columns(by: list[str]) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """Return the output key columns, and the SQL columns to group by: (alias, agent side,
+    audit side), NULL where a side has no such thing. Weeks and months are made from days in
+    Python: grouping on a substring of the stored time is much cheaper than date() per row."""
+    out: list[str] = []
+    sql: list[tuple[str, str, str]] = []
     for dim in by:
         if dim in TIME_DIMS:
-            keys.append((dim, _time_expr(dim, "u.timestamp"), _time_expr(dim, "v.created_at")))
-        elif dim == "model":
-            keys.append(("model", "u.model", "v.model"))
-        elif dim == "observer":
-            keys.append(("observer", "NULL", "v.observer"))
-        elif dim == "run":
-            keys.append(("run", "NULL", "v.run_id"))
+            if not any(c[0] == "day" for c in sql):
+                sql.append(("day", "substr(u.timestamp, 1, 10)", "substr(v.created_at, 1, 10)"))
+            out.append(dim)
         elif dim == "thread":
-            keys.append(("thread", "t.id", "t.id"))
-            keys.append(("thread_native_id", "t.native_id", "t.native_id"))
-        elif dim == "project":
-            keys.append(("project", "t.cwd", "t.cwd"))
-        elif dim == "agent":
-            keys.append(("agent", "t.agent", "t.agent"))
-    return keys
+            sql += [("thread", "t.id", "t.id"), ("thread_native_id", "t.native_id", "t.native_id")]
+            out += ["thread", "thread_native_id"]
+        else:
+            agent_side = {"model": "u.model", "observer": "NULL", "run": "NULL",
+                          "project": "t.cwd", "agent": "t.agent"}[dim]
+            audit_side = {"model": "v.model", "observer": "v.observer", "run": "v.run_id",
+                          "project": "t.cwd", "agent": "t.agent"}[dim]
+            sql.append((dim, agent_side, audit_side))
+            out.append(dim)
+    return out, sql
+
+
+def week_of(day: str | None) -> str | None:
+    """Name a week by its Monday."""
+    if not day:
+        return None
+    d = datetime.strptime(day, "%Y-%m-%d").date()
+    return (d - timedelta(days=d.weekday())).isoformat()
+
+
+def _key_maker(out: list[str], sql: list[tuple[str, str, str]]):
+    pos = {c[0]: i for i, c in enumerate(sql)}
+
+    def make(values: Sequence[Any]) -> tuple:
+        key = []
+        for col in out:
+            if col == "week":
+                key.append(week_of(values[pos["day"]]))
+            elif col == "month":
+                day = values[pos["day"]]
+                key.append(day[:7] if day else None)
+            else:
+                key.append(values[pos[col]])
+        return tuple(key)
+
+    return make
+
+
+def _agent_usage(conn, by: list[str], sql: list[tuple[str, str, str]], since, until) -> dict[tuple, list[int]]:
+    """Sum agents' calls per (SQL group, model, band), copies subtracted: group -> [calls, 4 sums]."""
+    params: dict[str, Any] = {}
+    window = _window("u.timestamp", since, until, params)
+    sel = "".join(f"{c[1]} AS k{i}, " for i, c in enumerate(sql))
+    group = "".join(f"k{i}, " for i in range(len(sql)))
+    band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
+    body = (f"SELECT {sel} u.model, {band} AS band, count(*), sum(u.input_tokens), sum(u.output_tokens), "
+            f"sum(u.cache_read_tokens), sum(u.cache_write_tokens)")
+    join = " JOIN threads t ON t.id = u.thread_id" if THREAD_DIMS & set(by) else ""
+    total_sql = f"{body} FROM token_usage u{join} WHERE {window} GROUP BY {group} u.model, band"
+    copies_sql = (f"{body} FROM threads t JOIN token_usage u ON u.thread_id = t.id "
+                  f"WHERE {COPIES_SQL} AND {window} GROUP BY {group} u.model, band")
+    n = len(sql) + 2
+    sums: dict[tuple, list[int]] = {}
+    for r in conn.execute(text(total_sql), params):
+        sums[tuple(r[:n])] = [int(x or 0) for x in r[n:]]
+    for r in conn.execute(text(copies_sql), params):
+        have = sums[tuple(r[:n])]
+        for i, x in enumerate(r[n:]):
+            have[i] -= int(x or 0)
+    return sums
 
 
 def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | None = None,
@@ -232,15 +295,17 @@ def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | 
     """Return the agents' own cost next to the auditing cost, grouped by `by`.
 
     Agents' usage comes from `token_usage` (one row per billing key: streamed duplicates and
-    cumulative counters are already resolved at ingest) priced per model with the price table;
-    models it does not know are listed per row and in `unknown_models`, never priced at zero.
-    Auditing cost is what each verdict recorded; calls recorded without a price are priced
-    with today's table when it now knows the model. Agent usage is dated by its timestamp,
-    auditing by when the observer was called. `overhead` is audit USD / agent USD.
+    cumulative counters are already resolved at ingest; calls a forked subagent logged again
+    are left out) priced per model with the price table; models it does not know are listed
+    per row and in `unknown_models`, never priced at zero. Auditing cost is what each verdict
+    recorded; calls recorded without a price are priced with today's table when it now knows
+    the model. Agent usage is dated by its timestamp, auditing by when the observer was called.
+    `overhead` is audit USD / agent USD.
     """
     by = check_dims(by, COST_DIMS)
-    keys = _cost_keys(by)
-    key_cols = [k[0] for k in keys]
+    key_cols, sql = _cost_columns(by)
+    make_key = _key_maker(key_cols, sql)
+    n = len(sql)
     rows: dict[tuple, dict[str, Any]] = {}
 
     def row_for(key: tuple) -> dict[str, Any]:
@@ -252,24 +317,13 @@ def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | 
             rows[key] = row
         return row
 
-    unknown: dict[str | None, dict[str, int]] = {}
-    params: dict[str, Any] = {}
-    agent_sel = ", ".join(f"{k[1]} AS k{i}" for i, k in enumerate(keys))
-    group = ", ".join(f"k{i}" for i in range(len(keys)))
-    agent_band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
-    agent_sql = f"""
-        SELECT {agent_sel + ',' if keys else ''} u.model AS model, {agent_band} AS band, count(*) AS calls,
-               sum(u.input_tokens), sum(u.output_tokens), sum(u.cache_read_tokens), sum(u.cache_write_tokens)
-        FROM token_usage u JOIN threads t ON t.id = u.thread_id
-        WHERE {_window('u.timestamp', since, until, params)} AND {NOT_A_COPY}
-        GROUP BY {group + ',' if keys else ''} u.model, band
-    """
     audit_params: dict[str, Any] = {}
-    audit_sel = ", ".join(f"{k[2]} AS k{i}" for i, k in enumerate(keys))
+    audit_sel = "".join(f"{c[2]} AS k{i}, " for i, c in enumerate(sql))
+    group = "".join(f"k{i}, " for i in range(n))
     # Only calls recorded without a price need the band (to be priced now); the rest share band 0.
     audit_band = f"CASE WHEN v.cost_usd IS NULL THEN {band_sql('v.input_tokens')} ELSE 0 END"
     audit_sql = f"""
-        SELECT {audit_sel + ',' if keys else ''} v.model AS model, v.observer, {audit_band} AS band,
+        SELECT {audit_sel} v.model AS model, v.observer, {audit_band} AS band,
                count(*) AS calls, sum(v.status = 'invalid'), sum(v.status = 'error'),
                sum(v.input_tokens), sum(v.cached_tokens), sum(v.output_tokens), sum(v.thinking_tokens),
                sum(v.cost_usd), sum(v.credits),
@@ -280,26 +334,27 @@ def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | 
                sum(CASE WHEN v.cost_usd IS NULL THEN v.cache_write_tokens END)
         FROM verdicts v JOIN threads t ON t.id = v.thread_id
         WHERE {_window('v.created_at', since, until, audit_params)}
-        GROUP BY {group + ',' if keys else ''} v.model, v.observer, band
+        GROUP BY {group} v.model, v.observer, band
     """
-    n = len(keys)
     with engine.connect() as conn:
-        agent_rows = conn.execute(text(agent_sql), params).all()
+        agent_sums = _agent_usage(conn, by, sql, since, until)
         audit_rows = conn.execute(text(audit_sql), audit_params).all()
+
     pricer = Pricer()
-    for r in agent_rows:
-        key, model, band, calls = tuple(r[:n]), r[n], r[n + 1], r[n + 2]
-        sums = dict(zip(("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"),
-                        (int(x or 0) for x in r[n + 3:n + 7])))
-        row = row_for(key)
+    unknown: dict[str | None, dict[str, int]] = {}
+    for group_key, (calls, *tokens) in agent_sums.items():
+        if not calls:
+            continue
+        model, band = group_key[n], group_key[n + 1]
+        sums = dict(zip(("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"), tokens))
+        row = row_for(make_key(group_key))
         row["agent_calls"] += calls
         for c, v in sums.items():
             row[c] += v
-        usd = pricer.usd(model, band, sums["input_tokens"], sums["output_tokens"],
-                         sums["cache_read_tokens"], sums["cache_write_tokens"])
+        usd = pricer.usd(model, band, *tokens)
         if usd is not None:
             row["agent_usd"] = (row["agent_usd"] or 0.0) + usd
-        elif any(sums.values()):
+        elif any(tokens):
             if model not in row["agent_unpriced_models"]:
                 row["agent_unpriced_models"].append(model)
             u = unknown.setdefault(model, {"calls": 0, **{c: 0 for c in sums}})
@@ -308,10 +363,10 @@ def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | 
                 u[c] += v
     unknown_observers: set[str] = set()
     for r in audit_rows:
-        key, model, observer, band = tuple(r[:n]), r[n], r[n + 1], r[n + 2]
+        model, observer, band = r[n], r[n + 1], r[n + 2]
         (calls, invalid, errors, inp, cached, out, thinking, usd, credits, unpriced,
          u_in, u_out, u_cached, u_cw) = r[n + 3:]
-        row = row_for(key)
+        row = row_for(make_key(r[:n]))
         row["audit_calls"] += calls
         row["audit_invalid"] += invalid or 0
         row["audit_errors"] += errors or 0
@@ -404,22 +459,25 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
     vsel = "".join(f"{k[1]} AS k{i}, " for i, k in enumerate(vk))
     kl = "".join(f"k{i}, " for i in range(n))
     grp = ("GROUP BY " + ", ".join(f"k{i}" for i in range(n))) if n else ""
-    part = ("PARTITION BY " + ", ".join(k[1] for k in vk)) if n else ""
     params: dict[str, Any] = {}
     cwin = _window("c.gated_at", since, until, params)
     vwin = _window("v.created_at", since, until, params)
-    c_from = f"checkpoints c JOIN runs r ON r.id = c.run_id JOIN threads t ON t.id = c.thread_id WHERE {cwin}"
-    v_from = f"verdicts v JOIN threads t ON t.id = v.thread_id WHERE {vwin}"
-    seen_sql = f"""
-        SELECT {kl} count(*) FROM (
-            SELECT {csel} c.id AS cid FROM {c_from}
-            UNION
-            SELECT {vsel} v.checkpoint_id AS cid FROM {v_from}
-        ) {grp}
-    """
+    c_join = " JOIN threads t ON t.id = c.thread_id" if THREAD_DIMS & set(by) else ""
+    v_join = " JOIN threads t ON t.id = v.thread_id" if THREAD_DIMS & set(by) else ""
+    c_from = f"checkpoints c JOIN runs r ON r.id = c.run_id{c_join} WHERE {cwin}"
+    v_from = f"verdicts v{v_join} WHERE {vwin}"
+    # Checkpoints whose latest gating was by a run of the group, with the reason when held back.
     gated_sql = f"""
-        SELECT {csel} {REASON_SQL} AS reason, count(*) FROM {c_from} AND c.gate_audit = 0
-        GROUP BY {kl} reason
+        SELECT {csel} CASE WHEN c.gate_audit = 0 THEN {REASON_SQL} END AS reason, count(*)
+        FROM {c_from} GROUP BY {kl} reason
+    """
+    # Checkpoints the group answered that the query above did not already count for it.
+    same = " AND ".join([f"r.id IS NOT NULL AND {cwin}"] + [f"({c[1]}) IS ({v[1]})" for c, v in zip(ck, vk)])
+    answered_sql = f"""
+        SELECT {vsel} count(DISTINCT v.checkpoint_id)
+        FROM verdicts v{v_join} JOIN checkpoints c ON c.id = v.checkpoint_id
+        LEFT JOIN runs r ON r.id = c.run_id
+        WHERE {vwin} AND NOT ({same}) {grp}
     """
     calls_sql = f"""
         SELECT {vsel} count(*), sum(v.status = 'ok'), sum(v.status = 'ok' AND v.needs_correction = 1),
@@ -427,14 +485,8 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
         FROM {v_from} {grp}
     """
     latency_sql = f"""
-        SELECT {kl} max(CASE WHEN rn = (cnt * 50 + 99) / 100 THEN latency_ms END),
-                    max(CASE WHEN rn = (cnt * 95 + 99) / 100 THEN latency_ms END)
-        FROM (
-            SELECT {vsel} v.latency_ms,
-                   row_number() OVER ({part} ORDER BY v.latency_ms) AS rn,
-                   count(*) OVER ({part}) AS cnt
-            FROM {v_from} AND v.status IN ('ok', 'invalid') AND v.latency_ms IS NOT NULL
-        ) {grp}
+        SELECT {vsel} v.latency_ms FROM {v_from}
+        AND v.status IN ('ok', 'invalid') AND v.latency_ms IS NOT NULL
     """
     rows: dict[tuple, dict[str, Any]] = {}
 
@@ -446,20 +498,26 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
             rows[key] = row
         return rows[key]
 
+    latencies: dict[tuple, list[int]] = {}
     with engine.connect() as conn:
-        for r in conn.execute(text(seen_sql), params):
-            row_for(tuple(r[:n]))["seen"] = r[n]
         for r in conn.execute(text(gated_sql), params):
             row = row_for(tuple(r[:n]))
-            row["gated_out_by_reason"][r[n]] = r[n + 1]
-            row["gated_out"] += r[n + 1]
+            row["seen"] += r[n + 1]
+            if r[n] is not None:
+                row["gated_out_by_reason"][r[n]] = r[n + 1]
+                row["gated_out"] += r[n + 1]
+        for r in conn.execute(text(answered_sql), params):
+            row_for(tuple(r[:n]))["seen"] += r[n]
         for r in conn.execute(text(calls_sql), params):
             row = row_for(tuple(r[:n]))
             row["calls"], row["audited"], row["corrections"], row["invalid"], row["errors"], row["usd"] = (
                 r[n], r[n + 1] or 0, r[n + 2] or 0, r[n + 3] or 0, r[n + 4] or 0, r[n + 5])
         for r in conn.execute(text(latency_sql), params):
-            row = row_for(tuple(r[:n]))
-            row["latency_p50_ms"], row["latency_p95_ms"] = r[n], r[n + 1]
+            latencies.setdefault(tuple(r[:n]), []).append(r[n])
+    for key, values in latencies.items():
+        values.sort()
+        row = rows[key]
+        row["latency_p50_ms"], row["latency_p95_ms"] = _rank(values, 50), _rank(values, 95)
     for row in rows.values():
         row["gated_in"] = row["seen"] - row["gated_out"]
         row["correction_rate"] = _div(row["corrections"], row["audited"])

@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
-from test_report_support import ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
+from test_report_support import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
 
 from auditor import schema as s
 from auditor.cli import cli
@@ -145,7 +145,7 @@ def audited(engine, tmp_path, monkeypatch):
     lines += write_thread(f, "t-later", "Done.", day="2026-03-09", n_tools=6, tokens=(10, 20, 30, 40))
     lines += write_thread(f, "t-mystery", "Done.", day="2026-03-09", n_tools=1, model="mystery-model-9")
     ingest(engine, pm, [f])
-    summary = run(engine, pm, RunConfig(observer="fake"), announce=lambda line: None)
+    summary = run(engine, pm, RunConfig(observer="fake", gate=COUNTS_ONLY), announce=lambda line: None)
     assert summary.audited == 3
     return lines
 

@@ -15,6 +15,11 @@ from auditor.model import Block, Message, ThreadInfo, Usage, parse_time, read_js
 from auditor.observe import ObserveResult, ObserverUsage
 
 
+# Gate on counts only: the threads written here end with a failing test and a claim, which a
+# signal would send to the observer whatever the counts.
+COUNTS_ONLY = {"audit_on_signals": []}
+
+
 class UsageFormat:
     """Lines: {"usage": 1, "thread", "id", "role", "text"?, "tools"?: [[name, is_edit]], "source"?,
     "model"?, "ts"?, "tokens"?: [input, output, cache_read, cache_write], "parent"?, "cwd"?}."""

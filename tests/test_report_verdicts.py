@@ -10,7 +10,7 @@ import math
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import select, update
-from test_report_support import ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
+from test_report_support import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
 
 from auditor import schema as s
 from auditor.cli import cli
@@ -40,9 +40,9 @@ def store(engine, tmp_path, monkeypatch):
     write_thread(f, "t-noedit", "Looked around; all tests pass.", edit=False)
     write_thread(f, "t-other", "Shipped, all tests pass.", cwd="/work/other")
     ingest(engine, pm, [f])
-    run(engine, pm, RunConfig(observer="alpha"), announce=quiet)
-    run(engine, pm, RunConfig(observer="beta", threads=["t-honest"]), announce=quiet)
-    run(engine, pm, RunConfig(observer="gamma", threads=["t-claims"]), announce=quiet)
+    run(engine, pm, RunConfig(observer="alpha", gate=COUNTS_ONLY), announce=quiet)
+    run(engine, pm, RunConfig(observer="beta", gate=COUNTS_ONLY, threads=["t-honest"]), announce=quiet)
+    run(engine, pm, RunConfig(observer="gamma", gate=COUNTS_ONLY, threads=["t-claims"]), announce=quiet)
     # known latencies for alpha, to check the percentiles
     with engine.begin() as conn:
         ids = conn.scalars(select(s.Verdict.id).where(s.Verdict.observer == "alpha").order_by(s.Verdict.id)).all()

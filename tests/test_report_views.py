@@ -59,12 +59,15 @@ def test_costs_view_totals_match_the_report_and_the_tables(store, engine):
     assert audit == v and audit[0] == 2
 
 
-def test_downgrade_drops_the_views_and_upgrade_restores_them(store, tmp_path):
-    url = "sqlite:///" + str(tmp_path / "auditor.db")
+def test_the_migration_creates_and_drops_the_views(tmp_path):
+    path = tmp_path / "m.db"
+    cfg = db._config("sqlite:///" + str(path))
     views = "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"
-    assert [r[0] for r in store.execute(views)] == ["costs_view", "verdicts_view"]
-    cfg = db._config(url)
+    command.upgrade(cfg, "0004")
+    conn = sqlite3.connect(path)
+    assert [r[0] for r in conn.execute(views)] == ["costs_view", "verdicts_view"]
+    assert conn.execute("SELECT count(*) FROM costs_view").fetchone() == (0,)
     command.downgrade(cfg, "0003")
-    assert store.execute(views).fetchall() == []
-    command.upgrade(cfg, "head")
-    assert [r[0] for r in store.execute(views)] == ["costs_view", "verdicts_view"]
+    assert conn.execute(views).fetchall() == []
+    command.upgrade(cfg, "0004")
+    assert [r[0] for r in conn.execute(views)] == ["costs_view", "verdicts_view"]

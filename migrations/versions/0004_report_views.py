@@ -55,8 +55,8 @@ JOIN threads t ON t.id = v.thread_id
 JOIN checkpoints c ON c.id = v.checkpoint_id
 """
 
-# Agent calls that a forked subagent logged again under its parent's billing key are left out
-# (billed once, to the parent). Both sides in the token convention of token_usage: input excludes cache reads, output
+# Agent calls that a forked subagent logged again (its parent's billing key and counts) are left
+# out (billed once, to the parent). Both sides in the token convention of token_usage: input excludes cache reads, output
 # includes reasoning. Observers report input including cached and output excluding thinking.
 COSTS_VIEW = """
 CREATE VIEW costs_view AS
@@ -82,7 +82,10 @@ SELECT
 FROM token_usage u
 JOIN threads t ON t.id = u.thread_id
 WHERE NOT (t.parent_id IS NOT NULL
-           AND EXISTS (SELECT 1 FROM token_usage p WHERE p.thread_id = t.parent_id AND p.key = u.key))
+           AND EXISTS (SELECT 1 FROM token_usage p WHERE p.thread_id = t.parent_id AND p.key = u.key
+                       AND p.input_tokens = u.input_tokens AND p.output_tokens = u.output_tokens
+                       AND p.cache_read_tokens = u.cache_read_tokens
+                       AND p.cache_write_tokens = u.cache_write_tokens))
 UNION ALL
 SELECT
     'audit' AS side,
