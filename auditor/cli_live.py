@@ -208,7 +208,9 @@ def config_command(ctx: Context, as_json: bool, example: bool) -> None:
     directory. It lists the sources `auditor run --every` ingests and the defaults of the
     commands' options; the command line always wins over it.
     """
-    from .config import EXAMPLE, config_path, load
+    import os
+
+    from .config import ENV_VAR, EXAMPLE, load
 
     if example:
         click.echo(EXAMPLE, nl=False)
@@ -220,7 +222,7 @@ def config_command(ctx: Context, as_json: bool, example: bool) -> None:
         _echo_json({"path": str(cfg.path), "exists": cfg.exists, "settings": cfg.data,
                     "defaults": cfg.default_map()})
         return
-    where = "set by $AUDITOR_CONFIG" if cfg.path != config_path() or "AUDITOR_CONFIG" in __import__("os").environ else "the per-user default"
+    where = "from $AUDITOR_CONFIG" if os.environ.get(ENV_VAR) else "the per-user default"
     state = "found" if cfg.exists else "not found: every setting has its built-in default (auditor config --example shows one)"
     click.echo(f"config file: {cfg.path} ({where}; {state})")
     if not cfg.exists:

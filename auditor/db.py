@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
+from functools import lru_cache
 from pathlib import Path
 
 import orjson
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
 from .errors import DatabaseError
@@ -46,7 +44,9 @@ def _script_location() -> str:
     return str(Path(auditor_migrations.__file__).parent)
 
 
-def _config(url: str) -> Config:
+def _config(url: str):
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", _script_location())
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -80,16 +80,54 @@ def _dumps(value) -> str:
 
 
 def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
 
 
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(_config("sqlite://")).get_current_head()
+
+
+_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*['\"]([^'\"]+)['\"]", re.M)
+
+
+@lru_cache(maxsize=1)
+def _quick_head() -> str | None:
+    """The head revision read from the migration files without Alembic, or None if unsure."""
+    revisions, parents = set(), set()
+    for path in Path(_script_location(), "versions").glob("*.py"):
+        found = dict((k, v) for k, v in _REVISION.findall(path.read_text(encoding="utf-8")))
+        if "revision" in found:
+            revisions.add(found["revision"])
+            if "down_revision" in found:
+                parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _is_current(engine: Engine) -> bool:
+    """The fast path of `upgrade`: True when the database is at head, decided without Alembic."""
+    head = _quick_head()
+    if head is None:
+        return False
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [head]
+    except Exception:  # no table yet, or not readable: let Alembic decide
+        return False
 
 
 def upgrade(engine: Engine) -> None:
     """Migrate the database to head (a no-op when it already is)."""
+    if _is_current(engine):
+        return
+    from alembic import command
+    from alembic.script import ScriptDirectory
+
     url = engine.url.render_as_string(hide_password=False)
     cfg = _config(url)
     script = ScriptDirectory.from_config(cfg)

@@ -118,6 +118,8 @@ class Hook:
         self.timings: dict[str, float] = {}
         self.engine = self.plugins = None
         self.auditor = None
+        self.job = None  # the observer call under way, to record if the deadline cuts it short
+        self.call_started = 0.0
 
     def _lap(self, name: str, since: float) -> float:
         now = time.monotonic()
@@ -173,7 +175,11 @@ class Hook:
 
     def run(self, raw: str, stream: TextIO) -> HookOutcome:
         t = time.monotonic()
-        p = _payload(self.agent, raw)
+        try:
+            p = _payload(self.agent, raw)
+        except ValueError:
+            self.engine = self.engine_factory()  # so that the bad input is recorded
+            raise
         if p.active:
             return HookOutcome("skipped", "stop_hook_active: the agent already goes on because of a Stop hook")
         self.engine = self.engine_factory()
@@ -201,13 +207,8 @@ class Hook:
         from .run import Auditor
 
         self.auditor = a = Auditor(self.engine, self.plugins, self.run_config)
-        problem = a.observer.check({"model": a.model, **self.run_config.observer_options})
         a._start_run()
         self._note_trigger(p)
-        if problem:
-            error = f"observer {a.observer_name!r} cannot be used: {problem}"
-            a._finish_run("failed", error)
-            return HookOutcome("failed", error, a.summary.run_id)
         with self.engine.begin() as conn:
             job = a.plan_checkpoint(conn, cp, thread, messages)
         t = self._lap("gate+format", t)
@@ -217,10 +218,19 @@ class Hook:
             return HookOutcome("silent", f"gate: {reason}", a.summary.run_id)
         verdict_id = job.answered
         if verdict_id is None:
+            # Checked only now: a backend's check may import its SDK, which a gated-out
+            # stop never needs.
+            problem = a.observer.check({"model": a.model, **self.run_config.observer_options})
+            if problem:
+                error = f"observer {a.observer_name!r} cannot be used: {problem}"
+                a._finish_run("failed", error)
+                return HookOutcome("failed", error, a.summary.run_id)
+            self.job, self.call_started = job, time.monotonic()
             budget = self.remaining() - MARGIN
             if budget <= 0:
-                raise DeadlinePassed("no time left for the observer call")
+                raise DeadlinePassed(f"deadline exceeded: no time left for the observer call within {self.options.deadline:g}s")
             verdict_id = asyncio.run(a.call(job, deadline=budget))
+            self.job = None
             t = self._lap("observer", t)
             if verdict_id is None and job.answered is None:
                 a._finish_run("done")
@@ -276,11 +286,17 @@ class Hook:
                            f"correction not delivered: {d.error}", verdict_id=verdict_id)
 
 
-def record_failure(engine, agent: str, run_config, error: str, auditor=None) -> int | None:
-    """Record a hook that failed before or outside its observer call as a failed run."""
+def record_failure(hook: Hook, error: str) -> int | None:
+    """Record a hook that failed: an error verdict for a call cut short, and a failed run."""
+    from . import leases
     from . import schema as s
     from .run import _now
 
+    engine, agent, run_config, auditor = hook.engine, hook.agent, hook.run_config, hook.auditor
+    if auditor is not None and hook.job is not None:
+        auditor._record_verdict(hook.job, None, error, time.monotonic() - hook.call_started)
+        with engine.begin() as conn:
+            leases.release(conn, hook.job.claim_key, auditor.owner)
     if auditor is not None and auditor.summary.run_id is not None:
         auditor._finish_run("failed", error)
         return auditor.summary.run_id
@@ -317,7 +333,7 @@ def run_hook(
     hook = Hook(agent, engine_factory, plugins_factory, run_config, options)
 
     def expire(signum, frame):
-        raise DeadlinePassed(f"the hook ran past its deadline of {options.deadline:g}s")
+        raise DeadlinePassed(f"deadline exceeded: the hook ran past {options.deadline:g}s")
 
     previous = None
     if hasattr(signal, "setitimer"):
@@ -334,7 +350,7 @@ def run_hook(
         _disarm(previous)
         if hook.engine is not None:
             try:
-                outcome.run_id = record_failure(hook.engine, agent, run_config, error, hook.auditor)
+                outcome.run_id = record_failure(hook, error)
             except Exception as again:  # the store itself is the problem
                 outcome.detail += f" (and it could not be recorded: {type(again).__name__}: {again})"
     finally:

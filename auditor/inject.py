@@ -138,7 +138,7 @@ def turn_facts(messages: list, checkpoint_message: str) -> tuple[str, bool]:
     return key, wrote_after
 
 
-def _guard(conn, c: Correction, turn_key: str, wrote_after: bool, max_consecutive: int, exclude: int | None) -> str | None:
+def _guard(conn, c: Correction, turn_key: str, wrote_after: bool, max_consecutive: int) -> str | None:
     """Return the name (and facts) of the guard that holds `c` back, or None."""
     from sqlalchemy import func, select
 
@@ -148,8 +148,6 @@ def _guard(conn, c: Correction, turn_key: str, wrote_after: bool, max_consecutiv
         return "user-wrote-again: the thread moved on after the checkpoint"
     i = s.Injection
     delivered = select(func.count()).where(i.status == DELIVERED)
-    if exclude is not None:
-        delivered = delivered.where(i.id != exclude)
     if conn.execute(delivered.where(i.verdict_id == c.verdict_id)).scalar():
         return "already-delivered"
     if conn.execute(delivered.where(i.thread_id == c.thread_id, i.message_hash == c.message_hash)).scalar():
@@ -195,14 +193,14 @@ def deliver(
     turn_key, wrote_after = turn_facts(messages, correction.checkpoint_message)
     if dry_run:
         with engine.connect() as conn:
-            held = _guard(conn, correction, turn_key, wrote_after, max_consecutive, None)
+            held = _guard(conn, correction, turn_key, wrote_after, max_consecutive)
         return Delivery(correction, name, SKIPPED if held else DRY_RUN, error=held)
     owner = leases.new_owner()
     key = hashlib.sha256(f"inject\0{correction.verdict_id}".encode()).hexdigest()
     with engine.begin() as conn:
         if not leases.take(conn, key, correction.checkpoint_id, owner, LEASE_SECONDS):
             return Delivery(correction, name, SKIPPED, error="busy: another process is delivering it")
-        held = _guard(conn, correction, turn_key, wrote_after, max_consecutive, None)
+        held = _guard(conn, correction, turn_key, wrote_after, max_consecutive)
         if held:
             _record(conn, correction, name, SKIPPED, turn_key, error=held)
             leases.release(conn, key, owner)
