@@ -257,4 +257,30 @@ def report_agreement(observers, since, until, fmt) -> None:
     emit(rep, fmt, _agreement_table)
 
 
-COMMANDS = [report]
+@click.group()
+def export() -> None:
+    """Export the store for reading elsewhere."""
+
+
+@export.command("html")
+@click.argument("threads", nargs=-1, metavar="[THREAD]...")
+@click.option("--run", "run_id", type=int, metavar="ID", help="Only the threads of this run (see `auditor report costs --by run`).")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write index.html and the thread pages to.")
+@click.option("--title", default="auditor report", show_default=True, help="Title of the index page.")
+@handled
+def export_html(threads, run_id, out_dir, title) -> None:
+    """Write a static HTML report: an index of threads with cost and verdict columns, a cost
+    chart, and a page per thread with corrections set apart. It opens from disk, no server.
+
+    THREAD is a database id, native id or unique prefix; without THREAD or --run, every thread.
+    """
+    from .errors import AuditorError
+    from .export_html import export_html as write
+
+    if threads and run_id is not None:
+        raise AuditorError("name THREADs or --run, not both")
+    result = write(_ctx().engine, out_dir, threads or None, run_id, title)
+    click.echo(f"wrote {result.index} and {len(result.pages)} thread pages")
+
+
+COMMANDS = [report, export]
