@@ -98,7 +98,8 @@ def _clip(text: str, limit: int, full: bool) -> str:
 
 
 def show_thread(thread, messages, full: bool = False) -> None:
-    """Print a thread: user messages highlighted, corrections marked, tools abbreviated."""
+    """Print a thread: user messages highlighted, tools abbreviated, and course corrections set
+    apart in a magenta frame under a dimmed header saying who inserted them."""
     head = f"[bold]{thread.agent}[/bold] {thread.native_id}"
     if thread.cwd:
         head += f"  [dim]{thread.cwd}[/dim]"
@@ -125,7 +126,10 @@ def show_thread(thread, messages, full: bool = False) -> None:
                 parts.append("[image]")
         body = Text("\n".join(parts))
         if m.source_type == SOURCE_COURSE_CORRECTION:
-            console.print(Panel(body, title="[dim]inserted by an observer (course correction)[/dim]", border_style="magenta"))
+            # Amp's own observer also inserts corrections; everywhere else it was auditor.
+            who = "Amp's observer" if thread.agent == "amp" else "auditor"
+            title = Text(f"inserted by {who} · course correction  [{m.native_id}] {when}", style="dim italic")
+            console.print(Panel(body, title=title, title_align="left", border_style="bold magenta"))
         elif m.role == "user" and m.source_type in (SOURCE_TYPED, None):
             console.print(Panel(body, title=label, title_align="left", border_style="bold cyan"))
         else:
