@@ -1,4 +1,7 @@
-"""Commands for reports and retrospective analysis (`auditor report ...`, `eval`, `export`)."""
+"""Commands for reports and retrospective analysis (`auditor report ...`, `eval`, `export`).
+
+Imported by `auditor.cli` once its shared options are defined; import `auditor.cli` first.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from typing import Any
 
 import click
 import orjson
+
+from .cli import _gate_config, gate_options, observer_options
 
 FORMATS = ["table", "json", "csv"]
 
@@ -283,4 +288,60 @@ def export_html(threads, run_id, out_dir, title) -> None:
     click.echo(f"wrote {result.index} and {len(result.pages)} thread pages")
 
 
-COMMANDS = [report, export]
+def _eval_table(report) -> None:
+    from .render import console
+
+    x = report.extra
+    c = x["confusion"]
+    console.print(f"[bold]{x['observer']}[/bold] {x['model']} on {x['labels']} labels "
+                  f"(run {x['run']}: {x['calls_made']} calls made, {x['reused']} answers reused)")
+    _rich_table("", ["", "labelled: correct", "labelled: fine"],
+                [["said: correct", str(c["tp"]), str(c["fp"])], ["said: fine", str(c["fn"]), str(c["tn"])]], None)
+
+    def num(v):
+        return "—" if v is None else f"{v:.3f}"
+
+    console.print(f"precision {num(x['precision'])}  recall {num(x['recall'])}  F1 {num(x['f1'])}  "
+                  f"accuracy {num(x['accuracy'])}  (gated out, counted as 'fine': {x['gated_out']}; "
+                  f"not scored: {x['failed']})")
+    for r in report.rows:
+        if r["outcome"] in ("missed", "false alarm", "failed", "invalid"):
+            why = r["message"] or (f"gate: {r['gate']}" if r["verdict"] is None else "")
+            console.print(f"  {r['outcome']:<11} line {r['line']}: {r['thread_native_id']} at {r['at']}  {why}", markup=False)
+
+
+@click.command("eval")
+@click.argument("labels", type=click.Path(exists=True, dir_okay=False))
+@observer_options
+@gate_options
+@click.option("--concurrency", "-j", type=int, default=4, show_default=True, help="Observer calls in flight at once.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format (csv: one line per label).")
+@handled
+def eval_command(labels, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
+                 no_require_edit, include_sidechains, projects, agents, max_prompt_tokens, concurrency, fmt) -> None:
+    """Score an observer (and the gate) against your own labels: precision, recall, F1.
+
+    LABELS is JSON lines of {"thread": ID or "file": PATH, "at": MESSAGE_ID, "needs_correction":
+    true|false}: the checkpoint ending at that message, and whether it needed a correction.
+    Checkpoints already answered by the same observer, model, prompt and content are not paid
+    for again. A checkpoint the gate holds back counts as "no correction". The misses and false
+    alarms are listed.
+    """
+    from .reports import evaluate
+    from .run import RunConfig
+
+    options = {"max_retries": max_retries}
+    if api_key:
+        options["api_key"] = api_key
+    if base_url:
+        options["base_url"] = base_url
+    ctx = _ctx()
+    config = RunConfig(
+        observer=observer, model=model, observer_options=options, concurrency=concurrency, timeout=timeout,
+        gate=_gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents),
+        formatter={"max_tokens": max_prompt_tokens} if max_prompt_tokens else {},
+    )
+    emit(evaluate(ctx.engine, ctx.plugins, labels, config), fmt, _eval_table)
+
+
+COMMANDS = [report, export, eval_command]
