@@ -262,6 +262,46 @@ def report_agreement(observers, since, until, fmt) -> None:
     emit(rep, fmt, _agreement_table)
 
 
+def _followup_table(report) -> None:
+    from .render import console
+
+    x = report.extra
+    share = _pct(x["acted_on_share"])
+    console.print(f"{x['corrections']} corrections; the agent went on after {x['continued']}, and acted on "
+                  f"{x['acted_on']} of those ({share}): edited files or ran tests")
+    if not report.rows:
+        return
+    heads = ["thread", "correction at", "went on", "edited", "tests", "next checkpoint", "user wrote", "user corrected"]
+
+    def yes(v: bool) -> str:
+        return "yes" if v else "—"
+
+    lines = [[f"{r['agent']} {r['thread_native_id']}"[:40], _key(r["at"]), yes(r["continued"]), yes(r["edited_files"]),
+              yes(r["ran_tests"]), _key(r["next_checkpoint"]), yes(r["user_wrote_next"]), yes(r["user_corrected"])]
+             for r in report.rows]
+    t = report.total
+    nxt = t["next_checkpoint"]
+    total = ["total", "", str(t["continued"]), str(t["edited_files"]), str(t["ran_tests"]),
+             f"{nxt['passed']} passed, {nxt['corrected again']} again", str(t["user_wrote_next"]), str(t["user_corrected"])]
+    _rich_table("after each correction", heads, lines, total)
+
+
+@report.command("followup")
+@click.option("--since", metavar="WHEN", help="Corrections from WHEN on (ISO date or 7d).")
+@click.option("--until", metavar="WHEN", help="Corrections before WHEN.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@handled
+def report_followup(since, until, fmt) -> None:
+    """What the agent did after each course correction, and the share of corrections acted on.
+
+    For each correction found in a thread: did the agent go on, edit files, run tests; did the
+    next audited checkpoint pass; did the person write a correction of their own next.
+    """
+    from .reports import followup_report
+
+    emit(followup_report(_ctx().engine, _since(since), _until(until)), fmt, _followup_table)
+
+
 @click.group()
 def export() -> None:
     """Export the store for reading elsewhere."""

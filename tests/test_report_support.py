@@ -21,7 +21,7 @@ COUNTS_ONLY = {"audit_on_signals": []}
 
 
 class UsageFormat:
-    """Lines: {"usage": 1, "thread", "id", "role", "text"?, "tools"?: [[name, is_edit]], "source"?,
+    """Lines: {"usage": 1, "thread", "id", "role", "text"?, "tools"?: [[name, is_edit, input?]], "source"?,
     "model"?, "ts"?, "tokens"?: [input, output, cache_read, cache_write], "parent"?, "cwd"?}."""
 
     name, agent, appendable = "usage-script", "script", True
@@ -39,9 +39,9 @@ class UsageFormat:
             yield ThreadInfo(obj["thread"], "script", cwd=obj.get("cwd", "/work/demo"),
                              parent_native_id=parent, is_sidechain=bool(parent))
             blocks = [Block("text", text=obj["text"])] if obj.get("text") else []
-            for i, (name, edit) in enumerate(obj.get("tools", [])):
+            for i, (name, edit, *given) in enumerate(obj.get("tools", [])):
                 blocks.append(Block("tool_use", tool_name=name, tool_use_id=f"{obj['id']}-{i}",
-                                    tool_input={"path": "a.py"}, is_file_edit=edit))
+                                    tool_input=given[0] if given else {"path": "a.py"}, is_file_edit=edit))
             if obj.get("result") is not None:
                 blocks.append(Block("tool_result", text=obj["result"], tool_use_id=obj["for"]))
             ts = parse_time(obj.get("ts"))
