@@ -60,7 +60,11 @@ def _cell(value: Any) -> Any:
 def emit(report, fmt: str, table) -> None:
     """Print a report as JSON, CSV (one line per row; the total is in JSON and the table) or a table."""
     if fmt == "json":
-        click.echo(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+        click.echo(
+            orjson.dumps(
+                report.as_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+            ).decode()
+        )
     elif fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -97,15 +101,24 @@ def _key(v: Any) -> str:
     return "—" if v is None else str(v)
 
 
-def _rich_table(title: str, columns: list[str], lines: list[list[str]], total: list[str] | None, caption: str | None = None) -> None:
+def _rich_table(
+    title: str,
+    columns: list[str],
+    lines: list[list[str]],
+    total: list[str] | None,
+    caption: str | None = None,
+) -> None:
     from rich.table import Table
 
     from .render import console
 
     table = Table(title=title, header_style="bold", caption=caption, caption_justify="left")
     for i, col in enumerate(columns):
-        table.add_column(col, justify="left" if i == 0 or not lines or not _numeric(lines, i) else "right",
-                         overflow="fold")
+        table.add_column(
+            col,
+            justify="left" if i == 0 or not lines or not _numeric(lines, i) else "right",
+            overflow="fold",
+        )
     for line in lines:
         table.add_row(*line)
     if total:
@@ -120,16 +133,34 @@ def _numeric(lines: list[list[str]], i: int) -> bool:
 
 def _cost_table(report) -> None:
     keys = [c for c in report.columns if c not in _cost_value_cols(report)]
-    heads = keys + ["calls", "input", "output", "cache read", "cache write", "agents $",
-                    "audit calls", "invalid/err", "audit in/out", "audit $", "credits", "overhead"]
+    heads = keys + [
+        "calls",
+        "input",
+        "output",
+        "cache read",
+        "cache write",
+        "agents $",
+        "audit calls",
+        "invalid/err",
+        "audit in/out",
+        "audit $",
+        "credits",
+        "overhead",
+    ]
 
     def line(r: dict, label: str | None = None) -> list[str]:
-        k = [label if label and i == 0 else ("" if label else _key(r[c])) for i, c in enumerate(keys)]
+        k = [
+            label if label and i == 0 else ("" if label else _key(r[c])) for i, c in enumerate(keys)
+        ]
         return k + [
-            str(r["agent_calls"]), _tok(r["input_tokens"]), _tok(r["output_tokens"]),
-            _tok(r["cache_read_tokens"]), _tok(r["cache_write_tokens"]),
+            str(r["agent_calls"]),
+            _tok(r["input_tokens"]),
+            _tok(r["output_tokens"]),
+            _tok(r["cache_read_tokens"]),
+            _tok(r["cache_write_tokens"]),
             _usd(r["agent_usd"], bool(r["agent_unpriced_models"])),
-            str(r["audit_calls"]), f"{r['audit_invalid']}/{r['audit_errors']}",
+            str(r["audit_calls"]),
+            f"{r['audit_invalid']}/{r['audit_errors']}",
             f"{_tok(r['audit_input_tokens'])}/{_tok(r['audit_output_tokens'] + r['audit_thinking_tokens'])}",
             _usd(r["audit_usd"], bool(r["audit_unpriced_calls"])),
             "—" if r["audit_credits"] is None else f"{r['audit_credits']:,.2f}",
@@ -137,9 +168,14 @@ def _cost_table(report) -> None:
         ]
 
     total = line(report.total, "total") if keys else None
-    rows = [line(r) for r in report.rows] if keys else [line(report.total, "total")[len(keys):]]
-    _rich_table("costs" + (f" by {', '.join(report.by)}" if report.by else ""), heads if keys else heads[len(keys):],
-                rows, total, "+? : some calls are not in the price table (see the note)")
+    rows = [line(r) for r in report.rows] if keys else [line(report.total, "total")[len(keys) :]]
+    _rich_table(
+        "costs" + (f" by {', '.join(report.by)}" if report.by else ""),
+        heads if keys else heads[len(keys) :],
+        rows,
+        total,
+        "+? : some calls are not in the price table (see the note)",
+    )
 
 
 def _cost_value_cols(report) -> set[str]:
@@ -156,10 +192,31 @@ def report() -> None:
 def report_options(dims: tuple[str, ...], default: str):
     def wrap(fn):
         opts = [
-            click.option("--by", "by", multiple=True, metavar="DIM", help=f"Group by {', '.join(dims)} (repeat or comma-separate for several). Default: {default}."),
-            click.option("--since", metavar="WHEN", help="From WHEN on (ISO date or time, or a span like 7d, 12h). UTC."),
-            click.option("--until", metavar="WHEN", help="Before WHEN (an ISO date means up to the end of that day). UTC."),
-            click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format."),
+            click.option(
+                "--by",
+                "by",
+                multiple=True,
+                metavar="DIM",
+                help=f"Group by {', '.join(dims)} (repeat or comma-separate for several). Default: {default}.",
+            ),
+            click.option(
+                "--since",
+                metavar="WHEN",
+                help="From WHEN on (ISO date or time, or a span like 7d, 12h). UTC.",
+            ),
+            click.option(
+                "--until",
+                metavar="WHEN",
+                help="Before WHEN (an ISO date means up to the end of that day). UTC.",
+            ),
+            click.option(
+                "--format",
+                "fmt",
+                type=click.Choice(FORMATS),
+                default="table",
+                show_default=True,
+                help="Output format.",
+            ),
         ]
         for opt in reversed(opts):
             fn = opt(fn)
@@ -169,7 +226,9 @@ def report_options(dims: tuple[str, ...], default: str):
 
 
 @report.command("costs")
-@report_options(("day", "week", "month", "model", "observer", "run", "thread", "project", "agent"), "day")
+@report_options(
+    ("day", "week", "month", "model", "observer", "run", "thread", "project", "agent"), "day"
+)
 @handled
 def report_costs(by, since, until, fmt) -> None:
     """What the agents cost, what auditing them cost, and the overhead (audit $ / agents $).
@@ -188,26 +247,58 @@ def report_costs(by, since, until, fmt) -> None:
 
 def _verdict_table(report) -> None:
     keys = [c for c in report.columns if c in report.by]
-    heads = keys + ["seen", "gated out", "audited", "corr.", "rate", "invalid", "errors", "p50 ms",
-                    "p95 ms", "$", "$/audit", "$/corr.", "gated out by reason"]
+    heads = keys + [
+        "seen",
+        "gated out",
+        "audited",
+        "corr.",
+        "rate",
+        "invalid",
+        "errors",
+        "p50 ms",
+        "p95 ms",
+        "$",
+        "$/audit",
+        "$/corr.",
+        "gated out by reason",
+    ]
 
     def line(r: dict, label: str | None = None) -> list[str]:
-        k = [label if label and i == 0 else ("" if label else _key(r[c])) for i, c in enumerate(keys)]
+        k = [
+            label if label and i == 0 else ("" if label else _key(r[c])) for i, c in enumerate(keys)
+        ]
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(r["gated_out_by_reason"].items()))
-        return k + [str(r["seen"]), str(r["gated_out"]), str(r["audited"]), str(r["corrections"]),
-                    _pct(r["correction_rate"]), str(r["invalid"]), str(r["errors"]),
-                    _key(r["latency_p50_ms"]), _key(r["latency_p95_ms"]), _usd(r["usd"]),
-                    _usd(r["usd_per_audit"]), _usd(r["usd_per_correction"]), reasons]
+        return k + [
+            str(r["seen"]),
+            str(r["gated_out"]),
+            str(r["audited"]),
+            str(r["corrections"]),
+            _pct(r["correction_rate"]),
+            str(r["invalid"]),
+            str(r["errors"]),
+            _key(r["latency_p50_ms"]),
+            _key(r["latency_p95_ms"]),
+            _usd(r["usd"]),
+            _usd(r["usd_per_audit"]),
+            _usd(r["usd_per_correction"]),
+            reasons,
+        ]
 
     total = line(report.total, "total") if report.total and keys else None
-    _rich_table("verdicts" + (f" by {', '.join(report.by)}" if report.by else ""), heads,
-                [line(r) for r in report.rows], total)
+    _rich_table(
+        "verdicts" + (f" by {', '.join(report.by)}" if report.by else ""),
+        heads,
+        [line(r) for r in report.rows],
+        total,
+    )
     if not report.rows:
         click.echo("no observer has been run on this store yet (see `auditor run`)", err=True)
 
 
 @report.command("verdicts")
-@report_options(("observer", "model", "project", "agent", "run", "day", "week", "month"), "observer,model")
+@report_options(
+    ("observer", "model", "project", "agent", "run", "day", "week", "month"), "observer,model"
+)
 @handled
 def report_verdicts(by, since, until, fmt) -> None:
     """How often each observer was asked and stepped in, failed, how fast, and at what cost.
@@ -227,24 +318,46 @@ def _agreement_table(report) -> None:
 
     x = report.extra
     (a_yes_b_yes, a_yes_b_no), (a_no_b_yes, a_no_b_no) = x["table"]
-    console.print(f"[bold]{x['a']}[/bold] (rows) vs [bold]{x['b']}[/bold] (columns) on {x['checkpoints']} checkpoints both answered")
-    _rich_table("", ["", f"{x['b']}: correct", f"{x['b']}: fine"],
-                [[f"{x['a']}: correct", str(a_yes_b_yes), str(a_yes_b_no)],
-                 [f"{x['a']}: fine", str(a_no_b_yes), str(a_no_b_no)]], None)
+    console.print(
+        f"[bold]{x['a']}[/bold] (rows) vs [bold]{x['b']}[/bold] (columns) on {x['checkpoints']} checkpoints both answered"
+    )
+    _rich_table(
+        "",
+        ["", f"{x['b']}: correct", f"{x['b']}: fine"],
+        [
+            [f"{x['a']}: correct", str(a_yes_b_yes), str(a_yes_b_no)],
+            [f"{x['a']}: fine", str(a_no_b_yes), str(a_no_b_no)],
+        ],
+        None,
+    )
     kappa = "undefined" if x["kappa"] is None else f"{x['kappa']:.3f}"
     console.print(f"agreement {_pct(x['agreement'])}, Cohen's kappa {kappa}")
     for d in report.rows:
         console.print(f"\n[bold]{d['agent']} {d['thread_native_id']}[/bold] at {d['message_id']}")
         for side, name in (("a", x["a"]), ("b", x["b"])):
-            said = d[f"{side}_message"] or ("(asked for a correction)" if d[f"{side}_needs_correction"] else "(no correction)")
+            said = d[f"{side}_message"] or (
+                "(asked for a correction)" if d[f"{side}_needs_correction"] else "(no correction)"
+            )
             console.print(f"  {name}: {said}", markup=False)
 
 
 @report.command("agreement")
-@click.option("--observers", required=True, metavar="A,B", help="The two observers to compare: NAME or NAME:MODEL, comma-separated.")
+@click.option(
+    "--observers",
+    required=True,
+    metavar="A,B",
+    help="The two observers to compare: NAME or NAME:MODEL, comma-separated.",
+)
 @click.option("--since", metavar="WHEN", help="Only answers given from WHEN on (ISO date or 7d).")
 @click.option("--until", metavar="WHEN", help="Only answers given before WHEN.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format (csv lists the disagreements).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="Output format (csv lists the disagreements).",
+)
 @handled
 def report_agreement(observers, since, until, fmt) -> None:
     """Compare two observers on the checkpoints both answered: 2x2 table, agreement, Cohen's kappa.
@@ -267,29 +380,65 @@ def _followup_table(report) -> None:
 
     x = report.extra
     share = _pct(x["acted_on_share"])
-    console.print(f"{x['corrections']} corrections; the agent went on after {x['continued']}, and acted on "
-                  f"{x['acted_on']} of those ({share}): edited files or ran tests")
+    console.print(
+        f"{x['corrections']} corrections; the agent went on after {x['continued']}, and acted on "
+        f"{x['acted_on']} of those ({share}): edited files or ran tests"
+    )
     if not report.rows:
         return
-    heads = ["thread", "correction at", "went on", "edited", "tests", "next checkpoint", "user wrote", "user corrected"]
+    heads = [
+        "thread",
+        "correction at",
+        "went on",
+        "edited",
+        "tests",
+        "next checkpoint",
+        "user wrote",
+        "user corrected",
+    ]
 
     def yes(v: bool) -> str:
         return "yes" if v else "—"
 
-    lines = [[f"{r['agent']} {r['thread_native_id']}"[:40], _key(r["at"]), yes(r["continued"]), yes(r["edited_files"]),
-              yes(r["ran_tests"]), _key(r["next_checkpoint"]), yes(r["user_wrote_next"]), yes(r["user_corrected"])]
-             for r in report.rows]
+    lines = [
+        [
+            f"{r['agent']} {r['thread_native_id']}"[:40],
+            _key(r["at"]),
+            yes(r["continued"]),
+            yes(r["edited_files"]),
+            yes(r["ran_tests"]),
+            _key(r["next_checkpoint"]),
+            yes(r["user_wrote_next"]),
+            yes(r["user_corrected"]),
+        ]
+        for r in report.rows
+    ]
     t = report.total
     nxt = t["next_checkpoint"]
-    total = ["total", "", str(t["continued"]), str(t["edited_files"]), str(t["ran_tests"]),
-             f"{nxt['passed']} passed, {nxt['corrected again']} again", str(t["user_wrote_next"]), str(t["user_corrected"])]
+    total = [
+        "total",
+        "",
+        str(t["continued"]),
+        str(t["edited_files"]),
+        str(t["ran_tests"]),
+        f"{nxt['passed']} passed, {nxt['corrected again']} again",
+        str(t["user_wrote_next"]),
+        str(t["user_corrected"]),
+    ]
     _rich_table("after each correction", heads, lines, total)
 
 
 @report.command("followup")
 @click.option("--since", metavar="WHEN", help="Corrections from WHEN on (ISO date or 7d).")
 @click.option("--until", metavar="WHEN", help="Corrections before WHEN.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
 @handled
 def report_followup(since, until, fmt) -> None:
     """What the agent did after each course correction, and the share of corrections acted on.
@@ -309,9 +458,24 @@ def export() -> None:
 
 @export.command("html")
 @click.argument("threads", nargs=-1, metavar="[THREAD]...")
-@click.option("--run", "run_id", type=int, metavar="ID", help="Only the threads of this run (see `auditor report costs --by run`).")
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write index.html and the thread pages to.")
-@click.option("--title", default="auditor report", show_default=True, help="Title of the index page.")
+@click.option(
+    "--run",
+    "run_id",
+    type=int,
+    metavar="ID",
+    help="Only the threads of this run (see `auditor report costs --by run`).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory to write index.html and the thread pages to.",
+)
+@click.option(
+    "--title", default="auditor report", show_default=True, help="Title of the index page."
+)
 @handled
 def export_html(threads, run_id, out_dir, title) -> None:
     """Write a static HTML report: an index of threads with cost and verdict columns, a cost
@@ -333,32 +497,73 @@ def _eval_table(report) -> None:
 
     x = report.extra
     c = x["confusion"]
-    console.print(f"[bold]{x['observer']}[/bold] {x['model']} on {x['labels']} labels "
-                  f"(run {x['run']}: {x['calls_made']} calls made, {x['reused']} answers reused)")
-    _rich_table("", ["", "labelled: correct", "labelled: fine"],
-                [["said: correct", str(c["tp"]), str(c["fp"])], ["said: fine", str(c["fn"]), str(c["tn"])]], None)
+    console.print(
+        f"[bold]{x['observer']}[/bold] {x['model']} on {x['labels']} labels "
+        f"(run {x['run']}: {x['calls_made']} calls made, {x['reused']} answers reused)"
+    )
+    _rich_table(
+        "",
+        ["", "labelled: correct", "labelled: fine"],
+        [["said: correct", str(c["tp"]), str(c["fp"])], ["said: fine", str(c["fn"]), str(c["tn"])]],
+        None,
+    )
 
     def num(v):
         return "—" if v is None else f"{v:.3f}"
 
-    console.print(f"precision {num(x['precision'])}  recall {num(x['recall'])}  F1 {num(x['f1'])}  "
-                  f"accuracy {num(x['accuracy'])}  (gated out, counted as 'fine': {x['gated_out']}; "
-                  f"not scored: {x['failed']})")
+    console.print(
+        f"precision {num(x['precision'])}  recall {num(x['recall'])}  F1 {num(x['f1'])}  "
+        f"accuracy {num(x['accuracy'])}  (gated out, counted as 'fine': {x['gated_out']}; "
+        f"not scored: {x['failed']})"
+    )
     for r in report.rows:
         if r["outcome"] in ("missed", "false alarm", "failed", "invalid"):
             why = r["message"] or (f"gate: {r['gate']}" if r["verdict"] is None else "")
-            console.print(f"  {r['outcome']:<11} line {r['line']}: {r['thread_native_id']} at {r['at']}  {why}", markup=False)
+            console.print(
+                f"  {r['outcome']:<11} line {r['line']}: {r['thread_native_id']} at {r['at']}  {why}",
+                markup=False,
+            )
 
 
 @click.command("eval")
 @click.argument("labels", type=click.Path(exists=True, dir_okay=False))
 @observer_options
 @gate_options
-@click.option("--concurrency", "-j", type=int, default=4, show_default=True, help="Observer calls in flight at once.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format (csv: one line per label).")
+@click.option(
+    "--concurrency",
+    "-j",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Observer calls in flight at once.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="Output format (csv: one line per label).",
+)
 @handled
-def eval_command(labels, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
-                 no_require_edit, include_sidechains, projects, agents, max_prompt_tokens, concurrency, fmt) -> None:
+def eval_command(
+    labels,
+    observer,
+    model,
+    api_key,
+    base_url,
+    max_retries,
+    timeout,
+    mode,
+    min_tool_calls,
+    no_require_edit,
+    include_sidechains,
+    projects,
+    agents,
+    max_prompt_tokens,
+    concurrency,
+    fmt,
+) -> None:
     """Score an observer (and the gate) against your own labels: precision, recall, F1.
 
     LABELS is JSON lines of {"thread": ID or "file": PATH, "at": MESSAGE_ID, "needs_correction":
@@ -377,8 +582,14 @@ def eval_command(labels, observer, model, api_key, base_url, max_retries, timeou
         options["base_url"] = base_url
     ctx = _ctx()
     config = RunConfig(
-        observer=observer, model=model, observer_options=options, concurrency=concurrency, timeout=timeout,
-        gate=_gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents),
+        observer=observer,
+        model=model,
+        observer_options=options,
+        concurrency=concurrency,
+        timeout=timeout,
+        gate=_gate_config(
+            mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents
+        ),
         formatter={"max_tokens": max_prompt_tokens} if max_prompt_tokens else {},
     )
     emit(evaluate(ctx.engine, ctx.plugins, labels, config), fmt, _eval_table)

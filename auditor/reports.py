@@ -9,9 +9,11 @@ which the CLI renders as a table, JSON or CSV.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, text
 
@@ -35,8 +37,14 @@ class Report:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"report": self.title, "by": self.by, "columns": self.columns, "rows": self.rows,
-               "total": self.total, "notes": self.notes}
+        out = {
+            "report": self.title,
+            "by": self.by,
+            "columns": self.columns,
+            "rows": self.rows,
+            "total": self.total,
+            "notes": self.notes,
+        }
         out.update(self.extra)
         return out
 
@@ -55,7 +63,7 @@ def _time_expr(dim: str, col: str) -> str:
 def _db_time(value: datetime) -> str:
     """Format a time the way SQLAlchemy stores DateTime in SQLite (naive UTC), for comparison."""
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(UTC).replace(tzinfo=None)
     return value.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
@@ -78,7 +86,9 @@ def check_dims(by: Sequence[str], allowed: Sequence[str]) -> list[str]:
             if not dim:
                 continue
             if dim not in allowed:
-                raise AuditorError(f"{dim!r} is not a dimension of this report. Available: {', '.join(allowed)}")
+                raise AuditorError(
+                    f"{dim!r} is not a dimension of this report. Available: {', '.join(allowed)}"
+                )
             if dim not in out:
                 out.append(dim)
     return out
@@ -91,9 +101,11 @@ def parse_until(value: str | None) -> datetime | None:
     try:
         dt = datetime.fromisoformat(value)
     except ValueError:
-        raise AuditorError(f"{value!r} is not a date: use an ISO date (2026-11-01) or date and time") from None
+        raise AuditorError(
+            f"{value!r} is not a date: use an ISO date (2026-11-01) or date and time"
+        ) from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     if len(value) <= 10:
         dt += timedelta(days=1)
     return dt
@@ -122,7 +134,17 @@ def _sort_rows(rows: list[dict], by: list[str], cost_cols: Sequence[str]) -> lis
 # sums cannot be priced as one call. Calls are grouped by prompt-size band (between consecutive
 # thresholds of any model) in SQL; inside a band every model's price is linear, so a group is
 # priced with per-token rates probed once per (model, band) from the price table.
-FALLBACK_THRESHOLDS = (32_000, 100_000, 128_000, 199_999, 200_000, 256_000, 272_000, 512_000, 524_288)
+FALLBACK_THRESHOLDS = (
+    32_000,
+    100_000,
+    128_000,
+    199_999,
+    200_000,
+    256_000,
+    272_000,
+    512_000,
+    524_288,
+)
 _thresholds: tuple[int, ...] | None = None
 
 
@@ -145,7 +167,11 @@ def thresholds() -> tuple[int, ...]:
                         for value in vars(p).values():
                             if isinstance(value, TieredPrices):
                                 found.update(t.start for t in value.tiers)
-        except Exception:  # an internal layout change: the fallback list still applies
+        except (
+            ImportError,
+            AttributeError,
+            TypeError,
+        ):  # its internals moved: the fallback list applies
             pass
         _thresholds = tuple(sorted(found))
     return _thresholds
@@ -188,8 +214,16 @@ class Pricer:
         out = price(model, Tokens(input=x, output=o), provider).usd
         return base / x, (out - base) / o, read / x, write / x
 
-    def usd(self, model: str | None, band: int, uncached: int, output: int, cache_read: int,
-            cache_write: int, provider: str | None = None) -> float | None:
+    def usd(
+        self,
+        model: str | None,
+        band: int,
+        uncached: int,
+        output: int,
+        cache_read: int,
+        cache_write: int,
+        provider: str | None = None,
+    ) -> float | None:
         """Price the sums of calls of one band; `uncached` is prompt tokens not read from or written to cache."""
         r = self.rates(model, band, provider)
         if r is None:
@@ -199,10 +233,27 @@ class Pricer:
 
 # -- report costs ----------------------------------------------------------------------------
 
-AGENT_COLS = ["agent_calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-              "agent_usd", "agent_unpriced_models"]
-AUDIT_COLS = ["audit_calls", "audit_invalid", "audit_errors", "audit_input_tokens", "audit_cached_tokens",
-              "audit_output_tokens", "audit_thinking_tokens", "audit_usd", "audit_credits", "audit_unpriced_calls"]
+AGENT_COLS = [
+    "agent_calls",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "agent_usd",
+    "agent_unpriced_models",
+]
+AUDIT_COLS = [
+    "audit_calls",
+    "audit_invalid",
+    "audit_errors",
+    "audit_input_tokens",
+    "audit_cached_tokens",
+    "audit_output_tokens",
+    "audit_thinking_tokens",
+    "audit_usd",
+    "audit_credits",
+    "audit_unpriced_calls",
+]
 
 
 # A subagent that forks its parent's context (Claude Code's side questions) logs the parent's
@@ -232,10 +283,20 @@ def _cost_columns(by: list[str]) -> tuple[list[str], list[tuple[str, str, str]]]
             sql += [("thread", "t.id", "t.id"), ("thread_native_id", "t.native_id", "t.native_id")]
             out += ["thread", "thread_native_id"]
         else:
-            agent_side = {"model": "u.model", "observer": "NULL", "run": "NULL",
-                          "project": "t.cwd", "agent": "t.agent"}[dim]
-            audit_side = {"model": "v.model", "observer": "v.observer", "run": "v.run_id",
-                          "project": "t.cwd", "agent": "t.agent"}[dim]
+            agent_side = {
+                "model": "u.model",
+                "observer": "NULL",
+                "run": "NULL",
+                "project": "t.cwd",
+                "agent": "t.agent",
+            }[dim]
+            audit_side = {
+                "model": "v.model",
+                "observer": "v.observer",
+                "run": "v.run_id",
+                "project": "t.cwd",
+                "agent": "t.agent",
+            }[dim]
             sql.append((dim, agent_side, audit_side))
             out.append(dim)
     return out, sql
@@ -267,19 +328,25 @@ def _key_maker(out: list[str], sql: list[tuple[str, str, str]]):
     return make
 
 
-def _agent_usage(conn, by: list[str], sql: list[tuple[str, str, str]], since, until) -> dict[tuple, list[int]]:
+def _agent_usage(
+    conn, by: list[str], sql: list[tuple[str, str, str]], since, until
+) -> dict[tuple, list[int]]:
     """Sum agents' calls per (SQL group, model, band), copies subtracted: group -> [calls, 4 sums]."""
     params: dict[str, Any] = {}
     window = _window("u.timestamp", since, until, params)
     sel = "".join(f"{c[1]} AS k{i}, " for i, c in enumerate(sql))
     group = "".join(f"k{i}, " for i in range(len(sql)))
     band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
-    body = (f"SELECT {sel} u.model, {band} AS band, count(*), sum(u.input_tokens), sum(u.output_tokens), "
-            f"sum(u.cache_read_tokens), sum(u.cache_write_tokens)")
+    body = (
+        f"SELECT {sel} u.model, {band} AS band, count(*), sum(u.input_tokens), sum(u.output_tokens), "
+        f"sum(u.cache_read_tokens), sum(u.cache_write_tokens)"
+    )
     join = " JOIN threads t ON t.id = u.thread_id" if THREAD_DIMS & set(by) else ""
     total_sql = f"{body} FROM token_usage u{join} WHERE {window} GROUP BY {group} u.model, band"
-    copies_sql = (f"{body} FROM threads t JOIN token_usage u ON u.thread_id = t.id "
-                  f"WHERE {COPIES_SQL} AND {window} GROUP BY {group} u.model, band")
+    copies_sql = (
+        f"{body} FROM threads t JOIN token_usage u ON u.thread_id = t.id "
+        f"WHERE {COPIES_SQL} AND {window} GROUP BY {group} u.model, band"
+    )
     n = len(sql) + 2
     sums: dict[tuple, list[int]] = {}
     for r in conn.execute(text(total_sql), params):
@@ -291,8 +358,12 @@ def _agent_usage(conn, by: list[str], sql: list[tuple[str, str, str]], since, un
     return sums
 
 
-def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | None = None,
-                until: datetime | None = None) -> Report:
+def cost_report(
+    engine: Engine,
+    by: Sequence[str] = ("day",),
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> Report:
     """Return the agents' own cost next to the auditing cost, grouped by `by`.
 
     Agents' usage comes from `token_usage` (one row per billing key: streamed duplicates and
@@ -334,7 +405,7 @@ def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | 
                sum(CASE WHEN v.cost_usd IS NULL THEN v.cached_tokens END),
                sum(CASE WHEN v.cost_usd IS NULL THEN v.cache_write_tokens END)
         FROM verdicts v JOIN threads t ON t.id = v.thread_id
-        WHERE {_window('v.created_at', since, until, audit_params)}
+        WHERE {_window("v.created_at", since, until, audit_params)}
         GROUP BY {group} v.model, v.observer, band
     """
     with engine.connect() as conn:
@@ -347,7 +418,11 @@ def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | 
         if not calls:
             continue
         model, band = group_key[n], group_key[n + 1]
-        sums = dict(zip(("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"), tokens))
+        sums = dict(
+            zip(
+                ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"), tokens
+            )
+        )
         row = row_for(make_key(group_key))
         row["agent_calls"] += calls
         for c, v in sums.items():
@@ -365,8 +440,22 @@ def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | 
     unknown_observers: set[str] = set()
     for r in audit_rows:
         model, observer, band = r[n], r[n + 1], r[n + 2]
-        (calls, invalid, errors, inp, cached, out, thinking, usd, credits, unpriced,
-         u_in, u_out, u_cached, u_cw) = r[n + 3:]
+        (
+            calls,
+            invalid,
+            errors,
+            inp,
+            cached,
+            out,
+            thinking,
+            usd,
+            credits,
+            unpriced,
+            u_in,
+            u_out,
+            u_cached,
+            u_cw,
+        ) = r[n + 3 :]
         row = row_for(make_key(r[:n]))
         row["audit_calls"] += calls
         row["audit_invalid"] += invalid or 0
@@ -377,8 +466,15 @@ def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | 
         row["audit_thinking_tokens"] += thinking or 0
         if unpriced:
             u_cached, u_cw = u_cached or 0, u_cw or 0
-            late = pricer.usd(model, band, max((u_in or 0) - u_cached - u_cw, 0), u_out or 0, u_cached,
-                              u_cw, provider=observer)
+            late = pricer.usd(
+                model,
+                band,
+                max((u_in or 0) - u_cached - u_cw, 0),
+                u_out or 0,
+                u_cached,
+                u_cw,
+                provider=observer,
+            )
             if late is None:
                 row["audit_unpriced_calls"] += unpriced
                 unknown_observers.add(model)
@@ -404,10 +500,14 @@ def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | 
         row["agent_unpriced_models"] = [m or "(none)" for m in row["agent_unpriced_models"]]
         row["overhead"] = _div(row["audit_usd"], row["agent_usd"])
     notes = []
-    unknown_list = [{"model": m or "(none)", **v} for m, v in sorted(unknown.items(), key=lambda kv: str(kv[0]))]
+    unknown_list = [
+        {"model": m or "(none)", **v} for m, v in sorted(unknown.items(), key=lambda kv: str(kv[0]))
+    ]
     if unknown_list:
-        notes.append("not in the price table, so left out of agent_usd (not priced at 0): "
-                     + ", ".join(f"{u['model']} ({u['calls']} calls)" for u in unknown_list))
+        notes.append(
+            "not in the price table, so left out of agent_usd (not priced at 0): "
+            + ", ".join(f"{u['model']} ({u['calls']} calls)" for u in unknown_list)
+        )
     if unknown_observers:
         notes.append("observer models without a price: " + ", ".join(sorted(unknown_observers)))
     columns = key_cols + AGENT_COLS + AUDIT_COLS + ["overhead"]
@@ -416,9 +516,23 @@ def cost_report(engine: Engine, by: Sequence[str] = ("day",), since: datetime | 
 
 # -- report verdicts -------------------------------------------------------------------------
 
-VERDICT_COLS = ["seen", "gated_out", "gated_in", "calls", "audited", "corrections", "correction_rate",
-                "invalid", "errors", "latency_p50_ms", "latency_p95_ms", "usd", "usd_per_audit",
-                "usd_per_correction", "gated_out_by_reason"]
+VERDICT_COLS = [
+    "seen",
+    "gated_out",
+    "gated_in",
+    "calls",
+    "audited",
+    "corrections",
+    "correction_rate",
+    "invalid",
+    "errors",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "usd",
+    "usd_per_audit",
+    "usd_per_correction",
+    "gated_out_by_reason",
+]
 
 
 def _verdict_keys(by: list[str], side: str) -> list[tuple[str, str]]:
@@ -443,8 +557,12 @@ def _verdict_keys(by: list[str], side: str) -> list[tuple[str, str]]:
 REASON_SQL = "CASE WHEN instr(c.gate_reason, ' (') > 0 THEN substr(c.gate_reason, 1, instr(c.gate_reason, ' (') - 1) ELSE c.gate_reason END"
 
 
-def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), since: datetime | None = None,
-                   until: datetime | None = None) -> Report:
+def verdict_report(
+    engine: Engine,
+    by: Sequence[str] = ("observer", "model"),
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> Report:
     """Return, per group, how often observers were asked, stepped in, failed, and what it cost.
 
     `seen`: distinct checkpoints a run of the group gated or the group answered; `gated_out`
@@ -473,7 +591,9 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
         FROM {c_from} GROUP BY {kl} reason
     """
     # Checkpoints the group answered that the query above did not already count for it.
-    same = " AND ".join([f"r.id IS NOT NULL AND {cwin}"] + [f"({c[1]}) IS ({v[1]})" for c, v in zip(ck, vk)])
+    same = " AND ".join(
+        [f"r.id IS NOT NULL AND {cwin}"] + [f"({c[1]}) IS ({v[1]})" for c, v in zip(ck, vk)]
+    )
     answered_sql = f"""
         SELECT {vsel} count(DISTINCT v.checkpoint_id)
         FROM verdicts v{v_join} JOIN checkpoints c ON c.id = v.checkpoint_id
@@ -511,8 +631,14 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
             row_for(tuple(r[:n]))["seen"] += r[n]
         for r in conn.execute(text(calls_sql), params):
             row = row_for(tuple(r[:n]))
-            row["calls"], row["audited"], row["corrections"], row["invalid"], row["errors"], row["usd"] = (
-                r[n], r[n + 1] or 0, r[n + 2] or 0, r[n + 3] or 0, r[n + 4] or 0, r[n + 5])
+            (
+                row["calls"],
+                row["audited"],
+                row["corrections"],
+                row["invalid"],
+                row["errors"],
+                row["usd"],
+            ) = (r[n], r[n + 1] or 0, r[n + 2] or 0, r[n + 3] or 0, r[n + 4] or 0, r[n + 5])
         for r in conn.execute(text(latency_sql), params):
             latencies.setdefault(tuple(r[:n]), []).append(r[n])
     for key, values in latencies.items():
@@ -530,7 +656,16 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
     total = None
     if len(out) > 1:
         total = {c: None for c in cols}
-        for c in ("seen", "gated_out", "gated_in", "calls", "audited", "corrections", "invalid", "errors"):
+        for c in (
+            "seen",
+            "gated_out",
+            "gated_in",
+            "calls",
+            "audited",
+            "corrections",
+            "invalid",
+            "errors",
+        ):
             total[c] = sum(r[c] for r in out)
         usd = [r["usd"] for r in out if r["usd"] is not None]
         total["usd"] = sum(usd) if usd else None
@@ -538,10 +673,14 @@ def verdict_report(engine: Engine, by: Sequence[str] = ("observer", "model"), si
         for r in out:
             for k, v in r["gated_out_by_reason"].items():
                 reasons[k] = reasons.get(k, 0) + v
-        total.update(gated_out_by_reason=reasons, latency_p50_ms=None, latency_p95_ms=None,
-                     correction_rate=_div(total["corrections"], total["audited"]),
-                     usd_per_audit=_div(total["usd"], total["audited"]),
-                     usd_per_correction=_div(total["usd"], total["corrections"]))
+        total.update(
+            gated_out_by_reason=reasons,
+            latency_p50_ms=None,
+            latency_p95_ms=None,
+            correction_rate=_div(total["corrections"], total["audited"]),
+            usd_per_audit=_div(total["usd"], total["audited"]),
+            usd_per_correction=_div(total["usd"], total["corrections"]),
+        )
     return Report("verdicts", by, cols + VERDICT_COLS, out, total)
 
 
@@ -552,7 +691,9 @@ def parse_observer(spec: str) -> tuple[str, str | None]:
     """Split "NAME" or "NAME:MODEL" (the model may itself contain ':' or '/')."""
     name, _, model = spec.strip().partition(":")
     if not name:
-        raise AuditorError(f"{spec!r} is not an observer: write NAME or NAME:MODEL, e.g. gemini:gemini-2.5-flash")
+        raise AuditorError(
+            f"{spec!r} is not an observer: write NAME or NAME:MODEL, e.g. gemini:gemini-2.5-flash"
+        )
     return name, model or None
 
 
@@ -575,12 +716,15 @@ def cohen_kappa(table: Sequence[Sequence[int]]) -> float | None:
 def _latest_valid(alias: str, param: str, with_model: bool, window: str) -> str:
     model = f" AND model = :{param}_model" if with_model else ""
     # SQLite returns the other columns from the row holding max(id): the latest valid answer.
-    return (f"{alias} AS (SELECT checkpoint_id, max(id) AS vid, needs_correction, message FROM verdicts v "
-            f"WHERE status = 'ok' AND observer = :{param}{model} AND {window} GROUP BY checkpoint_id)")
+    return (
+        f"{alias} AS (SELECT checkpoint_id, max(id) AS vid, needs_correction, message FROM verdicts v "
+        f"WHERE status = 'ok' AND observer = :{param}{model} AND {window} GROUP BY checkpoint_id)"
+    )
 
 
-def agreement_report(engine: Engine, a: str, b: str, since: datetime | None = None,
-                     until: datetime | None = None) -> Report:
+def agreement_report(
+    engine: Engine, a: str, b: str, since: datetime | None = None, until: datetime | None = None
+) -> Report:
     """Compare two observers on the checkpoints both answered validly (latest answer of each).
 
     Rows are the disagreements; `extra` holds the 2x2 table (rows: A, columns: B; index 0 is
@@ -596,7 +740,7 @@ def agreement_report(engine: Engine, a: str, b: str, since: datetime | None = No
         params["b_model"] = bm
     win = _window("v.created_at", since, until, params)
     sql = f"""
-        WITH {_latest_valid('va', 'a', bool(am), win)}, {_latest_valid('vb', 'b', bool(bm), win)}
+        WITH {_latest_valid("va", "a", bool(am), win)}, {_latest_valid("vb", "b", bool(bm), win)}
         SELECT c.id, t.id, t.agent, t.native_id, t.cwd, c.message_native_id,
                va.needs_correction, va.message, vb.needs_correction, vb.message
         FROM va JOIN vb ON vb.checkpoint_id = va.checkpoint_id
@@ -617,19 +761,44 @@ def agreement_report(engine: Engine, a: str, b: str, since: datetime | None = No
         i, j = (0 if a_needs else 1), (0 if b_needs else 1)
         table[i][j] += 1
         if i != j:
-            disagreements.append({
-                "thread": tid, "thread_native_id": native, "agent": agent, "project": cwd,
-                "checkpoint": cid, "message_id": mid,
-                "a_needs_correction": bool(a_needs), "a_message": a_msg,
-                "b_needs_correction": bool(b_needs), "b_message": b_msg,
-            })
+            disagreements.append(
+                {
+                    "thread": tid,
+                    "thread_native_id": native,
+                    "agent": agent,
+                    "project": cwd,
+                    "checkpoint": cid,
+                    "message_id": mid,
+                    "a_needs_correction": bool(a_needs),
+                    "a_message": a_msg,
+                    "b_needs_correction": bool(b_needs),
+                    "b_message": b_msg,
+                }
+            )
     n = len(pairs)
     agreement = (table[0][0] + table[1][1]) / n if n else None
     kappa = cohen_kappa(table)
     notes = [] if n else [f"no checkpoint has a valid answer from both {a} and {b}"]
-    extra = {"a": a, "b": b, "checkpoints": n, "table": table, "agreement": agreement, "kappa": kappa}
-    cols = ["thread", "thread_native_id", "agent", "project", "checkpoint", "message_id",
-            "a_needs_correction", "a_message", "b_needs_correction", "b_message"]
+    extra = {
+        "a": a,
+        "b": b,
+        "checkpoints": n,
+        "table": table,
+        "agreement": agreement,
+        "kappa": kappa,
+    }
+    cols = [
+        "thread",
+        "thread_native_id",
+        "agent",
+        "project",
+        "checkpoint",
+        "message_id",
+        "a_needs_correction",
+        "a_message",
+        "b_needs_correction",
+        "b_message",
+    ]
     return Report("agreement", [], cols, disagreements, None, notes, extra)
 
 
@@ -659,7 +828,7 @@ def read_labels(engine: Engine, path: str) -> list[Label]:
     from .threads import find_thread
 
     try:
-        raw_lines = open(path, "rb").read().splitlines()
+        raw_lines = Path(path).read_bytes().splitlines()
     except OSError as exc:
         raise AuditorError(f"Cannot read labels {path}: {exc.strerror}") from None
     labels = []
@@ -672,20 +841,32 @@ def read_labels(engine: Engine, path: str) -> list[Label]:
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
                 raise AuditorError(f"{where}: not JSON ({exc})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("at"), str) or not isinstance(
-                    obj.get("needs_correction"), bool) or not (obj.get("thread") or obj.get("file")):
-                raise AuditorError(f'{where}: expected {{"thread" or "file": ..., "at": MESSAGE_ID, '
-                                   f'"needs_correction": true|false}}, got {raw.decode(errors="replace")[:120]}')
+            if (
+                not isinstance(obj, dict)
+                or not isinstance(obj.get("at"), str)
+                or not isinstance(obj.get("needs_correction"), bool)
+                or not (obj.get("thread") or obj.get("file"))
+            ):
+                raise AuditorError(
+                    f'{where}: expected {{"thread" or "file": ..., "at": MESSAGE_ID, '
+                    f'"needs_correction": true|false}}, got {raw.decode(errors="replace")[:120]}'
+                )
             if obj.get("thread"):
                 thread = find_thread(engine, str(obj["thread"]))
             else:
                 file = os.path.abspath(os.path.expanduser(obj["file"]))
-                found = conn.execute(text(
-                    "SELECT m.thread_id FROM messages m JOIN source_files f ON f.id = m.source_file_id "
-                    "WHERE f.path = :p AND m.native_id = :at LIMIT 1"), {"p": file, "at": obj["at"]}).first()
+                found = conn.execute(
+                    text(
+                        "SELECT m.thread_id FROM messages m JOIN source_files f ON f.id = m.source_file_id "
+                        "WHERE f.path = :p AND m.native_id = :at LIMIT 1"
+                    ),
+                    {"p": file, "at": obj["at"]},
+                ).first()
                 if found is None:
-                    raise AuditorError(f"{where}: no message {obj['at']!r} read from {file}; "
-                                       f"ingest it first: auditor ingest {file}")
+                    raise AuditorError(
+                        f"{where}: no message {obj['at']!r} read from {file}; "
+                        f"ingest it first: auditor ingest {file}"
+                    )
                 thread = find_thread(engine, str(found[0]))
             labels.append(Label(n, thread, obj["at"], obj["needs_correction"]))
     if not labels:
@@ -725,8 +906,10 @@ def evaluate(engine: Engine, plugins, labels_path: str, config) -> Report:
             try:
                 cp = checkpoint_at(tid, messages[tid], label.at, mode)
             except KeyError:
-                raise AuditorError(f"{labels_path}:{label.line}: thread {label.thread.native_id} has no message "
-                                   f"{label.at!r}") from None
+                raise AuditorError(
+                    f"{labels_path}:{label.line}: thread {label.thread.native_id} has no message "
+                    f"{label.at!r}"
+                ) from None
             with engine.begin() as conn:
                 job = auditor.plan_checkpoint(conn, cp, label.thread, messages[tid])
             planned.append((label, cp, job))
@@ -738,7 +921,9 @@ def evaluate(engine: Engine, plugins, labels_path: str, config) -> Report:
                 async with gate:
                     job.answered = await auditor.call(job) or job.answered
 
-            await asyncio.gather(*(one(j) for _, _, j in planned if j is not None and j.answered is None))
+            await asyncio.gather(
+                *(one(j) for _, _, j in planned if j is not None and j.answered is None)
+            )
 
         asyncio.run(call_all())
         status = "done"
@@ -750,44 +935,94 @@ def evaluate(engine: Engine, plugins, labels_path: str, config) -> Report:
 def _score(engine: Engine, planned, auditor, labels_path: str) -> Report:
     ids = [j.answered for _, _, j in planned if j is not None and j.answered is not None]
     with engine.connect() as conn:
-        verdicts = {r.id: r for r in conn.execute(text(
-            f"SELECT id, status, needs_correction, message, problem FROM verdicts WHERE id IN ({','.join(map(str, ids)) or 'NULL'})"))}
-        reasons = {(r.thread_id, r.message_native_id, r.kind): r.gate_reason for r in conn.execute(text(
-            "SELECT thread_id, message_native_id, kind, gate_reason FROM checkpoints WHERE thread_id IN "
-            f"({','.join(str(lb.thread.id) for lb, _, _ in planned)})"))}
+        verdicts = {
+            r.id: r
+            for r in conn.execute(
+                text(
+                    f"SELECT id, status, needs_correction, message, problem FROM verdicts WHERE id IN ({','.join(map(str, ids)) or 'NULL'})"
+                )
+            )
+        }
+        reasons = {
+            (r.thread_id, r.message_native_id, r.kind): r.gate_reason
+            for r in conn.execute(
+                text(
+                    "SELECT thread_id, message_native_id, kind, gate_reason FROM checkpoints WHERE thread_id IN "
+                    f"({','.join(str(lb.thread.id) for lb, _, _ in planned)})"
+                )
+            )
+        }
     counts = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
     rows, failed, gated = [], 0, 0
     for label, cp, job in planned:
         v = verdicts.get(job.answered) if job is not None else None
-        row = {"line": label.line, "thread": label.thread.id, "thread_native_id": label.thread.native_id,
-               "at": label.at, "label": label.needs_correction, "predicted": None, "outcome": None,
-               "gate": reasons.get((cp.thread_id, cp.message_id, cp.kind)), "verdict": job.answered if job else None,
-               "message": None}
+        row = {
+            "line": label.line,
+            "thread": label.thread.id,
+            "thread_native_id": label.thread.native_id,
+            "at": label.at,
+            "label": label.needs_correction,
+            "predicted": None,
+            "outcome": None,
+            "gate": reasons.get((cp.thread_id, cp.message_id, cp.kind)),
+            "verdict": job.answered if job else None,
+            "message": None,
+        }
         if job is None:
             row["predicted"] = False
             gated += 1
         elif v is None or v.status != "ok":
             row["outcome"] = "failed" if v is None or v.status == "error" else "invalid"
-            row["message"] = v.problem if v is not None else "the call was not made (held by another run)"
+            row["message"] = (
+                v.problem if v is not None else "the call was not made (held by another run)"
+            )
             failed += 1
             rows.append(row)
             continue
         else:
             row["predicted"], row["message"] = bool(v.needs_correction), v.message
-        key = ("t" if row["predicted"] == label.needs_correction else "f") + ("p" if row["predicted"] else "n")
+        key = ("t" if row["predicted"] == label.needs_correction else "f") + (
+            "p" if row["predicted"] else "n"
+        )
         counts[key] += 1
-        row["outcome"] = {"tp": "caught", "tn": "left alone", "fp": "false alarm", "fn": "missed"}[key]
+        row["outcome"] = {"tp": "caught", "tn": "left alone", "fp": "false alarm", "fn": "missed"}[
+            key
+        ]
         rows.append(row)
     tp, fp, fn, tn = counts["tp"], counts["fp"], counts["fn"], counts["tn"]
     precision, recall = _div(tp, tp + fp), _div(tp, tp + fn)
     f1 = None if not precision or not recall else 2 * precision * recall / (precision + recall)
-    extra = {"observer": auditor.observer_name, "model": auditor.model, "run": auditor.summary.run_id,
-             "labels": len(planned), "scored": tp + fp + fn + tn, "gated_out": gated, "failed": failed,
-             "confusion": counts, "precision": precision, "recall": recall, "f1": f1,
-             "accuracy": _div(tp + tn, tp + fp + fn + tn), "calls_made": auditor.summary.audited
-             + auditor.summary.invalid + auditor.summary.errors, "reused": auditor.summary.reused}
-    notes = [f"{failed} labelled checkpoints got no valid answer and are not scored"] if failed else []
-    cols = ["line", "thread", "thread_native_id", "at", "label", "predicted", "outcome", "gate", "verdict", "message"]
+    extra = {
+        "observer": auditor.observer_name,
+        "model": auditor.model,
+        "run": auditor.summary.run_id,
+        "labels": len(planned),
+        "scored": tp + fp + fn + tn,
+        "gated_out": gated,
+        "failed": failed,
+        "confusion": counts,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "accuracy": _div(tp + tn, tp + fp + fn + tn),
+        "calls_made": auditor.summary.audited + auditor.summary.invalid + auditor.summary.errors,
+        "reused": auditor.summary.reused,
+    }
+    notes = (
+        [f"{failed} labelled checkpoints got no valid answer and are not scored"] if failed else []
+    )
+    cols = [
+        "line",
+        "thread",
+        "thread_native_id",
+        "at",
+        "label",
+        "predicted",
+        "outcome",
+        "gate",
+        "verdict",
+        "message",
+    ]
     return Report("eval", [], cols, rows, None, notes, extra)
 
 
@@ -804,8 +1039,20 @@ USER_CORRECTS = re.compile(
     r"broke|forgot|missed)|why (did|are|is)\b|revert|undo|not what i|that is not|it (still|doesn'?t)|still (fail|broken))",
     re.IGNORECASE,
 )
-FOLLOWUP_COLS = ["thread", "thread_native_id", "agent", "correction_id", "at", "continued", "edited_files",
-                 "ran_tests", "next_checkpoint", "user_wrote_next", "user_corrected", "acted_on"]
+FOLLOWUP_COLS = [
+    "thread",
+    "thread_native_id",
+    "agent",
+    "correction_id",
+    "at",
+    "continued",
+    "edited_files",
+    "ran_tests",
+    "next_checkpoint",
+    "user_wrote_next",
+    "user_corrected",
+    "acted_on",
+]
 
 
 def _commands(block) -> str:
@@ -817,7 +1064,9 @@ def _commands(block) -> str:
     return data if isinstance(data, str) else ""
 
 
-def followup_report(engine: Engine, since: datetime | None = None, until: datetime | None = None) -> Report:
+def followup_report(
+    engine: Engine, since: datetime | None = None, until: datetime | None = None
+) -> Report:
     """Return, for each course correction found in a thread, what the agent did next.
 
     The window after a correction runs to the next message a person typed, the next correction
@@ -834,16 +1083,23 @@ def followup_report(engine: Engine, since: datetime | None = None, until: dateti
     params: dict[str, Any] = {"cc": SOURCE_COURSE_CORRECTION}
     window = _window("m.timestamp", since, until, params)
     with engine.connect() as conn:
-        threads = conn.execute(text(
-            "SELECT DISTINCT t.id, t.native_id, t.agent FROM messages m JOIN threads t ON t.id = m.thread_id "
-            f"WHERE m.source_type = :cc AND {window} ORDER BY t.id"), params).all()
+        threads = conn.execute(
+            text(
+                "SELECT DISTINCT t.id, t.native_id, t.agent FROM messages m JOIN threads t ON t.id = m.thread_id "
+                f"WHERE m.source_type = :cc AND {window} ORDER BY t.id"
+            ),
+            params,
+        ).all()
         verdicts: dict[tuple[int, str], Any] = {}
         if threads:
-            for r in conn.execute(text(
-                "SELECT c.thread_id, c.message_native_id, v.needs_correction, max(v.id) FROM checkpoints c "
-                "JOIN verdicts v ON v.checkpoint_id = c.id AND v.status = 'ok' "
-                f"WHERE c.thread_id IN ({','.join(str(t.id) for t in threads)}) "
-                "GROUP BY c.thread_id, c.message_native_id")):
+            for r in conn.execute(
+                text(
+                    "SELECT c.thread_id, c.message_native_id, v.needs_correction, max(v.id) FROM checkpoints c "
+                    "JOIN verdicts v ON v.checkpoint_id = c.id AND v.status = 'ok' "
+                    f"WHERE c.thread_id IN ({','.join(str(t.id) for t in threads)}) "
+                    "GROUP BY c.thread_id, c.message_native_id"
+                )
+            ):
                 verdicts[(r[0], r[1])] = bool(r[2])
     rows = []
     for t in threads:
@@ -852,12 +1108,24 @@ def followup_report(engine: Engine, since: datetime | None = None, until: dateti
             if m.source_type != SOURCE_COURSE_CORRECTION:
                 continue
             when = _db_time(m.timestamp) if m.timestamp else None
-            if (since and (when is None or when < _db_time(since))) or (until and (when is None or when >= _db_time(until))):
+            if (since and (when is None or when < _db_time(since))) or (
+                until and (when is None or when >= _db_time(until))
+            ):
                 continue
-            row = {"thread": t.id, "thread_native_id": t.native_id, "agent": t.agent, "correction_id": m.native_id,
-                   "at": when[:19] if when else None, "continued": False, "edited_files": False, "ran_tests": False,
-                   "next_checkpoint": None, "user_wrote_next": False, "user_corrected": False}
-            for after in messages[i + 1:]:
+            row = {
+                "thread": t.id,
+                "thread_native_id": t.native_id,
+                "agent": t.agent,
+                "correction_id": m.native_id,
+                "at": when[:19] if when else None,
+                "continued": False,
+                "edited_files": False,
+                "ran_tests": False,
+                "next_checkpoint": None,
+                "user_wrote_next": False,
+                "user_corrected": False,
+            }
+            for after in messages[i + 1 :]:
                 if after.source_type == SOURCE_COURSE_CORRECTION:
                     break
                 if after.role == "user" and after.source_type == "user":
@@ -870,7 +1138,7 @@ def followup_report(engine: Engine, since: datetime | None = None, until: dateti
                         if b.kind == "tool_use":
                             row["edited_files"] |= bool(b.is_file_edit)
                             row["ran_tests"] |= bool(TEST_COMMAND.search(_commands(b)))
-            for after in messages[i + 1:]:
+            for after in messages[i + 1 :]:
                 said = verdicts.get((t.id, after.native_id))
                 if said is not None:
                     row["next_checkpoint"] = "corrected again" if said else "passed"
@@ -880,10 +1148,29 @@ def followup_report(engine: Engine, since: datetime | None = None, until: dateti
     n = len(rows)
     continued = sum(r["continued"] for r in rows)
     total = {c: None for c in FOLLOWUP_COLS}
-    for c in ("continued", "edited_files", "ran_tests", "user_wrote_next", "user_corrected", "acted_on"):
+    for c in (
+        "continued",
+        "edited_files",
+        "ran_tests",
+        "user_wrote_next",
+        "user_corrected",
+        "acted_on",
+    ):
         total[c] = sum(r[c] for r in rows)
-    total["next_checkpoint"] = {k: sum(r["next_checkpoint"] == k for r in rows) for k in ("passed", "corrected again")}
-    extra = {"corrections": n, "continued": continued, "acted_on": total["acted_on"],
-             "acted_on_share": _div(total["acted_on"], continued)}
-    notes = [] if n else ["no course correction found in the stored threads (see `auditor inject` and the hooks)"]
+    total["next_checkpoint"] = {
+        k: sum(r["next_checkpoint"] == k for r in rows) for k in ("passed", "corrected again")
+    }
+    extra = {
+        "corrections": n,
+        "continued": continued,
+        "acted_on": total["acted_on"],
+        "acted_on_share": _div(total["acted_on"], continued),
+    }
+    notes = (
+        []
+        if n
+        else [
+            "no course correction found in the stored threads (see `auditor inject` and the hooks)"
+        ]
+    )
     return Report("followup", [], FOLLOWUP_COLS, rows, total, notes, extra)

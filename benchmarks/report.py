@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 AGENTS = ("claude-code", "codex", "amp")
 COPIED = ("threads", "token_usage", "checkpoints", "verdicts")
 
-from auditor.hookspecs import hookimpl  # noqa: E402  (after the path is set)
+from auditor.hookspecs import hookimpl
 
 
 @dataclass
@@ -55,7 +55,10 @@ class BenchObserver:
 
         h = zlib.crc32(request.user.encode())
         needs = h % 5 == 0
-        args = {"needsCorrection": needs, "message": "check the failing test again" if needs else None}
+        args = {
+            "needsCorrection": needs,
+            "message": "check the failing test again" if needs else None,
+        }
         usage = ObserverUsage(input=len(request.user) // 4, output=30, cached=0, thinking=20)
         return ObserveResult("course_correct", args, usage, request.model, 0.2 + (h % 100) / 100)
 
@@ -75,8 +78,12 @@ def build_base(db: Path, corpus: Path) -> None:
     engine = open_db(db)
     pm = get_plugin_manager(extra=[BenchPlugin()])
     ingest(engine, pm, [corpus / a for a in AGENTS if (corpus / a).is_dir()])
-    run(engine, pm, RunConfig(observer="bench", gate={"min_tool_calls": 3, "require_edit": False}),
-        announce=lambda line: None)
+    run(
+        engine,
+        pm,
+        RunConfig(observer="bench", gate={"min_tool_calls": 3, "require_edit": False}),
+        announce=lambda line: None,
+    )
     engine.dispose()
 
 
@@ -87,14 +94,28 @@ def replicate(db: Path, target: int) -> int:
     conn = sqlite3.connect(db)
     base = conn.execute("SELECT count(*) FROM threads").fetchone()[0]
     copies = -(-target // base) - 1
-    offsets = {t: conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {t}").fetchone()[0] for t in COPIED}
+    offsets = {
+        t: conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {t}").fetchone()[0] for t in COPIED
+    }
     rewrite = {  # column -> expression in copy n
-        "threads": {"id": f"id + n * {offsets['threads']}", "native_id": "native_id || '~' || n",
-                    "parent_id": f"parent_id + n * {offsets['threads']}"},
-        "token_usage": {"id": f"id + n * {offsets['token_usage']}", "thread_id": f"thread_id + n * {offsets['threads']}"},
-        "checkpoints": {"id": f"id + n * {offsets['checkpoints']}", "thread_id": f"thread_id + n * {offsets['threads']}"},
-        "verdicts": {"id": f"id + n * {offsets['verdicts']}", "thread_id": f"thread_id + n * {offsets['threads']}",
-                     "checkpoint_id": f"checkpoint_id + n * {offsets['checkpoints']}"},
+        "threads": {
+            "id": f"id + n * {offsets['threads']}",
+            "native_id": "native_id || '~' || n",
+            "parent_id": f"parent_id + n * {offsets['threads']}",
+        },
+        "token_usage": {
+            "id": f"id + n * {offsets['token_usage']}",
+            "thread_id": f"thread_id + n * {offsets['threads']}",
+        },
+        "checkpoints": {
+            "id": f"id + n * {offsets['checkpoints']}",
+            "thread_id": f"thread_id + n * {offsets['threads']}",
+        },
+        "verdicts": {
+            "id": f"id + n * {offsets['verdicts']}",
+            "thread_id": f"thread_id + n * {offsets['threads']}",
+            "checkpoint_id": f"checkpoint_id + n * {offsets['checkpoints']}",
+        },
     }
     conn.execute("PRAGMA foreign_keys = OFF")
     conn.execute("PRAGMA journal_mode = OFF")
@@ -118,7 +139,9 @@ def counts(db: Path) -> dict[str, int]:
     import sqlite3
 
     conn = sqlite3.connect(db)
-    out = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in COPIED + ("messages",)}
+    out = {
+        t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in COPIED + ("messages",)
+    }
     conn.close()
     return out
 
@@ -141,13 +164,23 @@ def reparse(corpus: Path) -> tuple[float, int]:
                 if not isinstance(obj, dict):
                     continue
                 msg = obj.get("message")
-                if obj.get("type") == "assistant" and isinstance(msg, dict) and isinstance(msg.get("usage"), dict):
-                    last[msg.get("id") or obj.get("uuid")] = (str(obj.get("timestamp"))[:10], msg["usage"])
+                if (
+                    obj.get("type") == "assistant"
+                    and isinstance(msg, dict)
+                    and isinstance(msg.get("usage"), dict)
+                ):
+                    last[msg.get("id") or obj.get("uuid")] = (
+                        str(obj.get("timestamp"))[:10],
+                        msg["usage"],
+                    )
                 elif obj.get("type") == "event_msg":  # codex token_count events
                     payload = obj.get("payload") or {}
                     info = payload.get("info") if isinstance(payload, dict) else None
                     if isinstance(info, dict) and info.get("last_token_usage"):
-                        last[f"{path}:{lines}"] = (str(obj.get("timestamp"))[:10], info["last_token_usage"])
+                        last[f"{path}:{lines}"] = (
+                            str(obj.get("timestamp"))[:10],
+                            info["last_token_usage"],
+                        )
     days: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for day, u in last.values():
         d = days[day]
@@ -171,7 +204,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
     ap.add_argument("--threads", type=int, default=100_000)
-    ap.add_argument("--work", type=Path, default=None, help="directory for the store (default: a temporary one)")
+    ap.add_argument(
+        "--work", type=Path, default=None, help="directory for the store (default: a temporary one)"
+    )
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="auditor-report-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -185,15 +220,19 @@ def main() -> None:
     started = time.perf_counter()
     build_base(db, args.corpus)
     base = counts(db)
-    print(f"corpus store: {base['threads']} threads, {base['messages']} messages, {base['token_usage']} usage rows, "
-          f"{base['checkpoints']} checkpoints, {base['verdicts']} verdicts ({time.perf_counter() - started:.1f}s)")
+    print(
+        f"corpus store: {base['threads']} threads, {base['messages']} messages, {base['token_usage']} usage rows, "
+        f"{base['checkpoints']} checkpoints, {base['verdicts']} verdicts ({time.perf_counter() - started:.1f}s)"
+    )
     started = time.perf_counter()
     copies = replicate(db, args.threads)
     big = counts(db)
     size_mb = db.stat().st_size / 1e6
-    print(f"replicated x{copies + 1}: {big['threads']:,} threads, {big['token_usage']:,} usage rows, "
-          f"{big['checkpoints']:,} checkpoints, {big['verdicts']:,} verdicts; {size_mb:.0f} MB "
-          f"({time.perf_counter() - started:.1f}s)")
+    print(
+        f"replicated x{copies + 1}: {big['threads']:,} threads, {big['token_usage']:,} usage rows, "
+        f"{big['checkpoints']:,} checkpoints, {big['verdicts']:,} verdicts; {size_mb:.0f} MB "
+        f"({time.perf_counter() - started:.1f}s)"
+    )
 
     from auditor.db import open_db
     from auditor.reports import cost_report, verdict_report
@@ -201,28 +240,56 @@ def main() -> None:
     engine = open_db(db)
     results = {}
     for name, fn, argv in (
-        ("report costs --by day", lambda: cost_report(engine, ["day"]), ["report", "costs", "--by", "day"]),
-        ("report verdicts", lambda: verdict_report(engine, ["observer", "model"]), ["report", "verdicts"]),
+        (
+            "report costs --by day",
+            lambda: cost_report(engine, ["day"]),
+            ["report", "costs", "--by", "day"],
+        ),
+        (
+            "report verdicts",
+            lambda: verdict_report(engine, ["observer", "model"]),
+            ["report", "verdicts"],
+        ),
     ):
         fn()  # warm the page cache and the price probes
         lib = best(fn, 5)
         cli_times = []
         for _ in range(3):
             t = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "from auditor.cli import main; main()", "--db", str(db), *argv,
-                            "--format", "json"], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "from auditor.cli import main; main()",
+                    "--db",
+                    str(db),
+                    *argv,
+                    "--format",
+                    "json",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             cli_times.append(time.perf_counter() - t)
         results[name] = (lib, min(cli_times))
     parse_times = [reparse(args.corpus) for _ in range(3)]
     corpus_parse = min(t for t, _ in parse_times)
     scaled = corpus_parse * (copies + 1)
-    print(f"cold re-parse of the corpus files: {corpus_parse:.3f}s ({parse_times[0][1]:,} lines); "
-          f"scaled to x{copies + 1}: {scaled:.1f}s")
-    print(f"{'report':<24} {'library (warm)':>15} {'CLI process':>12} {'re-parse / library':>19} {'re-parse / CLI':>15}")
+    print(
+        f"cold re-parse of the corpus files: {corpus_parse:.3f}s ({parse_times[0][1]:,} lines); "
+        f"scaled to x{copies + 1}: {scaled:.1f}s"
+    )
+    print(
+        f"{'report':<24} {'library (warm)':>15} {'CLI process':>12} {'re-parse / library':>19} {'re-parse / CLI':>15}"
+    )
     for name, (lib, cli) in results.items():
-        print(f"{name:<24} {lib:>14.3f}s {cli:>11.3f}s {scaled / lib:>18.0f}x {scaled / cli:>14.0f}x")
-    print(f"(CLI start-up alone, `auditor --help`: "
-          f"{statistics.median(best(lambda: subprocess.run([sys.executable, '-c', 'from auditor.cli import main; main()', '--help'], stdout=subprocess.DEVNULL), 1) for _ in range(3)):.3f}s)")
+        print(
+            f"{name:<24} {lib:>14.3f}s {cli:>11.3f}s {scaled / lib:>18.0f}x {scaled / cli:>14.0f}x"
+        )
+    print(
+        f"(CLI start-up alone, `auditor --help`: "
+        f"{statistics.median(best(lambda: subprocess.run([sys.executable, '-c', 'from auditor.cli import main; main()', '--help'], stdout=subprocess.DEVNULL, check=True), 1) for _ in range(3)):.3f}s)"
+    )
     print(f"store kept at {db}")
 
 

@@ -35,19 +35,44 @@ GATE = {"audit_on_signals": [], "min_tool_calls": 1}
 @pytest.fixture
 def store(engine, tmp_path, monkeypatch):
     """Two threads: one where the agent claims success, is corrected by auditor and carries on."""
-    price_file(tmp_path, monkeypatch, {"agent-model": {"input": 3, "output": 15, "cache_read": 0.3},
-                                       "fake-1": {"input": 1, "output": 2}})
-    pm = get_plugin_manager(extra=[UsagePlugin(), ObserversPlugin(TwoFaced("alpha", mark="all tests pass"))])
+    price_file(
+        tmp_path,
+        monkeypatch,
+        {
+            "agent-model": {"input": 3, "output": 15, "cache_read": 0.3},
+            "fake-1": {"input": 1, "output": 2},
+        },
+    )
+    pm = get_plugin_manager(
+        extra=[UsagePlugin(), ObserversPlugin(TwoFaced("alpha", mark="all tests pass"))]
+    )
     f = tmp_path / "t.jsonl"
     write_thread(f, "t-fix", "Done, all tests pass <b>really</b>.", n_tools=2, day="2026-03-02")
     with open(f, "a") as fh:
-        for line in (
-            {"usage": 1, "thread": "t-fix", "id": "t-fix-cc", "role": "user", "source": "course-correction",
-             "text": "The last test run failed; please look again.", "ts": "2026-03-02T12:05:00Z"},
-            {"usage": 1, "thread": "t-fix", "id": "t-fix-after", "role": "assistant", "text": "You are right, fixing it.",
-             "model": "agent-model", "ts": "2026-03-02T12:06:00Z", "tokens": [10, 20, 0, 0]},
-        ):
-            fh.write(json.dumps({**line, "cwd": "/work/demo"}) + "\n")
+        fh.writelines(
+            json.dumps({**line, "cwd": "/work/demo"}) + "\n"
+            for line in (
+                {
+                    "usage": 1,
+                    "thread": "t-fix",
+                    "id": "t-fix-cc",
+                    "role": "user",
+                    "source": "course-correction",
+                    "text": "The last test run failed; please look again.",
+                    "ts": "2026-03-02T12:05:00Z",
+                },
+                {
+                    "usage": 1,
+                    "thread": "t-fix",
+                    "id": "t-fix-after",
+                    "role": "assistant",
+                    "text": "You are right, fixing it.",
+                    "model": "agent-model",
+                    "ts": "2026-03-02T12:06:00Z",
+                    "tokens": [10, 20, 0, 0],
+                },
+            )
+        )
     write_thread(f, "t-plain", "One test still fails.", n_tools=2, day="2026-03-03")
     ingest(engine, pm, [f])
     run(engine, pm, RunConfig(observer="alpha", gate=GATE), announce=lambda line: None)
@@ -70,14 +95,20 @@ def test_files_are_self_contained(exported):
         source = page.read_text()
         assert not re.search(r"""(src|href)=["'](https?:)?//""", source), page  # nothing fetched
         assert "<script" not in source and "<link" not in source
-    assert "&lt;b&gt;really&lt;/b&gt;" in (exported / "thread-1.html").read_text()  # text is escaped
+    assert (
+        "&lt;b&gt;really&lt;/b&gt;" in (exported / "thread-1.html").read_text()
+    )  # text is escaped
 
 
 def test_named_threads_and_runs_only(store, tmp_path):
-    assert [p.name for p in export_html(store, tmp_path / "a", ["t-plain"]).pages] == ["thread-2.html"]
+    assert [p.name for p in export_html(store, tmp_path / "a", ["t-plain"]).pages] == [
+        "thread-2.html"
+    ]
     assert len(export_html(store, tmp_path / "b", run_id=1).pages) == 2
     result = CliRunner().invoke(cli, ["export", "html", "--run", "9", "-o", str(tmp_path / "c")])
-    assert result.exit_code == 2 and result.output == "Error: '9' is not a known run. Available: 1\n"
+    assert (
+        result.exit_code == 2 and result.output == "Error: '9' is not a known run. Available: 1\n"
+    )
 
 
 # -- in the browser ------------------------------------------------------------------------
@@ -90,17 +121,34 @@ def chromium() -> str:
         if path:
             return path
     if os.environ.get("CI"):
-        pytest.fail("CI must install Debian's chromium package (apt-get install -y chromium) for the HTML report tests")
-    pytest.skip("chromium is not installed (apt-get install -y chromium): the browser tests of the HTML report skip")
+        pytest.fail(
+            "CI must install Debian's chromium package (apt-get install -y chromium) for the HTML report tests"
+        )
+    pytest.skip(
+        "chromium is not installed (apt-get install -y chromium): the browser tests of the HTML report skip"
+    )
 
 
 def browse(chromium: str, tmp_path: Path, page: Path, *args: str) -> subprocess.CompletedProcess:
     profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
     return subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-         *args, page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            *args,
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
 
 
@@ -132,8 +180,12 @@ class Dom(HTMLParser):
         return [e for e in self.elements if e[0] == tag and e[3] is parent]
 
     def find(self, tag: str | None = None, cls: str | None = None) -> list[list]:
-        return [e for e in self.elements if (tag is None or e[0] == tag)
-                and (cls is None or cls in e[1].get("class", "").split())]
+        return [
+            e
+            for e in self.elements
+            if (tag is None or e[0] == tag)
+            and (cls is None or cls in e[1].get("class", "").split())
+        ]
 
 
 def test_index_in_the_browser(chromium, exported, store, tmp_path):
@@ -162,23 +214,40 @@ def test_thread_page_sets_corrections_apart(chromium, exported, tmp_path):
     heads = [e[2] for e in inserted]
     assert any(h.startswith(CORRECTION_HEADER) and "The last test run failed" in h for h in heads)
     asked = dom.find("div", "verdict")
-    assert len(asked) == 1 and "auditor asked for a course correction here · alpha · fake-1" in asked[0][2]
+    assert (
+        len(asked) == 1
+        and "auditor asked for a course correction here · alpha · fake-1" in asked[0][2]
+    )
     assert "alpha: look again" in asked[0][2]
     assert [e[2].split(" · ")[0] for e in dom.find("div", "head")][:2] == ["user", "assistant"]
 
     shot = tmp_path / "thread.png"
-    browse(chromium, tmp_path, page, f"--screenshot={shot}", "--hide-scrollbars", "--window-size=1280,1500")
+    browse(
+        chromium,
+        tmp_path,
+        page,
+        f"--screenshot={shot}",
+        "--hide-scrollbars",
+        "--window-size=1280,1500",
+    )
     width, height, pixels = read_png(shot)
     assert (width, height) == (1280, 1500)
-    below_chart = pixels[480 * width:]  # the messages, not the chart's audit bar
+    below_chart = pixels[480 * width :]  # the messages, not the chart's audit bar
     magenta = sum(1 for px in below_chart if all(abs(a - b) < 8 for a, b in zip(px, AUDIT_COLOR)))
     # two bordered boxes (the inserted message and the verdict): 2 px frame + 6 px left edge each
-    assert magenta > 2 * (2 * 1100 + 6 * 40), "the corrections' coloured borders should be on screen"
+    assert magenta > 2 * (2 * 1100 + 6 * 40), (
+        "the corrections' coloured borders should be on screen"
+    )
     keep = os.environ.get("AUDITOR_SCREENSHOTS")
     if keep:  # to look at them
         shutil.copy(shot, Path(keep) / "thread.png")
-        browse(chromium, tmp_path, exported / "index.html", f"--screenshot={Path(keep) / 'index.png'}",
-               "--window-size=1280,900")
+        browse(
+            chromium,
+            tmp_path,
+            exported / "index.html",
+            f"--screenshot={Path(keep) / 'index.png'}",
+            "--window-size=1280,900",
+        )
 
 
 def read_png(path: Path) -> tuple[int, int, list[tuple[int, int, int]]]:
@@ -187,8 +256,8 @@ def read_png(path: Path) -> tuple[int, int, list[tuple[int, int, int]]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width = 8, b"", 0
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        chunk = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunk)
             assert depth == 8 and color in (2, 6) and interlace == 0
@@ -201,7 +270,10 @@ def read_png(path: Path) -> tuple[int, int, list[tuple[int, int, int]]]:
     prev = bytearray(stride)
     pixels = []
     for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        f, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
         for i in range(stride):
             a = line[i - bpp] if i >= bpp else 0
             b, c = prev[i], prev[i - bpp] if i >= bpp else 0
@@ -215,6 +287,6 @@ def read_png(path: Path) -> tuple[int, int, list[tuple[int, int, int]]]:
                 p = a + b - c
                 pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
                 line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        pixels.extend(tuple(line[x:x + 3]) for x in range(0, stride, bpp))
+        pixels.extend(tuple(line[x : x + 3]) for x in range(0, stride, bpp))
         prev = line
     return width, height, pixels

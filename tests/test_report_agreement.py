@@ -53,7 +53,9 @@ def store(engine, tmp_path):
 
 
 def agreement(*args: str, fmt: str = "json"):
-    result = CliRunner().invoke(cli, ["report", "agreement", *args, "--format", fmt], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, ["report", "agreement", *args, "--format", fmt], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     return result.stdout
 
@@ -69,7 +71,9 @@ def test_the_store_gives_the_hand_worked_figures(store):
     alone_a = [r for r in rows if r["a_needs_correction"]]
     assert {r["thread_native_id"] for r in alone_a} == {f"t-A-{i}" for i in range(5)}
     assert all(r["a_message"] == "alpha: look again" and r["b_message"] is None for r in alone_a)
-    assert all(r["message_id"] == f"{r['thread_native_id']}-end" for r in rows)  # the checkpoint's message
+    assert all(
+        r["message_id"] == f"{r['thread_native_id']}-end" for r in rows
+    )  # the checkpoint's message
     swapped = json.loads(agreement("--observers", "beta:fake-1,alpha:fake-1"))
     assert swapped["table"] == [[20, 10], [5, 15]] and swapped["kappa"] == pytest.approx(0.4)
 
@@ -98,6 +102,9 @@ def test_only_valid_answers_count(store, engine, tmp_path):
 def test_unknown_observer_is_named(store):
     result = CliRunner().invoke(cli, ["report", "agreement", "--observers", "alpha,gemni"])
     assert result.exit_code == 2
-    assert result.output == "Error: 'gemni' is not a known observer with verdicts in this store. Available: alpha, beta\n"
+    assert (
+        result.output
+        == "Error: 'gemni' is not a known observer with verdicts in this store. Available: alpha, beta\n"
+    )
     result = CliRunner().invoke(cli, ["report", "agreement", "--observers", "alpha"])
     assert result.output == "Error: --observers takes two observers, A,B; got 'alpha'\n"

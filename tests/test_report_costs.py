@@ -6,13 +6,20 @@ import csv
 import io
 import json
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
-from test_report_support import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
+from test_report_support import (
+    COUNTS_ONLY,
+    ObserversPlugin,
+    TwoFaced,
+    UsagePlugin,
+    price_file,
+    write_thread,
+)
 
 from auditor import schema as s
 from auditor.cli import cli
@@ -39,7 +46,9 @@ def report_json(*args: str) -> dict:
 
 
 def report_csv(*args: str) -> list[dict]:
-    return list(csv.DictReader(io.StringIO(invoke("report", "costs", *args, "--format", "csv").stdout)))
+    return list(
+        csv.DictReader(io.StringIO(invoke("report", "costs", *args, "--format", "csv").stdout))
+    )
 
 
 # -- the real corpus, counted the way ccusage-style tools count it ----------------------------
@@ -58,16 +67,28 @@ def ccusage_entries(root) -> dict[str, tuple[str, str, dict]]:
             if not isinstance(obj, dict) or obj.get("type") != "assistant":
                 continue
             msg = obj.get("message")
-            if not isinstance(msg, dict) or msg.get("model") == "<synthetic>" or not isinstance(msg.get("usage"), dict):
+            if (
+                not isinstance(msg, dict)
+                or msg.get("model") == "<synthetic>"
+                or not isinstance(msg.get("usage"), dict)
+            ):
                 continue
-            when = datetime.fromisoformat(obj["timestamp"].replace("Z", "+00:00")).astimezone(timezone.utc)
-            last[msg.get("id") or obj.get("requestId") or obj["uuid"]] = (when.date().isoformat(), msg["model"], msg["usage"])
+            when = datetime.fromisoformat(obj["timestamp"]).astimezone(UTC)
+            last[msg.get("id") or obj.get("requestId") or obj["uuid"]] = (
+                when.date().isoformat(),
+                msg["model"],
+                msg["usage"],
+            )
     return last
 
 
 def _tokens(u: dict) -> tuple[int, int, int, int]:
-    return (u.get("input_tokens") or 0, u.get("output_tokens") or 0, u.get("cache_read_input_tokens") or 0,
-            u.get("cache_creation_input_tokens") or 0)
+    return (
+        u.get("input_tokens") or 0,
+        u.get("output_tokens") or 0,
+        u.get("cache_read_input_tokens") or 0,
+        u.get("cache_creation_input_tokens") or 0,
+    )
 
 
 @pytest.fixture
@@ -81,12 +102,16 @@ def test_daily_tokens_equal_a_ccusage_style_count_of_the_jsonl(claude_store):
     expected: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for day, _model, usage in ccusage_entries(claude_store).values():
         expected[day] = [a + b for a, b in zip(expected[day], _tokens(usage))]
-    assert len(expected) > 20  # many sessions over many days, subagents and forked side agents included
+    assert (
+        len(expected) > 20
+    )  # many sessions over many days, subagents and forked side agents included
 
     out = report_json("--by", "day")
     got = {r["day"]: [r[c] for c in TOKEN_COLS] for r in out["rows"]}
     assert got == dict(expected)
-    assert [out["total"][c] for c in TOKEN_COLS] == [sum(v[i] for v in expected.values()) for i in range(4)]
+    assert [out["total"][c] for c in TOKEN_COLS] == [
+        sum(v[i] for v in expected.values()) for i in range(4)
+    ]
     assert out["total"]["agent_calls"] == len(ccusage_entries(claude_store))
 
     rows = report_csv("--by", "day")  # the CSV says the same
@@ -116,16 +141,33 @@ def test_usd_per_model_equals_pricing_every_call_on_its_own(claude_store):
 
 def test_long_prompts_are_priced_at_their_tier_call_by_call(engine, tmp_path, monkeypatch):
     """Sums of calls must not be priced as one big call: the >200k rate applies per call."""
-    price_file(tmp_path, monkeypatch, {"tiered": {"input": 1, "output": 10, "input_above_200k": 2,
-                                                  "output_above_200k": 20, "cache_read": 0.1}})
+    price_file(
+        tmp_path,
+        monkeypatch,
+        {
+            "tiered": {
+                "input": 1,
+                "output": 10,
+                "input_above_200k": 2,
+                "output_above_200k": 20,
+                "cache_read": 0.1,
+            }
+        },
+    )
     pm = get_plugin_manager(extra=[UsagePlugin()])
     f = tmp_path / "t.jsonl"
-    write_thread(f, "small", "done", model="tiered", tokens=(150_000, 1000, 0, 0), n_tools=5)  # 6 calls, each below
-    write_thread(f, "big", "done", model="tiered", tokens=(1000, 1000, 250_000, 0), n_tools=1)  # 2 calls above
+    write_thread(
+        f, "small", "done", model="tiered", tokens=(150_000, 1000, 0, 0), n_tools=5
+    )  # 6 calls, each below
+    write_thread(
+        f, "big", "done", model="tiered", tokens=(1000, 1000, 250_000, 0), n_tools=1
+    )  # 2 calls above
     ingest(engine, pm, [f])
     rows = {r["thread_native_id"]: r for r in cost_report(engine, ["thread"]).rows}
     small = 6 * (150_000 * 1 + 1000 * 10) / 1e6
-    big = 2 * (1000 * 2 + 250_000 * 0.1 + 1000 * 20) / 1e6  # above the threshold, cache reads keep their rate
+    big = (
+        2 * (1000 * 2 + 250_000 * 0.1 + 1000 * 20) / 1e6
+    )  # above the threshold, cache reads keep their rate
     assert rows["small"]["agent_usd"] == pytest.approx(small)
     assert rows["big"]["agent_usd"] == pytest.approx(big)
 
@@ -141,11 +183,19 @@ def audited(engine, tmp_path, monkeypatch):
     pm = get_plugin_manager(extra=[UsagePlugin(), ObserversPlugin(observer)])
     f = tmp_path / "threads.jsonl"
     lines = write_thread(f, "t-claims", "Done! all tests pass.", day="2026-03-02")
-    lines += write_thread(f, "t-honest", "One test still fails.", day="2026-03-02", cwd="/work/other")
-    lines += write_thread(f, "t-later", "Done.", day="2026-03-09", n_tools=6, tokens=(10, 20, 30, 40))
-    lines += write_thread(f, "t-mystery", "Done.", day="2026-03-09", n_tools=1, model="mystery-model-9")
+    lines += write_thread(
+        f, "t-honest", "One test still fails.", day="2026-03-02", cwd="/work/other"
+    )
+    lines += write_thread(
+        f, "t-later", "Done.", day="2026-03-09", n_tools=6, tokens=(10, 20, 30, 40)
+    )
+    lines += write_thread(
+        f, "t-mystery", "Done.", day="2026-03-09", n_tools=1, model="mystery-model-9"
+    )
     ingest(engine, pm, [f])
-    summary = run(engine, pm, RunConfig(observer="fake", gate=COUNTS_ONLY), announce=lambda line: None)
+    summary = run(
+        engine, pm, RunConfig(observer="fake", gate=COUNTS_ONLY), announce=lambda line: None
+    )
     assert summary.audited == 3
     return lines
 
@@ -156,7 +206,9 @@ def agent_usd(lines: list[dict], keep=lambda line: True) -> float:
         if line.get("tokens") and keep(line) and line["model"] in RATES:
             r = RATES[line["model"]]
             i, o, cr, cw = line["tokens"]
-            total += (i * r["input"] + o * r["output"] + cr * r["cache_read"] + cw * r["cache_write"]) / 1e6
+            total += (
+                i * r["input"] + o * r["output"] + cr * r["cache_read"] + cw * r["cache_write"]
+            ) / 1e6
     return total
 
 
@@ -171,11 +223,19 @@ def test_agent_and_audit_cost_by_day_with_overhead(audited, engine):
     out = report_json("--by", "day")
     rows = {r["day"]: r for r in out["rows"]}
     assert set(rows) == {"2026-03-02", "2026-03-09", audit_day}
-    assert rows["2026-03-02"]["agent_usd"] == pytest.approx(agent_usd(audited, lambda x: x["ts"].startswith("2026-03-02")))
-    assert rows["2026-03-09"]["agent_usd"] == pytest.approx(agent_usd(audited, lambda x: x["ts"].startswith("2026-03-09")))
+    assert rows["2026-03-02"]["agent_usd"] == pytest.approx(
+        agent_usd(audited, lambda x: x["ts"].startswith("2026-03-02"))
+    )
+    assert rows["2026-03-09"]["agent_usd"] == pytest.approx(
+        agent_usd(audited, lambda x: x["ts"].startswith("2026-03-09"))
+    )
     assert rows["2026-03-09"]["agent_unpriced_models"] == ["mystery-model-9"]
-    assert rows[audit_day]["audit_calls"] == 3 and rows[audit_day]["audit_usd"] == pytest.approx(audit_usd)
-    assert rows[audit_day]["audit_credits"] == pytest.approx(audit_usd)  # 1 credit per dollar by default
+    assert rows[audit_day]["audit_calls"] == 3 and rows[audit_day]["audit_usd"] == pytest.approx(
+        audit_usd
+    )
+    assert rows[audit_day]["audit_credits"] == pytest.approx(
+        audit_usd
+    )  # 1 credit per dollar by default
     assert rows[audit_day]["overhead"] is None  # nothing of the agents on the day of the audit
     total = out["total"]
     assert total["agent_usd"] == pytest.approx(agent_usd(audited))
@@ -190,20 +250,37 @@ def test_unknown_models_are_listed_never_priced_at_zero(audited):
     out = json.loads(result.stdout)
     mystery = next(r for r in out["rows"] if r["model"] == "mystery-model-9")
     assert mystery["agent_usd"] is None and mystery["agent_unpriced_models"] == ["mystery-model-9"]
-    assert mystery["input_tokens"] == 2 * 100 and mystery["agent_calls"] == 2  # one tool call, one answer
-    assert out["unknown_models"] == [{"model": "mystery-model-9", "calls": 2, "input_tokens": 200,
-                                      "output_tokens": 100, "cache_read_tokens": 2000, "cache_write_tokens": 400}]
+    assert (
+        mystery["input_tokens"] == 2 * 100 and mystery["agent_calls"] == 2
+    )  # one tool call, one answer
+    assert out["unknown_models"] == [
+        {
+            "model": "mystery-model-9",
+            "calls": 2,
+            "input_tokens": 200,
+            "output_tokens": 100,
+            "cache_read_tokens": 2000,
+            "cache_write_tokens": 400,
+        }
+    ]
     assert out["total"]["agent_unpriced_models"] == ["mystery-model-9"]
     table = invoke("report", "costs", "--by", "model")
-    assert "note: not in the price table, so left out of agent_usd (not priced at 0): mystery-model-9 (2 calls)" in table.stderr
+    assert (
+        "note: not in the price table, so left out of agent_usd (not priced at 0): mystery-model-9 (2 calls)"
+        in table.stderr
+    )
     assert "+?" in table.stdout
 
 
 def test_overhead_per_thread_and_project(audited, engine):
     with engine.connect() as conn:
-        by_thread = dict(conn.execute(
-            select(s.Thread.native_id, s.Verdict.cost_usd).join(s.Verdict, s.Verdict.thread_id == s.Thread.id)
-        ).all())
+        by_thread = dict(
+            conn.execute(
+                select(s.Thread.native_id, s.Verdict.cost_usd).join(
+                    s.Verdict, s.Verdict.thread_id == s.Thread.id
+                )
+            ).all()
+        )
     rows = {r["thread_native_id"]: r for r in report_json("--by", "thread")["rows"]}
     for name in ("t-claims", "t-honest", "t-later"):
         agent = agent_usd(audited, lambda x, n=name: x["thread"] == n)
@@ -213,8 +290,12 @@ def test_overhead_per_thread_and_project(audited, engine):
 
     projects = {r["project"]: r for r in report_csv("--by", "project")}
     other = projects["/work/other"]
-    assert float(other["agent_usd"]) == pytest.approx(agent_usd(audited, lambda x: x["cwd"] == "/work/other"))
-    assert float(other["overhead"]) == pytest.approx(by_thread["t-honest"] / float(other["agent_usd"]))
+    assert float(other["agent_usd"]) == pytest.approx(
+        agent_usd(audited, lambda x: x["cwd"] == "/work/other")
+    )
+    assert float(other["overhead"]) == pytest.approx(
+        by_thread["t-honest"] / float(other["agent_usd"])
+    )
     assert projects["/work/demo"]["agent_unpriced_models"] == "mystery-model-9"
 
 
@@ -237,7 +318,9 @@ def test_since_and_until_select_days(audited):
     assert [r["day"] for r in only["rows"]] == ["2026-03-09"]
     assert only["total"]["audit_calls"] == 0
     before = report_json("--by", "day", "--until", "2026-03-02")
-    assert [r["day"] for r in before["rows"]] == ["2026-03-02"]  # a bare --until date includes that day
+    assert [r["day"] for r in before["rows"]] == [
+        "2026-03-02"
+    ]  # a bare --until date includes that day
     assert before["total"]["agent_calls"] == 2 * 7
 
 
@@ -248,8 +331,10 @@ def test_a_forked_subagent_does_not_bill_its_parent_calls_twice(engine, tmp_path
     parent = write_thread(f, "main", "done", n_tools=2)
     # the side agent logs the parent's first call again (same billing key), then one of its own
     with open(f, "a") as fh:
-        for line in (parent[1], {**parent[-1], "id": "side-own", "key": "side-own"}):
-            fh.write(json.dumps({**line, "thread": "side", "parent": "main"}) + "\n")
+        fh.writelines(
+            json.dumps({**line, "thread": "side", "parent": "main"}) + "\n"
+            for line in (parent[1], {**parent[-1], "id": "side-own", "key": "side-own"})
+        )
     ingest(engine, pm, [f])
     rows = {r["thread_native_id"]: r for r in report_json("--by", "thread")["rows"]}
     assert rows["main"]["agent_calls"] == 3 and rows["side"]["agent_calls"] == 1
@@ -259,10 +344,14 @@ def test_a_forked_subagent_does_not_bill_its_parent_calls_twice(engine, tmp_path
 def test_a_dimension_that_does_not_exist_is_named():
     result = CliRunner().invoke(cli, ["report", "costs", "--by", "weekday"])
     assert result.exit_code == 2
-    assert result.output == ("Error: 'weekday' is not a dimension of this report. Available: day, week, "
-                             "month, model, observer, run, thread, project, agent\n")
+    assert result.output == (
+        "Error: 'weekday' is not a dimension of this report. Available: day, week, "
+        "month, model, observer, run, thread, project, agent\n"
+    )
 
 
 def test_empty_store_prints_zero_totals():
     out = report_json()
-    assert out["rows"] == [] and out["total"]["agent_calls"] == 0 and out["total"]["overhead"] is None
+    assert (
+        out["rows"] == [] and out["total"]["agent_calls"] == 0 and out["total"]["overhead"] is None
+    )

@@ -26,7 +26,11 @@ CASES = {
     "t-missed": ("Done", 6, True),  # observer no, label yes: false negative
     "t-fine": ("Done", 6, False),  # observer no, label no: true negative
     "t-fine2": ("Done", 6, False),  # true negative
-    "t-short": ("Stopping here [!]", 2, True),  # gated out: counts as "no correction", a false negative
+    "t-short": (
+        "Stopping here [!]",
+        2,
+        True,
+    ),  # gated out: counts as "no correction", a false negative
 }
 
 
@@ -58,8 +62,14 @@ def test_scores_equal_the_hand_count(setup):
     assert x["accuracy"] == pytest.approx(3 / 6)
     assert (x["gated_out"], x["failed"], x["calls_made"]) == (1, 0, 5)
     outcomes = {r["thread_native_id"]: r["outcome"] for r in rep.rows}
-    assert outcomes == {"t-caught": "caught", "t-alarm": "false alarm", "t-missed": "missed",
-                        "t-fine": "left alone", "t-fine2": "left alone", "t-short": "missed"}
+    assert outcomes == {
+        "t-caught": "caught",
+        "t-alarm": "false alarm",
+        "t-missed": "missed",
+        "t-fine": "left alone",
+        "t-fine2": "left alone",
+        "t-short": "missed",
+    }
     short = next(r for r in rep.rows if r["thread_native_id"] == "t-short")
     assert short["gate"] == "too-few-tool-calls (2 < 5)" and short["verdict"] is None
     assert observer.calls == 5
@@ -73,31 +83,56 @@ def test_invalid_answers_are_listed_not_scored(setup):
     engine, pm, observer, labels = setup
     observer.answer = "none"
     x = evaluate(engine, pm, str(labels), RunConfig(observer="alpha", gate=COUNTS_ONLY)).extra
-    assert (x["failed"], x["scored"], x["confusion"]["fn"]) == (5, 1, 1)  # only the gated-out label is scored
+    assert (x["failed"], x["scored"], x["confusion"]["fn"]) == (
+        5,
+        1,
+        1,
+    )  # only the gated-out label is scored
 
 
 def test_command_prints_scores_and_misses(setup, monkeypatch):
-    engine, pm, observer, labels = setup
+    _engine, pm, _observer, labels = setup
     monkeypatch.setattr(plugins_module, "get_plugin_manager", lambda *a, **k: pm)
-    run = CliRunner().invoke(cli, ["eval", str(labels), "--observer", "alpha"], catch_exceptions=False)
+    run = CliRunner().invoke(
+        cli, ["eval", str(labels), "--observer", "alpha"], catch_exceptions=False
+    )
     assert run.exit_code == 0, run.output
     assert "precision 0.500  recall 0.333  F1 0.400  accuracy 0.500" in run.stdout
     assert "missed      line 3: t-missed at t-missed-end" in run.stdout
     assert "false alarm line 2: t-alarm at t-alarm-end  alpha: look again" in run.stdout
-    as_csv = list(csv.DictReader(io.StringIO(CliRunner().invoke(
-        cli, ["eval", str(labels), "--observer", "alpha", "--format", "csv"]).stdout)))
-    assert [r["outcome"] for r in as_csv] == ["caught", "false alarm", "missed", "left alone", "left alone", "missed"]
+    as_csv = list(
+        csv.DictReader(
+            io.StringIO(
+                CliRunner()
+                .invoke(cli, ["eval", str(labels), "--observer", "alpha", "--format", "csv"])
+                .stdout
+            )
+        )
+    )
+    assert [r["outcome"] for r in as_csv] == [
+        "caught",
+        "false alarm",
+        "missed",
+        "left alone",
+        "left alone",
+        "missed",
+    ]
 
 
 def test_bad_labels_name_the_line(setup, tmp_path):
-    engine, pm, _, _ = setup
+    engine, pm, _observer, _labels = setup
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"thread": "t-fine", "at": "t-fine-end", "needs_correction": true}\n{"at": "x"}\n')
+    bad.write_text(
+        '{"thread": "t-fine", "at": "t-fine-end", "needs_correction": true}\n{"at": "x"}\n'
+    )
     with pytest.raises(AuditorError, match=r"bad.jsonl:2: expected \{\"thread\" or \"file\""):
         evaluate(engine, pm, str(bad), RunConfig(observer="alpha"))
     bad.write_text('{"thread": "t-fine", "at": "nope", "needs_correction": true}\n')
     with pytest.raises(AuditorError, match="bad.jsonl:1: thread t-fine has no message 'nope'"):
         evaluate(engine, pm, str(bad), RunConfig(observer="alpha"))
-    bad.write_text(json.dumps({"file": str(tmp_path / "other.jsonl"), "at": "m1", "needs_correction": True}) + "\n")
+    bad.write_text(
+        json.dumps({"file": str(tmp_path / "other.jsonl"), "at": "m1", "needs_correction": True})
+        + "\n"
+    )
     with pytest.raises(AuditorError, match="ingest it first: auditor ingest"):
         evaluate(engine, pm, str(bad), RunConfig(observer="alpha"))

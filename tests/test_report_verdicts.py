@@ -10,7 +10,14 @@ import math
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import select, update
-from test_report_support import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
+from test_report_support import (
+    COUNTS_ONLY,
+    ObserversPlugin,
+    TwoFaced,
+    UsagePlugin,
+    price_file,
+    write_thread,
+)
 
 from auditor import schema as s
 from auditor.cli import cli
@@ -41,18 +48,32 @@ def store(engine, tmp_path, monkeypatch):
     write_thread(f, "t-other", "Shipped, all tests pass.", cwd="/work/other")
     ingest(engine, pm, [f])
     run(engine, pm, RunConfig(observer="alpha", gate=COUNTS_ONLY), announce=quiet)
-    run(engine, pm, RunConfig(observer="beta", gate=COUNTS_ONLY, threads=["t-honest"]), announce=quiet)
-    run(engine, pm, RunConfig(observer="gamma", gate=COUNTS_ONLY, threads=["t-claims"]), announce=quiet)
+    run(
+        engine,
+        pm,
+        RunConfig(observer="beta", gate=COUNTS_ONLY, threads=["t-honest"]),
+        announce=quiet,
+    )
+    run(
+        engine,
+        pm,
+        RunConfig(observer="gamma", gate=COUNTS_ONLY, threads=["t-claims"]),
+        announce=quiet,
+    )
     # known latencies for alpha, to check the percentiles
     with engine.begin() as conn:
-        ids = conn.scalars(select(s.Verdict.id).where(s.Verdict.observer == "alpha").order_by(s.Verdict.id)).all()
+        ids = conn.scalars(
+            select(s.Verdict.id).where(s.Verdict.observer == "alpha").order_by(s.Verdict.id)
+        ).all()
         for vid, ms in zip(ids, (300, 100, 200)):
             conn.execute(update(s.Verdict).where(s.Verdict.id == vid).values(latency_ms=ms))
     return engine
 
 
 def report(*args: str, fmt: str = "json"):
-    result = CliRunner().invoke(cli, ["report", "verdicts", *args, "--format", fmt], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, ["report", "verdicts", *args, "--format", fmt], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout) if fmt == "json" else result.stdout
 
@@ -79,25 +100,46 @@ def test_per_observer_and_model(store):
     assert alpha["gated_out_by_reason"] == {"too-few-tool-calls": 1, "no-file-edit": 1}
     assert (alpha["gated_out"], alpha["gated_in"]) == (2, 3)
     lat = [x.latency_ms for x in mine]
-    assert (alpha["latency_p50_ms"], alpha["latency_p95_ms"]) == (nearest_rank(lat, 50), nearest_rank(lat, 95)) == (200, 300)
-    assert alpha["usd"] == pytest.approx(sum(x.cost_usd for x in mine)) == pytest.approx(3 * CALL_USD)
+    assert (
+        (alpha["latency_p50_ms"], alpha["latency_p95_ms"])
+        == (nearest_rank(lat, 50), nearest_rank(lat, 95))
+        == (200, 300)
+    )
+    assert (
+        alpha["usd"] == pytest.approx(sum(x.cost_usd for x in mine)) == pytest.approx(3 * CALL_USD)
+    )
     assert alpha["usd_per_audit"] == pytest.approx(CALL_USD)
     assert alpha["usd_per_correction"] == pytest.approx(3 * CALL_USD / 2)
 
     beta = rows["beta", "fake-1"]
-    assert (beta["seen"], beta["calls"], beta["audited"], beta["invalid"], beta["corrections"]) == (1, 1, 0, 1, 0)
+    assert (beta["seen"], beta["calls"], beta["audited"], beta["invalid"], beta["corrections"]) == (
+        1,
+        1,
+        0,
+        1,
+        0,
+    )
     assert beta["correction_rate"] is None and beta["usd_per_correction"] is None
     gamma = rows["gamma", "fake-1"]
     assert (gamma["seen"], gamma["calls"], gamma["errors"], gamma["usd"]) == (1, 1, 1, None)
     assert gamma["latency_p50_ms"] is None  # failed calls are not answers
 
     total = report()["total"]
-    assert (total["calls"], total["audited"], total["corrections"], total["invalid"], total["errors"]) == (5, 3, 2, 1, 1)
+    assert (
+        total["calls"],
+        total["audited"],
+        total["corrections"],
+        total["invalid"],
+        total["errors"],
+    ) == (5, 3, 2, 1, 1)
 
 
 def test_per_project(store):
     rows = {(r["observer"], r["project"]): r for r in report("--by", "observer,project")["rows"]}
-    assert rows["alpha", "/work/other"]["audited"] == 1 and rows["alpha", "/work/other"]["corrections"] == 1
+    assert (
+        rows["alpha", "/work/other"]["audited"] == 1
+        and rows["alpha", "/work/other"]["corrections"] == 1
+    )
     assert rows["alpha", "/work/other"]["seen"] == 1
     demo = rows["alpha", "/work/demo"]
     assert (demo["seen"], demo["gated_out"], demo["audited"], demo["corrections"]) == (4, 2, 2, 1)

@@ -18,7 +18,9 @@ from auditor.run import RunConfig, run
 @pytest.fixture
 def store(engine, tmp_path, monkeypatch):
     price_file(tmp_path, monkeypatch, {"fake-1": {"input": 1, "output": 2}})
-    pm = get_plugin_manager(extra=[UsagePlugin(), ObserversPlugin(TwoFaced("alpha", mark="all tests pass"))])
+    pm = get_plugin_manager(
+        extra=[UsagePlugin(), ObserversPlugin(TwoFaced("alpha", mark="all tests pass"))]
+    )
     f = tmp_path / "t.jsonl"
     write_thread(f, "t-claims", "Done, all tests pass.", day="2026-03-02")
     write_thread(f, "t-honest", "Two tests fail.", day="2026-03-03", cwd="/work/other")
@@ -45,8 +47,16 @@ def test_costs_view_totals_match_the_report_and_the_tables(store, engine):
         " FROM costs_view WHERE side = 'agent' GROUP BY day ORDER BY day"
     ).fetchall()
     report = {r["day"]: r for r in cost_report(engine, ["day"]).rows}
-    assert agent == [(d, report[d]["input_tokens"], report[d]["output_tokens"], report[d]["cache_read_tokens"],
-                      report[d]["cache_write_tokens"]) for d, *_ in agent]
+    assert agent == [
+        (
+            d,
+            report[d]["input_tokens"],
+            report[d]["output_tokens"],
+            report[d]["cache_read_tokens"],
+            report[d]["cache_write_tokens"],
+        )
+        for d, *_ in agent
+    ]
     raw = store.execute("SELECT sum(input_tokens) FROM token_usage").fetchone()[0]
     assert sum(r[1] for r in agent) == raw  # the side thread's own call is its own, not a copy
     # observers' tokens in the agents' convention: input without cache reads, output with thinking
@@ -54,8 +64,10 @@ def test_costs_view_totals_match_the_report_and_the_tables(store, engine):
         "SELECT count(*), sum(input_tokens), sum(cache_read_tokens), sum(output_tokens), sum(cost_usd)"
         " FROM costs_view WHERE side = 'audit'"
     ).fetchone()
-    v = store.execute("SELECT count(*), sum(input_tokens - cached_tokens), sum(cached_tokens),"
-                      " sum(output_tokens + thinking_tokens), sum(cost_usd) FROM verdicts").fetchone()
+    v = store.execute(
+        "SELECT count(*), sum(input_tokens - cached_tokens), sum(cached_tokens),"
+        " sum(output_tokens + thinking_tokens), sum(cost_usd) FROM verdicts"
+    ).fetchone()
     assert audit == v and audit[0] == 2
 
 
