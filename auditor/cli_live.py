@@ -142,7 +142,7 @@ COMMANDS.append(hook)
 
 @click.command()
 @click.option("--run", "run_id", type=int, metavar="ID", help="Only the corrections of this run.")
-@click.option("--injector", "-i", "injector_name", default="stdout", show_default=True, metavar="NAME",
+@click.option("--injector", "-i", "via", default="stdout", show_default=True, metavar="NAME",
               help="How to deliver: stdout, webhook, amp-thread, or a plugin's injector.")
 @click.option("--url", help="webhook: the URL to POST each correction to.")
 @click.option("--path", "target_path", type=click.Path(dir_okay=False), help="amp-thread: the thread file (default: the file the thread was read from).")
@@ -152,7 +152,7 @@ COMMANDS.append(hook)
 @click.option("--dry-run", is_flag=True, help="Say what would be delivered; deliver and record nothing.")
 @pass_ctx
 @handle_errors
-def inject(ctx: Context, run_id, injector_name, url, target_path, timeout, retries, max_corrections, dry_run) -> None:
+def inject(ctx: Context, run_id, via, url, target_path, timeout, retries, max_corrections, dry_run) -> None:
     """Deliver the pending corrections of stored verdicts (e.g. from a scheduled run).
 
     A correction is pending until an injector delivered it or a loop guard held it back;
@@ -164,14 +164,14 @@ def inject(ctx: Context, run_id, injector_name, url, target_path, timeout, retri
 
     if ctx.config_error is not None:
         raise ctx.config_error
-    injector = ctx.plugins.injector(injector_name)
+    injector = ctx.plugins.injector(via)
     if injector.live:
         usable = sorted(n for n, i in ctx.plugins.injectors().items() if not i.live)
         raise AuditorError(
-            f"{injector_name!r} delivers only from inside the agent's Stop hook (`auditor hook {injector_name}`). "
+            f"{via!r} delivers only from inside the agent's Stop hook (`auditor hook {via}`). "
             f"For stored corrections use one of: {', '.join(usable)}"
         )
-    options = ctx.config.injector_options(injector_name) if ctx.config else {}
+    options = ctx.config.injector_options(via) if ctx.config else {}
     for key, value in (("url", url), ("path", target_path), ("timeout", timeout), ("retries", retries)):
         if value is not None:
             options[key] = value
@@ -183,13 +183,13 @@ def inject(ctx: Context, run_id, injector_name, url, target_path, timeout, retri
         c = d.correction
         where = f"verdict {c.verdict_id} (thread {c.thread})"
         if d.status == DRY_RUN:
-            click.echo(f"would deliver {where} via {injector_name}: {c.message}")
+            click.echo(f"would deliver {where} via {via}: {c.message}")
         elif d.status == DELIVERED:
             click.echo(f"delivered {where} to {d.target}", err=True)
         else:
             click.echo(f"{d.status} {where}: {d.error}", err=True)
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing pending"
-    click.echo(f"{injector_name}: {summary}", err=True)
+    click.echo(f"{via}: {summary}", err=True)
     sys.exit(1 if counts.get(FAILED) else 0)
 
 

@@ -101,7 +101,7 @@ class Config:
         out: dict[str, Any] = {
             "run": {**observer, **gate, **self.section("run")},
             "hook": {"claude-code": hook, "codex": dict(hook)},
-            "inject": self.section("inject"),
+            "inject": {("via" if k == "injector" else k): v for k, v in self.section("inject").items()},
         }
         return {k: v for k, v in out.items() if v}
 

@@ -120,6 +120,9 @@ class AmpThreadInjector:
                 raise AuditorError(f"{path} is not an Amp thread (no 'messages' list)")
             if doc.get("id") not in (None, correction.thread):
                 raise AuditorError(f"{path} holds thread {doc.get('id')}, not {correction.thread}")
+            mine = [m for m in doc["messages"] if isinstance(m, dict) and isinstance(m.get("meta"), dict)]
+            if any(m["meta"].get("auditorVerdict") == correction.verdict_id for m in mine):
+                return str(path)  # written by an attempt that died before it was recorded
             ids = [m.get("messageId") for m in doc["messages"] if isinstance(m, dict)]
             doc["messages"].append(
                 {
@@ -127,7 +130,7 @@ class AmpThreadInjector:
                     "messageId": max((i for i in ids if isinstance(i, int)), default=-1) + 1,
                     "content": [{"type": "text", "text": correction.message}],
                     "source": {"type": "course-correction"},
-                    "meta": {"sentAt": int(time.time() * 1000)},
+                    "meta": {"sentAt": int(time.time() * 1000), "auditorVerdict": correction.verdict_id},
                 }
             )
             indent = 2 if raw.lstrip()[:2] == b"{\n" else None
