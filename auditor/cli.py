@@ -160,7 +160,18 @@ def show(ctx: Context, thread: str, full: bool) -> None:
     from .threads import find_thread, load_messages
 
     th = find_thread(ctx.engine, thread)
-    show_thread(th, load_messages(ctx.engine, th.id), full=full)
+    messages = load_messages(ctx.engine, th.id)
+    show_thread(th, messages, full=full)
+    _echo_signals(ctx.plugins, th, messages)
+
+
+def _echo_signals(plugins, thread, messages) -> None:
+    """Print on stderr the signals that fire at each end of turn of a thread."""
+    from .checkpoints import find_checkpoints
+
+    for cp in find_checkpoints(thread.id, messages):
+        for sig in plugins.signals(cp, thread, messages[: cp.index + 1]):
+            click.echo(f"signal at {cp.message_id}: {sig.summary()}", err=True)
 
 
 def _parse_since(value: str | None):
@@ -230,11 +241,17 @@ def _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, proj
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--every", metavar="SPAN", help="Repeat until Ctrl-C: ingest the sources, then run, every SPAN (15m, 1h, 90s).")
 @click.option("--source", "sources", multiple=True, type=click.Path(), metavar="PATH", help="With --every: ingest PATH on each tick (repeatable; default: `sources` in the config file).")
+@click.option("--signal", "signal_options", multiple=True, metavar="NAME.KEY=VALUE", help="Signal option, e.g. tool-loop.min_repeats=4; NAME=off turns a signal off (repeatable; see docs/plugins.md).")
+@click.option("--audit-on", "audit_on", multiple=True, metavar="SIGNAL", help="Gate: always audit where SIGNAL fires, under the thresholds too (repeatable; default: claimed-success-after-failure; `none` for none).")
+@click.option("--skip-quiet-below", type=int, default=0, show_default=True, metavar="N", help="Gate: skip checkpoints where no signal fired and fewer than N files were edited (0: off).")
+@click.option("--critique", is_flag=True, help="Second pass: where the observer stayed silent but a signal scored high, ask it again with a more critical prompt (a separate verdict, with its own cost).")
+@click.option("--critique-min-score", type=float, default=0.7, show_default=True, help="With --critique: the signal score that calls for a second pass.")
 @pass_ctx
 @handle_errors
 def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
         no_require_edit, include_sidechains, projects, agents, max_prompt_tokens, threads, since, limit,
-        concurrency, dry_run, as_json, every, sources) -> None:
+        concurrency, dry_run, as_json, every, sources, signal_options, audit_on, skip_quiet_below,
+        critique, critique_min_score) -> None:
     """Audit stored threads: gate -> format -> observe -> record.
 
     Every checkpoint's gate decision is recorded with its reason; every observer call is
@@ -263,6 +280,13 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
         gate=_gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents),
         formatter={"max_tokens": max_prompt_tokens} if max_prompt_tokens else {},
     )
+    from .signals import parse_options
+
+    config.signals = parse_options(signal_options)
+    config.critique, config.critique_min_score = critique, critique_min_score
+    if audit_on:
+        config.gate["audit_on_signals"] = [a for a in audit_on if a.lower() != "none"]
+    config.gate["skip_quiet_below_edits"] = skip_quiet_below
 
     if every:
         from .schedule import run_every
@@ -291,6 +315,9 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
         for line in summary.messages:
             click.echo(line, err=True)
         run_summary(summary, dry_run)
+        if critique:
+            click.echo(f"critique: {summary.critique_candidates} checkpoints with strong signals; "
+                       f"{summary.critiques} second passes, {summary.critique_corrections} corrections")
     sys.exit(1 if summary.errors else 0)
 
 
@@ -317,8 +344,12 @@ def prompt(ctx: Context, thread: str, at: str, max_prompt_tokens, mode) -> None:
     upto = messages[: cp.index + 1]
     user = ctx.plugins.render_checkpoint(cp, th, upto, {"max_tokens": max_prompt_tokens} if max_prompt_tokens else {})
     system = load_prompt()
-    decision = ctx.plugins.gate(cp, th, upto, {"mode": mode})
+    signals = ctx.plugins.signals(cp, th, upto, {})
+    decision = ctx.plugins.gate(cp, th, upto, {"mode": mode}, signals)
     click.echo(f"<!-- prompt {system.version} sha256:{system.sha256[:16]}; gate: {decision.reason} -->", err=True)
+    from .signals import format_signals
+
+    click.echo("<!-- signals: " + "; ".join(format_signals(signals)) + " -->", err=True)
     click.echo("=== system ===")
     click.echo(system.text)
     click.echo("=== user ===")
@@ -344,6 +375,29 @@ def observers(ctx: Context, as_json: bool) -> None:
     for r in rows:
         state = "ready" if r["ready"] else r["problem"]
         click.echo(f"{r['name']:<10} {r['default_model']:<28} {state}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--type", "types", multiple=True, metavar="TYPE", help="Only events of this type (repeatable): ingested, gated, audited, critiqued, corrected, injected, injection-failed, run-started, run-finished, error.")
+@click.option("--limit", type=int, default=50, show_default=True, help="Show at most N events, newest first (0: all).")
+@click.option("--thread", metavar="THREAD", help="Only events about this thread.")
+@click.option("--run", "run_id", type=int, metavar="ID", help="Only events of this run.")
+@click.option("--since", metavar="WHEN", help="Only events since WHEN (ISO date, or 12h / 7d).")
+@pass_ctx
+@handle_errors
+def events(ctx: Context, as_json: bool, types, limit: int, thread, run_id, since) -> None:
+    """Show the event log: what auditor did (ingested, gated, audited, corrected...), newest first."""
+    from .events import format_event, list_events
+    from .threads import find_thread
+
+    thread_id = find_thread(ctx.engine, thread).id if thread else None
+    rows = list_events(ctx.engine, list(types), limit or None, _parse_since(since), thread_id, run_id)
+    if as_json:
+        _echo_json(rows)
+        return
+    for row in reversed(rows):
+        click.echo(format_event(row))
 
 
 @cli.group()

@@ -41,14 +41,36 @@ def register_observers(register: Callable[[object], None]) -> None:
     """
 
 
+@hookspec
+def compute_signals(checkpoint: object, thread: object, messages: list, config: dict) -> list | None:
+    """Compute cheap local signals at a checkpoint: no model, no network.
+
+    Called once per candidate checkpoint by `auditor run` (also `--dry-run`), before the gate,
+    and by `auditor prompt` and `auditor show`. The arguments are those of `gate_checkpoint`
+    except `config`: the signal options, a dict keyed by signal name (`{"tool-loop":
+    {"min_repeats": 4}}`) plus `disabled`, a list of signal names not to compute. Read only
+    the options of your own signals and ignore unknown keys.
+
+    Return a list of `auditor.signals.Signal` (name, score in [0, 1], evidence: the native
+    ids of the messages involved with short excerpts), one per signal that fired, or None or
+    `[]` when none did. Every plugin is called and the lists are concatenated; signal names
+    should be unique across plugins. Excerpts are redacted by the core, but never put a
+    secret in `detail`. Keep it fast: it runs on every checkpoint of every thread.
+    """
+
+
 @hookspec(firstresult=True)
-def gate_checkpoint(checkpoint: object, thread: object, messages: list, config: dict) -> object | None:
+def gate_checkpoint(
+    checkpoint: object, thread: object, messages: list, config: dict, signals: list
+) -> object | None:
     """Decide whether a checkpoint is worth a paid observer call.
 
-    Called once per candidate checkpoint by `auditor run` (and `--dry-run`). `checkpoint` is an
-    `auditor.checkpoints.Checkpoint`, `thread` the stored thread row, `messages` the thread's
-    `StoredMessage` list up to and including the checkpoint's message, `config` the gate
-    options (`mode`, `min_tool_calls`, `require_edit`, `projects`, `agents`...).
+    Called once per candidate checkpoint by `auditor run` (and `--dry-run`), after
+    `compute_signals`. `checkpoint` is an `auditor.checkpoints.Checkpoint`, `thread` the
+    stored thread row, `messages` the thread's `StoredMessage` list up to and including the
+    checkpoint's message, `config` the gate options (`mode`, `min_tool_calls`,
+    `require_edit`, `projects`, `agents`, `audit_on_signals`, `skip_quiet_below_edits`...),
+    `signals` the `auditor.signals.Signal`s every plugin computed for this checkpoint.
 
     Return an `auditor.checkpoints.GateDecision` (audit or not, and why), or None to leave the
     decision to the next plugin. The first non-None result wins; the built-in gate runs last.

@@ -122,9 +122,26 @@ class Plugins:
         return injectors[name]
 
     # -- decisions ------------------------------------------------------------------------
-    def gate(self, checkpoint, thread, messages, config: dict):
+    def signals(self, checkpoint, thread, messages, config: dict | None = None) -> list:
+        """Return every plugin's signals for a checkpoint, as one list, strongest first."""
+        from .signals import Signal, strongest
+
+        found: list[Signal] = []
+        results = self.pm.hook.compute_signals(
+            checkpoint=checkpoint, thread=thread, messages=messages, config=config or {}
+        )
+        for result in results:
+            for sig in result or []:
+                if not isinstance(sig, Signal):
+                    raise PluginError(f"A compute_signals hook returned {sig!r}; return auditor.signals.Signal objects.")
+                found.append(sig)
+        return strongest(found)
+
+    def gate(self, checkpoint, thread, messages, config: dict, signals: list | None = None):
         """Return the winning plugin's GateDecision for a checkpoint."""
-        return self.pm.hook.gate_checkpoint(checkpoint=checkpoint, thread=thread, messages=messages, config=config)
+        return self.pm.hook.gate_checkpoint(
+            checkpoint=checkpoint, thread=thread, messages=messages, config=config, signals=signals or []
+        )
 
     def render_checkpoint(self, checkpoint, thread, messages, config: dict) -> str:
         """Return the observer's user content for a checkpoint."""

@@ -8,6 +8,7 @@ is committed as soon as it arrives, so a run killed at any moment loses nothing 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import sys
@@ -18,11 +19,12 @@ from typing import Any, Callable, Iterator
 
 from sqlalchemy import Engine, select, update
 
-from . import leases, schema as s
+from . import critique, events, leases, schema as s
 from .checkpoints import Checkpoint, find_checkpoints
 from .errors import AuditorError
 from .observe import ObserveRequest, ObserveResult, validate
 from .plugins import Plugins
+from .signals import store_signals
 from .threads import find_thread, load_messages
 
 CHARS_PER_TOKEN = 4  # rough estimate used only by --dry-run
@@ -45,6 +47,10 @@ class RunConfig:
     # Seconds a claimed observer call stays ours; past it, another run may take it over.
     # Default: the longest a call can take (timeout * 4 + 5) plus a minute.
     lease: float | None = None
+    signals: dict[str, Any] = field(default_factory=dict)  # options of the signal plugins
+    # A second, more critical pass where the first was silent and a signal scored this much.
+    critique_min_score: float = critique.DEFAULT_MIN_SCORE
+    critique: bool = False
 
     def for_record(self) -> dict[str, Any]:
         out = asdict(self)
@@ -71,6 +77,9 @@ class RunSummary:
     unpriced: int = 0
     est_input_tokens: int = 0
     est_cost_usd: float | None = None
+    critiques: int = 0  # second-pass verdicts (`--critique`)
+    critique_corrections: int = 0
+    critique_candidates: int = 0  # gated-in checkpoints whose signals are strong enough
     status: str = "done"
     messages: list[str] = field(default_factory=list)
 
@@ -86,6 +95,8 @@ class Job:
     user: str
     input_hash: str
     answered: int | None = None  # the verdict that already answers this exact call
+    signals: list = field(default_factory=list)
+    critique_of: int | None = None  # for a second pass: the verdict it re-examines
 
     @property
     def claim_key(self) -> str:
@@ -138,6 +149,7 @@ class Auditor:
         self.observer = plugins.observer(self.observer_name)
         self.model = config.model or self.observer.default_model
         self.prompt = load_prompt()
+        self.critique_prompt = critique.load_critique_prompt() if config.critique else None
         self.gate_config = {"mode": "end-turn", **config.gate}
         self.summary = RunSummary(None, self.observer_name, self.model)
         self.owner = leases.new_owner()
@@ -178,22 +190,56 @@ class Auditor:
         """
         self.summary.checkpoints += 1
         upto = messages[: cp.index + 1]
-        decision = self.plugins.gate(cp, thread, upto, self.gate_config)
+        signals = self.plugins.signals(cp, thread, upto, self.config.signals)
+        decision = self.plugins.gate(cp, thread, upto, self.gate_config, signals)
+        before = events.gate_before(conn, cp)
         cp_id = self._record_checkpoint(conn, cp, decision)
+        store_signals(conn, cp_id, thread.id, signals)
+        events.record_gate(conn, before, decision, checkpoint_id=cp_id, thread_id=thread.id,
+                           run_id=self.summary.run_id, signals=signals)
         if not decision.audit:
             key = decision.reason.split(" (")[0]
             self.summary.gated_out[key] = self.summary.gated_out.get(key, 0) + 1
             return None
         self.summary.gated_in += 1
         user = self.plugins.render_checkpoint(cp, thread, upto, self.config.formatter)
-        job = Job(cp_id, thread.id, cp.message_id, user, self._input_hash(user))
+        job = Job(cp_id, thread.id, cp.message_id, user, self._input_hash(user), signals=signals)
+        if self.config.critique and critique.strong_signals(signals, self.config.critique_min_score):
+            self.summary.critique_candidates += 1
         job.answered = self._already_answered(conn, job)
         if job.answered is not None:
             self.summary.reused += 1
+            # Answered by an earlier run: its second pass may still be owed.
+            return self._critique_job(job, job.answered, conn) or job
         return job
 
-    def _input_hash(self, user: str) -> str:
-        return hashlib.sha256(f"{self.prompt.sha256}\0{user}".encode()).hexdigest()
+    def _input_hash(self, user: str, prompt=None) -> str:
+        return hashlib.sha256(f"{(prompt or self.prompt).sha256}\0{user}".encode()).hexdigest()
+
+    def _prompt_for(self, job: Job):
+        return self.critique_prompt if job.critique_of is not None else self.prompt
+
+    def _critique_job(self, job: Job, first: int | None, conn=None) -> Job | None:
+        """Return the second-pass job owed after verdict `first`, or None.
+
+        Owed with `--critique` when `first` is an ok, silent verdict and a signal at the
+        checkpoint scored at least `critique_min_score`, unless it was already made.
+        """
+        if not self.config.critique or first is None or job.critique_of is not None:
+            return None
+        strong = critique.strong_signals(job.signals, self.config.critique_min_score)
+        if not strong:
+            return None
+        v = s.Verdict.__table__
+        with (self.engine.connect() if conn is None else contextlib.nullcontext(conn)) as c:
+            row = c.execute(select(v.c.status, v.c.needs_correction).where(v.c.id == first)).first()
+            if row is None or row.status != "ok" or row.needs_correction:
+                return None
+            user = critique.render(job.user, strong)
+            follow = Job(job.checkpoint_id, job.thread_id, job.message_id, user,
+                         self._input_hash(user, self.critique_prompt), signals=job.signals, critique_of=first)
+            follow.answered = self._already_answered(c, follow)
+        return None if follow.answered is not None else follow
 
     def _record_checkpoint(self, conn, cp: Checkpoint, decision) -> int:
         from .ingest import _insert
@@ -224,9 +270,10 @@ class Auditor:
                 v.checkpoint_id == job.checkpoint_id,
                 v.observer == self.observer_name,
                 v.model == self.model,
-                v.prompt_hash == self.prompt.sha256,
+                v.prompt_hash == self._prompt_for(job).sha256,
                 v.input_hash == job.input_hash,
                 v.status.in_(("ok", "invalid")),
+                v.critique_of.is_(None) if job.critique_of is None else v.critique_of == job.critique_of,
             ).limit(1)
         ).scalar()
 
@@ -269,6 +316,8 @@ class Auditor:
                 )
                 .returning(s.Run.id)
             ).scalar_one()
+            events.record(conn, "run-started", run_id=self.summary.run_id,
+                          data={"observer": self.observer_name, "model": self.model, "critique": self.config.critique})
 
     def _finish_run(self, status: str, error: str | None = None) -> None:
         self.summary.status = status
@@ -283,19 +332,24 @@ class Auditor:
                     invalid=sm.invalid, errors=sm.errors, cost_usd=sm.cost_usd, error=error,
                 )
             )
+            events.record(conn, "run-finished" if status != "failed" else "error", run_id=sm.run_id, subject=error,
+                          data={"status": status, "audited": sm.audited, "corrections": sm.corrections,
+                                "critiques": sm.critiques, "errors": sm.errors, "cost_usd": sm.cost_usd})
 
     def _record_verdict(self, job: Job, result: ObserveResult | None, error: str | None, latency: float) -> int:
         """Store the outcome of one call and return the verdict id."""
         sm = self.summary
+        prompt = self._prompt_for(job)
         row: dict[str, Any] = {
             "checkpoint_id": job.checkpoint_id,
             "run_id": sm.run_id,
             "thread_id": job.thread_id,
             "observer": self.observer_name,
             "model": self.model,
-            "prompt_version": self.prompt.version,
-            "prompt_hash": self.prompt.sha256,
+            "prompt_version": prompt.version,
+            "prompt_hash": prompt.sha256,
             "input_hash": job.input_hash,
+            "critique_of": job.critique_of,
             "latency_ms": int(latency * 1000),
             "created_at": _now(),
         }
@@ -325,7 +379,10 @@ class Auditor:
                 cost_usd=usd,
                 credits=cr,
             )
-            if verdict.valid:
+            if verdict.valid and job.critique_of is not None:
+                sm.critiques += 1
+                sm.critique_corrections += bool(verdict.needs_correction)
+            elif verdict.valid:
                 sm.audited += 1
                 sm.corrections += bool(verdict.needs_correction)
             else:
@@ -334,7 +391,9 @@ class Auditor:
         if error and result is None:
             sm.messages.append(f"thread {job.thread_id} at {job.message_id}: {error}")
         with self.engine.begin() as conn:
-            return conn.execute(s.Verdict.__table__.insert().values(**row).returning(s.Verdict.id)).scalar_one()
+            verdict_id = conn.execute(s.Verdict.__table__.insert().values(**row).returning(s.Verdict.id)).scalar_one()
+            events.record_verdict(conn, verdict_id, row)
+        return verdict_id
 
     async def call(self, job: Job, deadline: float | None = None) -> int | None:
         """Make the observer call of `job` under a lease and record it; return the verdict id.
@@ -346,12 +405,16 @@ class Auditor:
         if not self._claim(job):
             return None
         try:
-            return await self._call(job, deadline)
+            verdict_id = await self._call(job, deadline)
         finally:
             self._release(job)
+        follow = self._critique_job(job, verdict_id)
+        if follow is not None:
+            await self.call(follow, deadline)
+        return verdict_id
 
     async def _call(self, job: Job, deadline: float | None = None) -> int:
-        request = ObserveRequest(self.prompt.text, job.user, self.model, timeout=self.config.timeout)
+        request = ObserveRequest(self._prompt_for(job).text, job.user, self.model, timeout=self.config.timeout)
         options = {"model": self.model, **self.config.observer_options}
         limit = self.config.timeout * 4 + 5
         if deadline is not None and deadline < limit:

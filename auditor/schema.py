@@ -255,6 +255,40 @@ class Verdict(Base):
     cost_usd: Mapped[float | None] = mapped_column()
     credits: Mapped[float | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # A second, more critical pass (`auditor run --critique`) names the verdict it re-examined.
+    critique_of: Mapped[int | None] = mapped_column(Integer, index=True)
+
+
+class Signal(Base):
+    """A local signal that fired at a checkpoint (see `auditor.signals`); excerpts are redacted."""
+
+    __tablename__ = "signals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoints.id", ondelete="CASCADE"), index=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64), index=True)
+    score: Mapped[float] = mapped_column()
+    evidence: Mapped[list | None] = mapped_column(JSON)
+    detail: Mapped[dict | None] = mapped_column(JSON)
+    computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Event(Base):
+    """One entry of the event log (see `auditor.events`): what happened, when, to what."""
+
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_type_at", "type", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    type: Mapped[str] = mapped_column(String(32))
+    run_id: Mapped[int | None] = mapped_column(Integer)
+    thread_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    checkpoint_id: Mapped[int | None] = mapped_column(Integer)
+    verdict_id: Mapped[int | None] = mapped_column(Integer)
+    subject: Mapped[str | None] = mapped_column(Text)
+    data: Mapped[dict | None] = mapped_column(JSON)
 
 
 class Injection(Base):

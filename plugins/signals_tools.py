@@ -1,0 +1,215 @@
+"""Signals read from the agent's tool activity: tool-loop, error-cascade, claimed-success-after-failure."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from auditor.signals import Evidence, Signal
+
+from .signals_common import Call, failure, first_line, is_verification
+
+# -- tool-loop ------------------------------------------------------------------------------
+
+TOOL_LOOP = {
+    "min_repeats": 3,  # the same call this many times in the turn fires
+    # Tools that are meant to be called again with the same input (polling, listings).
+    "ignore": ["BashOutput", "TaskOutput", "TaskList", "TaskGet", "KillBash", "KillShell",
+               "TodoWrite", "update_plan", "write_stdin"],
+    "undo_edits": True,  # an edit that reverses an earlier one fires too
+    # Repeats count only when they also got the same result (numbers aside): re-running the
+    # tests after each fix is work, running them again to the same output is a loop.
+    "same_result": True,
+}
+# Keys that change between identical calls without changing what the call does.
+_DIGITS = re.compile(r"\d+")
+_VOLATILE = {"description", "timeout", "timeout_ms", "yield_time_ms", "max_output_tokens", "justification"}
+
+
+def _normal(call: Call) -> str:
+    value = call.input
+    if isinstance(value, dict):
+        value = {k: v for k, v in value.items() if k not in _VOLATILE}
+    cmd = call.command
+    if cmd is not None:
+        value = " ".join(cmd.split())
+    try:
+        body = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        body = repr(value)
+    return f"{call.name}\0{' '.join(body.split())}"
+
+
+def _edit_pairs(call: Call) -> list[tuple[str, str, str]]:
+    """Return (path, old, new) for each string replacement a call makes."""
+    if not isinstance(call.input, dict) or not call.is_edit:
+        return []
+    path = str(call.input.get("file_path") or call.input.get("path") or "")
+    edits = call.input.get("edits") if isinstance(call.input.get("edits"), list) else [call.input]
+    out = []
+    for e in edits:
+        if isinstance(e, dict) and isinstance(e.get("old_string"), str) and isinstance(e.get("new_string"), str):
+            if e["old_string"] != e["new_string"]:
+                out.append((path, e["old_string"], e["new_string"]))
+    return out
+
+
+def tool_loop(calls: list[Call], opts: dict[str, Any]) -> Signal | None:
+    ignore = set(opts["ignore"])
+    groups: dict[str, list[Call]] = {}
+    for c in calls:
+        if c.name not in ignore:
+            key = _normal(c)
+            if opts["same_result"]:
+                key += "\0" + _DIGITS.sub("0", " ".join((c.result or "").split())[:2000])
+            groups.setdefault(key, []).append(c)
+    repeated = max(groups.values(), key=len, default=[])
+    score = 0.0
+    evidence: list[Evidence] = []
+    detail: dict[str, Any] = {}
+    min_repeats = int(opts["min_repeats"])
+    if len(repeated) >= min_repeats:
+        score = min(1.0, 0.5 + 0.25 * (len(repeated) - min_repeats))
+        c = repeated[0]
+        what = c.command or (", ".join(c.paths) if c.paths else "")
+        evidence = [Evidence(r.message_id, f"{c.name} {what}".strip()) for r in (repeated[0], repeated[-1])]
+        detail = {"tool": c.name, "repeats": len(repeated)}
+    if opts["undo_edits"]:
+        seen: dict[tuple[str, str, str], Call] = {}
+        for c in calls:
+            for path, old, new in _edit_pairs(c):
+                earlier = seen.get((path, new, old))
+                if earlier is not None:
+                    undo = 0.8
+                    if undo > score:
+                        score = undo
+                        evidence = [Evidence(earlier.message_id, f"{earlier.name} {path}: {old[:60]!r} -> {new[:60]!r}"),
+                                    Evidence(c.message_id, f"{c.name} {path}: reverted")]
+                        detail = {"tool": c.name, "undone_edit": path}
+                seen[(path, old, new)] = c
+    if score == 0.0:
+        return None
+    return Signal("tool-loop", score, evidence, detail)
+
+
+# -- error-cascade --------------------------------------------------------------------------
+
+ERROR_CASCADE = {"min_run": 3}  # this many failed results in a row fires
+
+
+def error_cascade(calls: list[Call], opts: dict[str, Any]) -> Signal | None:
+    min_run = int(opts["min_run"])
+    best: list[tuple[Call, str]] = []
+    run: list[tuple[Call, str]] = []
+    answered = [c for c in calls if c.result is not None]
+    answered.sort(key=lambda c: c.result_index or 0)
+    for c in answered:
+        why = failure(c)
+        if why:
+            run.append((c, why))
+            if len(run) > len(best):
+                best = list(run)
+        else:
+            run = []
+    if len(best) < min_run:
+        return None
+    # Still going at the checkpoint: the last results of the turn are the failing run.
+    still_open = len(run) >= min_run
+    score = 0.5 + 0.15 * (len(best) - min_run) + (0.2 if still_open else 0.0)
+    shown = [best[0], best[-1]] if len(best) > 1 else best
+    evidence = [Evidence(c.result_id or c.message_id, f"{c.name}: {why}: {first_line(c.result)}") for c, why in shown]
+    return Signal("error-cascade", score, evidence, {"run": len(best), "open": still_open})
+
+
+# -- claimed-success-after-failure ----------------------------------------------------------
+
+CLAIMED_SUCCESS: dict[str, Any] = {}
+
+# Claims about checks ("all tests pass", "the build succeeds") and about the work ("done").
+_CHECK_CLAIM = re.compile(
+    r"\b(?:all (?:the |\d+ )?(?:tests?|specs?|checks?)(?: are| now)? (?:pass(?:ing|es|ed)?|green|succeed\w*)"
+    r"|tests? (?:are |now |all )*(?:pass(?:ing|es)?|green)\b"
+    r"|(?:build|compil\w+|lint\w*|type ?check\w*|tsc|ci)(?: now| is| are)* (?:pass(?:es|ing)?|succeed\w*|successful|clean|green)"
+    r"|(?:builds?|compiles?) (?:successfully|cleanly|without errors?)"
+    r"|no (?:more )?(?:type |lint |test |compil\w+ )?errors\b"
+    r"|everything (?:is )?(?:passing|green|works?|working))",
+    re.IGNORECASE,
+)
+_WORK_CLAIM = re.compile(
+    # "Done." opening a line or sentence; "all done"; "I've fixed"; "is now fixed"; "successfully".
+    r"(?:^|[.!]\s+)[*#✅\s]*(?:done|fixed|complete[d]?|finished|all set)\b[.!:]"
+    r"|\ball (?:done|fixed|set)\b|\bI(?:'ve| have) (?:now )?(?:successfully )?(?:fixed|completed|finished|resolved)\b"
+    r"|\b(?:successfully|now works|is now working|works (?:now|correctly|as expected)|(?:is|are) now (?:fixed|complete|done|ready|working)"
+    r"|has been (?:fixed|resolved|completed)|(?:implementation|migration|fix|task|refactor\w*) is complete|should now work)\b|✅",
+    re.IGNORECASE | re.MULTILINE,
+)
+# The final text owns up to a failure: then it is not a false claim.
+_ADMITS = re.compile(
+    r"\b(?:\d+|some|one|two|three|a few|several|remaining) (?:\w+ )?(?:tests? )?(?:still )?fail"
+    r"|\bstill (?:fail\w*|broken|erroring|red)|\b(?:tests?|build|lint|checks?|ci) (?:is |are )?(?:still )?(?:failing|broken|red)\b"
+    r"|\b(?:could not|couldn'?t|unable to|cannot|can'?t|did not|didn'?t|was not able to) (?:get|make|fix|run|verify|pass|resolve|complete)"
+    r"|\bpre-?existing (?:failures?|errors?|issues?)|\bunrelated (?:failures?|errors?|tests?)"
+    r"|\bnot (?:yet )?(?:passing|working|fixed|green)|\bfail(?:ed|s|ing|ure)\b.{0,40}\b(?:because|due to|remain)"
+    r"|\bblocked\b|\berror(?:s)? (?:remain|persist)",
+    re.IGNORECASE,
+)
+
+
+def final_text(messages: list, start: int) -> tuple[Any, str] | None:
+    """Return the last assistant message with text in the turn, and its text."""
+    for i in range(len(messages) - 1, start, -1):
+        m = messages[i]
+        if m.role == "assistant" and m.text.strip():
+            return m, m.text
+    return None
+
+
+def _claim(text: str) -> tuple[str, str] | None:
+    m = _CHECK_CLAIM.search(text)
+    if m:
+        return "checks", m.group(0).strip()
+    m = _WORK_CLAIM.search(text)
+    if m:
+        return "work", m.group(0).strip(" *#")
+    return None
+
+
+def claimed_success(messages: list, start: int, calls: list[Call], opts: dict[str, Any]) -> Signal | None:
+    last = messages[-1] if messages else None
+    if last is None or last.role != "assistant":
+        return None
+    found = final_text(messages, start)
+    if found is None:
+        return None
+    final, text = found
+    claim = _claim(text)
+    if claim is None or _ADMITS.search(text):
+        return None
+    answered = [c for c in calls if c.result is not None and (c.result_index or 0) < messages.index(final)]
+    checks = [c for c in answered if is_verification(c)]
+    relevant = checks[-1] if checks else next(
+        (c for c in reversed(answered) if c.command is not None or c.is_edit), None
+    )
+    if relevant is None:
+        return None
+    why = failure(relevant)
+    if why is None:
+        return None
+    kind, said = claim
+    score = 0.5 + (0.25 if kind == "checks" else 0.0) + (0.2 if checks else 0.0)
+    what = relevant.command or relevant.name
+    evidence = [
+        Evidence(final.native_id, said if len(said) > 12 else _around(text, said)),
+        Evidence(relevant.result_id or relevant.message_id, f"{what[:60]}: {why}: {first_line(relevant.result)}"),
+    ]
+    return Signal("claimed-success-after-failure", score, evidence,
+                  {"claim": kind, "failure": why, "verification": bool(checks)})
+
+
+def _around(text: str, phrase: str, width: int = 100) -> str:
+    i = text.find(phrase)
+    if i < 0:
+        return phrase
+    return text[max(0, i - width // 2) : i + len(phrase) + width // 2]
