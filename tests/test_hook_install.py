@@ -1,0 +1,135 @@
+"""`auditor hook install`: the settings entry Claude Code (and Codex) accepts, merged, idempotent."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from live_helpers import CC_SESSION, copy_lines, run_cli
+
+EXAMPLE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "wire" / "claude_code_settings.hooks.example.json"
+
+
+def assert_claude_code_accepts(settings: dict, event: str = "Stop") -> dict:
+    """The shape of ../shared/reference/observer-apis.md section 6.1: event -> groups -> handlers;
+    Stop takes no matcher; a command handler has type, command and a timeout in seconds."""
+    groups = settings["hooks"][event]
+    assert isinstance(groups, list)
+    ours = [h for g in groups for h in g["hooks"] if "hook claude-code" in h.get("command", "")]
+    assert len(ours) == 1
+    for group in groups:
+        assert "matcher" not in group and isinstance(group["hooks"], list)
+    handler = ours[0]
+    assert set(handler) == {"type", "command", "timeout"}
+    assert handler["type"] == "command" and isinstance(handler["timeout"], int) and handler["timeout"] > 0
+    if EXAMPLE.is_file():  # the same keys as the reference example
+        example = json.loads(EXAMPLE.read_text())["hooks"]["Stop"][0]["hooks"][0]
+        assert set(example) == set(handler)
+    return handler
+
+
+def install(tmp_path, *args):
+    return run_cli("hook", "install", "claude-code", "--dir", str(tmp_path / "proj"), *args)
+
+
+def test_install_writes_the_project_settings(tmp_path):
+    result = install(tmp_path)
+    path = tmp_path / "proj" / ".claude" / "settings.json"
+    assert result.returncode == 0 and result.stdout.startswith(f"installed in {path}: ")
+    settings = json.loads(path.read_text())
+    handler = assert_claude_code_accepts(settings)
+    assert handler["timeout"] == 45
+    assert shlex.split(handler["command"])[-2:] == ["hook", "claude-code"]
+    assert_claude_code_accepts(settings, "SubagentStop")
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_installing_twice_changes_nothing(tmp_path):
+    install(tmp_path)
+    path = tmp_path / "proj" / ".claude" / "settings.json"
+    before = path.read_bytes()
+    again = install(tmp_path)
+    assert again.returncode == 0 and again.stdout.startswith("already installed in")
+    assert path.read_bytes() == before
+
+
+def test_install_merges_and_never_clobbers(tmp_path):
+    path = tmp_path / "proj" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    theirs = {
+        "permissions": {"allow": ["Bash(npm test)"]},
+        "hooks": {
+            "Stop": [{"hooks": [{"type": "command", "command": "~/.claude/stop-hook-git-check.sh"}]}],
+            "PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "prettier -w"}]}],
+        },
+    }
+    path.write_text(json.dumps(theirs, indent=2))
+    assert install(tmp_path, "--observer", "claude", "--deadline", "20").returncode == 0
+    settings = json.loads(path.read_text())
+    assert settings["permissions"] == theirs["permissions"]
+    assert settings["hooks"]["PostToolUse"] == theirs["hooks"]["PostToolUse"]
+    assert settings["hooks"]["Stop"][0] == theirs["hooks"]["Stop"][0]
+    handler = assert_claude_code_accepts(settings)
+    assert handler["timeout"] == 35 and "--observer claude --deadline 20" in handler["command"]
+    # Installing with other options updates auditor's entry in place.
+    assert install(tmp_path, "--observer", "gemini").returncode == 0
+    settings = json.loads(path.read_text())
+    handler = assert_claude_code_accepts(settings)
+    assert "--observer gemini" in handler["command"] and len(settings["hooks"]["Stop"]) == 2
+
+
+def test_a_broken_settings_file_is_left_alone(tmp_path):
+    path = tmp_path / "proj" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"hooks": {')
+    result = install(tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"Error: {path} is not valid JSON (") and "nothing was changed" in result.stderr
+    assert path.read_text() == '{"hooks": {'
+
+
+def test_user_and_local_scopes(tmp_path):
+    home = Path(os.environ["HOME"])
+    assert install(tmp_path, "--user").returncode == 0
+    assert_claude_code_accepts(json.loads((home / ".claude" / "settings.json").read_text()))
+    assert install(tmp_path, "--local").returncode == 0
+    assert_claude_code_accepts(json.loads((tmp_path / "proj" / ".claude" / "settings.local.json").read_text()))
+
+
+def test_codex_hooks_file(tmp_path):
+    result = run_cli("hook", "install", "codex", "--dir", str(tmp_path / "proj"))
+    assert result.returncode == 0
+    settings = json.loads((tmp_path / "proj" / ".codex" / "hooks.json").read_text())
+    [group] = settings["hooks"]["Stop"]
+    assert shlex.split(group["hooks"][0]["command"])[-2:] == ["hook", "codex"] and "SubagentStop" not in settings["hooks"]
+
+
+@pytest.mark.corpus
+def test_the_installed_command_runs_as_claude_code_would_run_it(tmp_path, corpus):
+    """Run the command string from settings.json through a shell, with a Stop payload on stdin."""
+    assert install(tmp_path).returncode == 0
+    handler = assert_claude_code_accepts(json.loads((tmp_path / "proj" / ".claude" / "settings.json").read_text()))
+    session = copy_lines(corpus / CC_SESSION, tmp_path / "s.jsonl")
+    stdin = json.dumps({"session_id": "1af7fc5e-8455-4414-9ccd-011d40f70b2a", "transcript_path": str(session),
+                        "hook_event_name": "Stop", "stop_hook_active": False})
+    env = {**os.environ, "CLAUDE_PROJECT_DIR": str(tmp_path / "proj"), "AUDITOR_OBSERVER": "no-such-observer"}
+    result = subprocess.run(["/bin/sh", "-c", handler["command"]], input=stdin, capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert (result.returncode, result.stdout) == (0, "")  # an unusable observer fails open
+
+
+def test_print_shows_the_merged_file_without_writing(tmp_path):
+    result = install(tmp_path, "--print")
+    assert result.returncode == 0
+    assert_claude_code_accepts(json.loads(result.stdout))
+    assert not (tmp_path / "proj" / ".claude").exists()
