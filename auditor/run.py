@@ -443,8 +443,12 @@ class Auditor:
 
         async def produce() -> None:
             sent = 0
-            for job in self.plan():
-                if should_stop() or (self.config.limit is not None and sent >= self.config.limit):
+            jobs = self.plan()
+            while not should_stop() and (self.config.limit is None or sent < self.config.limit):
+                # Gate and format in a worker thread, so that answers keep being handled (and
+                # new calls started) while the next checkpoints are prepared.
+                job = await asyncio.to_thread(next, jobs, None)
+                if job is None:
                     break
                 await queue.put(job)
                 sent += 1
