@@ -94,7 +94,9 @@ def _usd(v: float | None, unpriced: bool = False) -> str:
 
 
 def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{v * 100:.1f}%"
+    if v is None:
+        return "—"
+    return f"{v * 100:.1f}%" if v == 0 or abs(v) >= 0.01 else f"{v * 100:.3f}%"
 
 
 def _key(v: Any) -> str:
@@ -174,7 +176,7 @@ def _cost_table(report) -> None:
         heads if keys else heads[len(keys) :],
         rows,
         total,
-        "+? : some calls are not in the price table (see the note)",
+        "+? : some calls are not in the price table (see the note)" if report.notes else None,
     )
 
 
