@@ -5,6 +5,12 @@ with its thread and checkpoint spelled out, and one row per billed model call (a
 observers') with tokens in one convention. Views are not in the SQLAlchemy metadata, and
 Alembic's autogenerate does not compare views, so the models-match-migrations check ignores them.
 
+Caution for later migrations: on SQLite, a batch operation that recreates threads, checkpoints,
+verdicts or token_usage fails with "error in view verdicts_view: no such table" while these
+views exist (SQLite checks views when the copy is renamed). Run it with
+`PRAGMA legacy_alter_table=ON` on the migration connection, or drop the views first and create
+them again after (VERDICTS_VIEW and COSTS_VIEW below).
+
 Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-22 12:00:00
