@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -113,25 +114,29 @@ _QUIET_EXIT_ONE = re.compile(r"^\s*(?:grep|egrep|rg|ag|find|ls|test|\[|which|dif
 
 def failure(call: Call) -> str | None:
     """Return why a call's result counts as a failure (a short phrase), or None."""
-    text = call.result
-    if text is None:
+    if call.result is None:
         return None
+    return _failure(call.command, call.result, call.is_error)
+
+
+# Every checkpoint of a turn looks at the same results again: remember the answers.
+@functools.lru_cache(maxsize=16384)
+def _failure(command: str | None, text: str, is_error: bool | None) -> str | None:
     head = text.lstrip()[:200]
     if _NOT_A_FAILURE.match(head):
         return None
-    if call.command is None:
+    if command is None:
         # Only the tool's own error flag counts: a Read of a log full of "FAILED" did not fail.
-        return "error result" if call.is_error else None
+        return "error result" if is_error else None
     m = _EXIT.search(text[:400])
     if m:
         code = int(m.group(1))
         if code == 0:
             return "test failures" if _has_test_failures(text) else None
-        cmd = call.command or ""
-        if code == 1 and _QUIET_EXIT_ONE.match(cmd) and len(text) < 400:
+        if code == 1 and _QUIET_EXIT_ONE.match(command) and len(text) < 400:
             return None
         return f"exit code {code}"
-    if call.is_error:
+    if is_error:
         return "error result"
     if _FAILURE_TEXT.search(text[:20000]):
         return "error output" if not _has_test_failures(text) else "test failures"

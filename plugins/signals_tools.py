@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -26,6 +27,12 @@ TOOL_LOOP = {
 # Keys that change between identical calls without changing what the call does.
 _DIGITS = re.compile(r"\d+")
 _VOLATILE = {"description", "timeout", "timeout_ms", "yield_time_ms", "max_output_tokens", "justification"}
+
+
+@functools.lru_cache(maxsize=16384)
+def _outcome(text: str) -> str:
+    """Return a result's text with numbers (times, counts, ids) and spacing evened out."""
+    return _DIGITS.sub("0", " ".join(text[:4000].split())[:2000])
 
 
 def _normal(call: Call) -> str:
@@ -63,7 +70,7 @@ def tool_loop(calls: list[Call], opts: dict[str, Any]) -> Signal | None:
         if c.name not in ignore:
             key = _normal(c)
             if opts["same_result"]:
-                key += "\0" + _DIGITS.sub("0", " ".join((c.result or "").split())[:2000])
+                key += "\0" + _outcome(c.result or "")
             groups.setdefault(key, []).append(c)
     repeated = max(groups.values(), key=len, default=[])
     score = 0.0
@@ -147,7 +154,7 @@ _WORK_CLAIM = re.compile(
 )
 # The final text owns up to a failure: then it is not a false claim.
 _ADMITS = re.compile(
-    r"\b(?:\d+|some|one|two|three|a few|several|remaining) (?:\w+ )?(?:tests? )?(?:still )?fail"
+    r"\b(?:[1-9]\d*|some|one|two|three|a few|several|remaining) (?:\w+ )?(?:tests? )?(?:still )?fail"
     r"|\bstill (?:fail\w*|broken|erroring|red)|\b(?:tests?|build|lint|checks?|ci) (?:is |are )?(?:still )?(?:failing|broken|red)\b"
     r"|\b(?:could not|couldn'?t|unable to|cannot|can'?t|did not|didn'?t|was not able to) (?:get|make|fix|run|verify|pass|resolve|complete)"
     r"|\bpre-?existing (?:failures?|errors?|issues?)|\bunrelated (?:failures?|errors?|tests?)"
@@ -176,6 +183,96 @@ def _claim(text: str) -> tuple[str, str] | None:
     return None
 
 
+# Commands that only look around: when one fails, nothing the agent claims depends on it.
+_LOOKING = re.compile(
+    r"^(?:ls|cat|head|tail|less|find|fd|grep|egrep|rg|ag|which|whereis|echo|printf|pwd|wc|sed -n|awk|tree|file"
+    r"|stat|du|df|ps|env|printenv|type|command -v|test|\[|date|whoami|uname|git (?:status|log|diff|show|branch"
+    r"|remote|rev-parse|blame|ls-files)|gh (?:pr|issue) (?:view|list)|curl -s?I|open|xdg-open)\b"
+)
+_SETUP = re.compile(r"^(?:cd|source|\.|export|set|pushd|popd|sleep|true)\b")
+_CHAIN = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
+_PIPE = re.compile(r"\s*\|\s*")
+_REDIRECT = re.compile(r"(?<![0-9&>])>>?\s*([^\s&|;<>]+)")
+_ENV_WORD = re.compile(r"[A-Z_][A-Z0-9_]*=\S*")
+# Tools whose first argument says what they do (`git commit`, `npm test`, `cargo build`).
+_SUBCOMMANDS = {"git", "npm", "pnpm", "yarn", "bun", "cargo", "go", "docker", "gh", "mix", "dotnet", "kubectl",
+                "make", "deno", "swift", "gradle", "mvn", "brew", "apt", "apt-get", "pip", "pip3", "uv", "poetry",
+                "bd", "systemctl", "terraform", "helm", "bundle", "rake"}
+# Wrappers that run another program: the task is that program.
+_WRAPPERS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("bundle", "exec"), ("pnpm", "exec"),
+             ("yarn", "exec"), ("python", "-m"), ("python3", "-m"), ("npx",), ("bunx",), ("sudo",), ("time",),
+             ("timeout",), ("env",), ("nohup",)}
+_NOT_INSTALLED = re.compile(r"command not found|not recognized as an internal|No such file or directory \(os error 2\)")
+_BENIGN = re.compile(r"nothing to commit|nothing added to commit|Already up to date|no changes added to commit")
+
+
+def _task(call: Call) -> str | None:
+    """Return what a call was trying to get done, so that a later success can settle a failure.
+
+    An edit's file; a command's last real step (`cd`, `source`, `export` skipped; the first
+    program of a pipe), as its program and, for tools with subcommands, the subcommand
+    (`git commit`, `npm run build`, `pytest`, `python3`). None for commands that only look
+    around and for tools that neither run nor edit.
+    """
+    if call.is_edit:
+        return "edit:" + (call.paths[0] if call.paths else call.name)
+    cmd = call.command
+    if not cmd:
+        return None
+    first_line = cmd.strip().split("\n", 1)[0]
+    if "<<" in first_line:  # a heredoc: the rest is its body
+        cmd = first_line
+    steps = [p.strip(" ()") for p in _CHAIN.split(cmd.strip())]
+    steps = [p for p in steps if p and not _SETUP.match(p)]
+    if not steps:
+        return None
+    step = _PIPE.split(steps[-1])[0].strip(" ()")
+    target = _REDIRECT.search(step)
+    if target and not target.group(1).startswith("/dev/"):
+        return "write:" + target.group(1)
+    if _LOOKING.match(step):
+        return None
+    words = [w for w in step.split() if not _ENV_WORD.fullmatch(w)]
+    while words:
+        for wrapper in _WRAPPERS:
+            if tuple(words[: len(wrapper)]) == wrapper:
+                words = words[len(wrapper) :]
+                while words and words[0].startswith("-"):
+                    words = words[1:]
+                break
+        else:
+            break
+    if not words:
+        return None
+    program = words[0].rsplit("/", 1)[-1]
+    args = [w for w in words[1:] if not w.startswith("-")]
+    if program in _SUBCOMMANDS and args:
+        return "cmd:" + " ".join([program, *(args[:2] if args[0] in ("run", "exec") else args[:1])])
+    return "cmd:" + program
+
+
+def unresolved(calls: list[Call]) -> list[tuple[Call, str]]:
+    """Return the failed calls of the turn that no later call of the same task made good.
+
+    A command that is not installed counts only when it is a check (tests, build, lint): a
+    missing diagnostic tool says nothing about the work.
+    """
+    last: dict[str, Call] = {}
+    for c in sorted((c for c in calls if c.result is not None), key=lambda c: c.result_index or 0):
+        task = _task(c)
+        if task is not None:
+            last[task] = c
+    out = []
+    for c in last.values():
+        why = failure(c)
+        if not why or _BENIGN.search((c.result or "")[:2000]):
+            continue
+        if _NOT_INSTALLED.search((c.result or "")[:2000]) and not is_verification(c):
+            continue
+        out.append((c, why))
+    return sorted(out, key=lambda pair: pair[0].result_index or 0)
+
+
 def claimed_success(messages: list, start: int, calls: list[Call], opts: dict[str, Any]) -> Signal | None:
     last = messages[-1] if messages else None
     if last is None or last.role != "assistant":
@@ -187,25 +284,21 @@ def claimed_success(messages: list, start: int, calls: list[Call], opts: dict[st
     claim = _claim(text)
     if claim is None or _ADMITS.search(text):
         return None
-    answered = [c for c in calls if c.result is not None and (c.result_index or 0) < messages.index(final)]
-    checks = [c for c in answered if is_verification(c)]
-    relevant = checks[-1] if checks else next(
-        (c for c in reversed(answered) if c.command is not None or c.is_edit), None
-    )
-    if relevant is None:
+    before = messages.index(final)
+    failed = unresolved([c for c in calls if c.result is not None and (c.result_index or 0) < before])
+    if not failed:
         return None
-    why = failure(relevant)
-    if why is None:
-        return None
+    checks = [pair for pair in failed if is_verification(pair[0])]
+    relevant, why = (checks or failed)[-1]
     kind, said = claim
     score = 0.5 + (0.25 if kind == "checks" else 0.0) + (0.2 if checks else 0.0)
-    what = relevant.command or relevant.name
+    what = relevant.command or f"{relevant.name} {', '.join(relevant.paths)}".strip()
     evidence = [
         Evidence(final.native_id, said if len(said) > 12 else _around(text, said)),
         Evidence(relevant.result_id or relevant.message_id, f"{what[:60]}: {why}: {first_line(relevant.result)}"),
     ]
     return Signal("claimed-success-after-failure", score, evidence,
-                  {"claim": kind, "failure": why, "verification": bool(checks)})
+                  {"claim": kind, "failure": why, "verification": bool(checks), "unresolved": len(failed)})
 
 
 def _around(text: str, phrase: str, width: int = 100) -> str:
