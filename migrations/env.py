@@ -9,11 +9,14 @@ config = context.config
 target_metadata = Base.metadata
 
 
-def _configure(connection) -> None:
+def _legacy_alter_table(connection) -> None:
     if connection.dialect.name == "sqlite":
         # Batch migrations rebuild tables by rename; the report views must keep pointing at
         # the table names, not follow the renamed copies.
         connection.exec_driver_sql("PRAGMA legacy_alter_table=ON")
+
+
+def _configure(connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
@@ -25,6 +28,7 @@ def _configure(connection) -> None:
 def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
+        _legacy_alter_table(connection)
         _configure(connection)
         with context.begin_transaction():
             context.run_migrations()
@@ -33,6 +37,8 @@ def run_migrations_online() -> None:
         config.get_section(config.config_ini_section, {}), prefix="sqlalchemy.", poolclass=pool.NullPool
     )
     with engine.connect() as conn:
+        _legacy_alter_table(conn)
+        conn.commit()  # the pragma must not leave a transaction open for Alembic's own
         _configure(conn)
         with context.begin_transaction():
             context.run_migrations()
