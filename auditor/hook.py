@@ -236,7 +236,7 @@ class Hook:
                 a._finish_run("done")
                 return HookOutcome("silent", "another auditor process is auditing this checkpoint", a.summary.run_id)
             verdict_id = verdict_id or job.answered
-        outcome = self._deliver(p, thread, cp, verdict_id, stream)
+        outcome = self._deliver(p, thread, messages, cp, verdict_id, stream)
         a._finish_run("failed" if outcome.status == "failed" else "done",
                       outcome.detail if outcome.status == "failed" else None)
         outcome.run_id = a.summary.run_id
@@ -253,7 +253,7 @@ class Hook:
         with self.engine.begin() as conn:
             conn.execute(update(s.Run).where(s.Run.id == a.summary.run_id).values(config=config))
 
-    def _deliver(self, p: _Payload, thread, cp, verdict_id: int, stream: TextIO) -> HookOutcome:
+    def _deliver(self, p: _Payload, thread, messages: list, cp, verdict_id: int, stream: TextIO) -> HookOutcome:
         from . import inject
         from . import schema as s
         from .threads import load_messages
@@ -265,9 +265,10 @@ class Hook:
         if v.status != "ok" or not v.needs_correction:
             detail = "no correction" if v.status == "ok" else f"invalid answer: {v.problem}"
             return HookOutcome("silent", detail, verdict_id=verdict_id)
-        # The user may have written while the observer thought (seed 002): look again.
+        # The user may have written while the observer thought (seed 002): read what came since.
         self._ingest(p.transcript)
-        stored = load_messages(self.engine, thread.id)
+        stored = [m for m in messages if m.id]  # without a stand-in for a lagging file
+        stored += load_messages(self.engine, thread.id, after_id=max((m.id for m in stored), default=0))
         ref = cp.message_id
         if p.last_message and not any(m.native_id == ref for m in stored):
             # The turn was judged on the payload's message; the file may have it by now.

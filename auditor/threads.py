@@ -105,15 +105,15 @@ class StoredMessage:
         return "\n\n".join(b.text for b in self.blocks if b.kind == "text" and b.text)
 
 
-def load_messages(engine: Engine, thread_id: int) -> list[StoredMessage]:
-    """Return the messages of a thread in order."""
+def load_messages(engine: Engine, thread_id: int, after_id: int | None = None) -> list[StoredMessage]:
+    """Return the messages of a thread in order (only those stored after row `after_id`, if given)."""
     m = s.Message
+    q = select(m.id, m.native_id, m.role, m.source_type, m.timestamp, m.model, m.seq, m.blocks)
+    q = q.where(m.thread_id == thread_id)
+    if after_id is not None:
+        q = q.where(m.id > after_id)
     with engine.connect() as conn:
-        rows = conn.execute(
-            select(m.id, m.native_id, m.role, m.source_type, m.timestamp, m.model, m.seq, m.blocks)
-            .where(m.thread_id == thread_id)
-            .order_by(m.seq, m.id)
-        ).all()
+        rows = conn.execute(q.order_by(m.seq, m.id)).all()
     return [
         StoredMessage(r.id, r.native_id, r.role, r.source_type, r.timestamp, r.model, r.seq,
                       [Block.from_json(b) for b in (r.blocks or [])])
