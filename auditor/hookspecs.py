@@ -34,10 +34,12 @@ def register_formats(register: Callable[[object], None]) -> None:
 def register_observers(register: Callable[[object], None]) -> None:
     """Register observer backends (the models that judge a checkpoint).
 
-    Call `register(observer)` once per backend; `observer` has the attributes and methods of
-    `auditor.observe.Observer`: `name` (what `--observer NAME` selects), `default_model`,
-    `check(options)` (returns None when usable, else a one-line reason with the fix: missing SDK,
-    key or server) and `async observe(request, options)` returning an `ObserveResult`.
+    Called once, the first time a command needs the observers (`auditor run`, `auditor
+    observers`, `auditor hook`). Call `register(observer)` once per backend; `observer` has
+    the attributes and methods of `auditor.observe.Observer`: `name` (what `--observer NAME`
+    selects), `default_model`, `check(options)` (returns None when usable, else a one-line
+    reason with the fix: missing SDK, key or server) and `async observe(request, options)`
+    returning an `ObserveResult`.
     """
 
 
@@ -81,10 +83,11 @@ def gate_checkpoint(
 def format_checkpoint(checkpoint: object, thread: object, messages: list, config: dict) -> str | None:
     """Render the thread up to a checkpoint as the markdown the observer reads.
 
-    Same arguments as `gate_checkpoint`; `config` carries the formatter options (token
-    budget...). Return the user content of the observer call (secrets already redacted), or
-    None to leave it to the next plugin. The first non-None result wins; the built-in
-    formatter runs last.
+    Called once per checkpoint that passed the gate by `auditor run` (and `--dry-run`), and
+    by `auditor prompt`. Same arguments as `gate_checkpoint` without `signals`; `config`
+    carries the formatter options (token budget...). Return the user content of the observer
+    call (secrets already redacted), or None to leave it to the next plugin. The first
+    non-None result wins; the built-in formatter runs last.
     """
 
 
