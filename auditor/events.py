@@ -8,7 +8,7 @@ the log outlives the rows it names. `auditor events` reads it back (`list_events
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
@@ -34,7 +34,7 @@ MAX_SUBJECT = 300
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def record(
@@ -56,14 +56,22 @@ def record(
     comes from a transcript); `data` small JSON-able details.
     """
     if not _TYPE.fullmatch(type):
-        raise AuditorError(f"{type!r} is not a valid event type: use lower-case words joined by dashes.")
+        raise AuditorError(
+            f"{type!r} is not a valid event type: use lower-case words joined by dashes."
+        )
     if subject is not None and len(subject) > MAX_SUBJECT:
         subject = subject[: MAX_SUBJECT - 1] + "…"
     return conn.execute(
         s.Event.__table__.insert()
         .values(
-            at=at or _now(), type=type, run_id=run_id, thread_id=thread_id, checkpoint_id=checkpoint_id,
-            verdict_id=verdict_id, subject=subject, data=data or None,
+            at=at or _now(),
+            type=type,
+            run_id=run_id,
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            verdict_id=verdict_id,
+            subject=subject,
+            data=data or None,
         )
         .returning(s.Event.id)
     ).scalar_one()
@@ -77,7 +85,9 @@ def record_file(conn: Connection, result) -> None:
     if result.errors:
         data["problems"] = len(result.errors)
         data["first_problem"] = result.errors[0][-200:]
-    record(conn, "error" if result.status == "failed" else "ingested", subject=result.path, data=data)
+    record(
+        conn, "error" if result.status == "failed" else "ingested", subject=result.path, data=data
+    )
 
 
 def gate_before(conn: Connection, checkpoint) -> tuple[bool, str] | None:
@@ -93,8 +103,16 @@ def gate_before(conn: Connection, checkpoint) -> tuple[bool, str] | None:
     return None if row is None else (bool(row.gate_audit), row.gate_reason)
 
 
-def record_gate(conn: Connection, before: tuple[bool, str] | None, decision, *, checkpoint_id: int,
-                thread_id: int, run_id: int | None, signals: list) -> None:
+def record_gate(
+    conn: Connection,
+    before: tuple[bool, str] | None,
+    decision,
+    *,
+    checkpoint_id: int,
+    thread_id: int,
+    run_id: int | None,
+    signals: list,
+) -> None:
     """Record a gate decision when the checkpoint is new or its decision changed."""
     if before == (decision.audit, decision.reason):
         return
@@ -103,21 +121,41 @@ def record_gate(conn: Connection, before: tuple[bool, str] | None, decision, *, 
         data["signals"] = [sig.name for sig in signals]
     if before is not None:
         data["was"] = before[1]
-    record(conn, "gated", run_id=run_id, thread_id=thread_id, checkpoint_id=checkpoint_id, data=data)
+    record(
+        conn, "gated", run_id=run_id, thread_id=thread_id, checkpoint_id=checkpoint_id, data=data
+    )
 
 
 def record_verdict(conn: Connection, verdict_id: int, row: dict[str, Any]) -> None:
     """Record an observer call from its verdict row: audited or critiqued, corrected, or error."""
-    ids = {"run_id": row.get("run_id"), "thread_id": row.get("thread_id"),
-           "checkpoint_id": row.get("checkpoint_id"), "verdict_id": verdict_id}
-    data = {"observer": row.get("observer"), "model": row.get("model"), "cost_usd": row.get("cost_usd")}
+    ids = {
+        "run_id": row.get("run_id"),
+        "thread_id": row.get("thread_id"),
+        "checkpoint_id": row.get("checkpoint_id"),
+        "verdict_id": verdict_id,
+    }
+    data = {
+        "observer": row.get("observer"),
+        "model": row.get("model"),
+        "cost_usd": row.get("cost_usd"),
+    }
     if row.get("critique_of") is not None:
         data["critique_of"] = row["critique_of"]
     if row.get("status") != "ok":
-        record(conn, "error", subject=row.get("problem"), data={**data, "status": row.get("status")}, **ids)
+        record(
+            conn,
+            "error",
+            subject=row.get("problem"),
+            data={**data, "status": row.get("status")},
+            **ids,
+        )
         return
-    record(conn, "critiqued" if row.get("critique_of") is not None else "audited",
-           data={**data, "needs_correction": bool(row.get("needs_correction"))}, **ids)
+    record(
+        conn,
+        "critiqued" if row.get("critique_of") is not None else "audited",
+        data={**data, "needs_correction": bool(row.get("needs_correction"))},
+        **ids,
+    )
     if row.get("needs_correction"):
         record(conn, "corrected", subject=row.get("message"), data=data, **ids)
 
@@ -139,7 +177,7 @@ def list_events(
     if types:
         q = q.where(e.c.type.in_(types))
     if since is not None:
-        q = q.where(e.c.at >= since.astimezone(timezone.utc).replace(tzinfo=None))
+        q = q.where(e.c.at >= since.astimezone(UTC).replace(tzinfo=None))
     if thread_id is not None:
         q = q.where(e.c.thread_id == thread_id)
     if run_id is not None:
@@ -168,7 +206,12 @@ def format_event(event: dict[str, Any]) -> str:
     """Return one line for a terminal: time, type, the ids involved, the subject."""
     ids = " ".join(
         f"{label}={event[key]}"
-        for key, label in (("run_id", "run"), ("thread_id", "thread"), ("checkpoint_id", "checkpoint"), ("verdict_id", "verdict"))
+        for key, label in (
+            ("run_id", "run"),
+            ("thread_id", "thread"),
+            ("checkpoint_id", "checkpoint"),
+            ("verdict_id", "verdict"),
+        )
         if event.get(key) is not None
     )
     at = event["at"][:19].replace("T", " ")

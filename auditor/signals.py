@@ -8,9 +8,10 @@ plugin returns can put a secret in the store in clear.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, select, text
 
@@ -58,7 +59,11 @@ class Signal:
     def __post_init__(self) -> None:
         self.score = round(min(1.0, max(0.0, float(self.score))), 3)
         self.evidence = [
-            e if isinstance(e, Evidence) else Evidence(*e) if isinstance(e, (tuple, list)) else Evidence(**e)
+            e
+            if isinstance(e, Evidence)
+            else Evidence(*e)
+            if isinstance(e, (tuple, list))
+            else Evidence(**e)
             for e in self.evidence
         ][:MAX_EVIDENCE]
 
@@ -67,7 +72,11 @@ class Signal:
 
     def summary(self) -> str:
         """Return one line: name, score and the first excerpt."""
-        first = f' [{self.evidence[0].message_id}] "{self.evidence[0].excerpt}"' if self.evidence else ""
+        first = (
+            f' [{self.evidence[0].message_id}] "{self.evidence[0].excerpt}"'
+            if self.evidence
+            else ""
+        )
         return f"{self.name} {self.score:.2f}{first}"
 
 
@@ -79,13 +88,15 @@ def strongest(signals: Iterable[Signal], min_score: float = 0.0) -> list[Signal]
 # -- storage -------------------------------------------------------------------------------
 
 
-def store_signals(conn: Connection, checkpoint_id: int, thread_id: int, signals: list[Signal]) -> None:
+def store_signals(
+    conn: Connection, checkpoint_id: int, thread_id: int, signals: list[Signal]
+) -> None:
     """Replace the stored signals of a checkpoint with `signals`."""
     table = s.Signal.__table__
     conn.execute(delete(table).where(table.c.checkpoint_id == checkpoint_id))
     if not signals:
         return
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     conn.execute(
         table.insert(),
         [
@@ -96,7 +107,10 @@ def store_signals(conn: Connection, checkpoint_id: int, thread_id: int, signals:
                 "score": sig.score,
                 # Excerpts are redacted again on the way in: a plugin may have built the
                 # evidence list by hand after construction.
-                "evidence": [{"message_id": e.message_id, "excerpt": excerpt(e.excerpt)} for e in sig.evidence],
+                "evidence": [
+                    {"message_id": e.message_id, "excerpt": excerpt(e.excerpt)}
+                    for e in sig.evidence
+                ],
                 "detail": sig.detail or None,
                 "computed_at": now,
             }
@@ -106,7 +120,9 @@ def store_signals(conn: Connection, checkpoint_id: int, thread_id: int, signals:
 
 
 def _from_row(row) -> Signal:
-    return Signal(row.name, row.score, [Evidence(**e) for e in row.evidence or []], row.detail or {})
+    return Signal(
+        row.name, row.score, [Evidence(**e) for e in row.evidence or []], row.detail or {}
+    )
 
 
 def load_signals(engine: Engine, checkpoint_id: int) -> list[Signal]:
@@ -197,7 +213,7 @@ def signal_counts(
 def _db_time(value: datetime) -> str:
     """Format a time the way SQLite stores DateTime (naive UTC), for comparison."""
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(UTC).replace(tzinfo=None)
     return value.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
@@ -220,10 +236,14 @@ def parse_options(values: Iterable[str]) -> dict[str, Any]:
         key, sep, value = raw.partition("=")
         name, dot, option = key.strip().partition(".")
         if not sep or not name:
-            raise AuditorError(f"--signal {raw!r}: use NAME.KEY=VALUE (tool-loop.min_repeats=4) or NAME=off.")
+            raise AuditorError(
+                f"--signal {raw!r}: use NAME.KEY=VALUE (tool-loop.min_repeats=4) or NAME=off."
+            )
         if not dot:
             if value.strip().lower() not in ("off", "false", "0", "no"):
-                raise AuditorError(f"--signal {raw!r}: a signal alone can only be turned off (NAME=off).")
+                raise AuditorError(
+                    f"--signal {raw!r}: a signal alone can only be turned off (NAME=off)."
+                )
             config.setdefault("disabled", []).append(name)
             continue
         try:

@@ -5,12 +5,13 @@ Rules, in order (each configurable through the run's gate config):
 - sidechains (subagent threads) are skipped unless `include_sidechains`;
 - never right after a course-correction message (loop prevention);
 - in every-inference mode, an end of turn after which the user already wrote is skipped;
-- a signal named in `audit_on_signals` fired (default: `claimed-success-after-failure`): audit,
-  whatever the counts below say; `[]` turns the rule off;
 - at least `min_tool_calls` tool calls (default 5) since the last typed user message;
 - at least one file edit since then, when `require_edit` (default on);
+- ...unless a signal named in `audit_on_signals` fired (default:
+  `claimed-success-after-failure`): then audit anyway, with the reason `signal (NAME)`;
+  `[]` turns the rule off;
 - when `skip_quiet_below_edits` is N > 0 (default 0, off): skip a checkpoint where no signal
-  fired and fewer than N files edits were made.
+  fired and fewer than N file edits were made.
 """
 
 from __future__ import annotations
@@ -42,12 +43,13 @@ def decide(checkpoint, thread, config: dict, signals: list = ()) -> GateDecision
     if cfg.get("mode") == "every-inference" and checkpoint.kind == END_TURN and checkpoint.user_wrote_after:
         return GateDecision(False, "user-wrote-again")
     forcing = [s.name for s in signals if s.name in (cfg["audit_on_signals"] or ())]
-    if forcing:
-        return GateDecision(True, f"signal ({forcing[0]})")
+    # The reason names the signal only where it changed the outcome.
     if checkpoint.tool_calls < cfg["min_tool_calls"]:
+        if forcing:
+            return GateDecision(True, f"signal ({forcing[0]})")
         return GateDecision(False, f"too-few-tool-calls ({checkpoint.tool_calls} < {cfg['min_tool_calls']})")
     if cfg["require_edit"] and checkpoint.file_edits == 0:
-        return GateDecision(False, "no-file-edit")
+        return GateDecision(True, f"signal ({forcing[0]})") if forcing else GateDecision(False, "no-file-edit")
     quiet_below = cfg["skip_quiet_below_edits"] or 0
     if quiet_below and not signals and checkpoint.file_edits < quiet_below:
         return GateDecision(False, f"quiet ({checkpoint.file_edits} < {quiet_below} edits, no signal)")

@@ -27,7 +27,14 @@ from auditor.hookspecs import hookimpl
 from .signals_common import calls_since, options, turn_start
 from .signals_sensitive import SENSITIVE_DATA, sensitive_data
 from .signals_text import GOAL_DRIFT, SKIPPED_REQUIREMENT, goal_drift, skipped_requirement
-from .signals_tools import CLAIMED_SUCCESS, ERROR_CASCADE, TOOL_LOOP, claimed_success, error_cascade, tool_loop
+from .signals_tools import (
+    CLAIMED_SUCCESS,
+    ERROR_CASCADE,
+    TOOL_LOOP,
+    claimed_success,
+    error_cascade,
+    tool_loop,
+)
 
 DEFAULTS = {
     "goal-drift": GOAL_DRIFT,

@@ -11,8 +11,18 @@ from auditor.checkpoints import is_typed_user
 from auditor.model import SOURCE_COURSE_CORRECTION
 
 # Tools that run a command; their input names it under one of these keys.
-COMMAND_TOOLS = {"bash", "shell", "shell_command", "exec_command", "local_shell", "run_terminal_cmd",
-                 "execute_command", "terminal", "run_command", "command"}
+COMMAND_TOOLS = {
+    "bash",
+    "shell",
+    "shell_command",
+    "exec_command",
+    "local_shell",
+    "run_terminal_cmd",
+    "execute_command",
+    "terminal",
+    "run_command",
+    "command",
+}
 _COMMAND_KEYS = ("command", "cmd", "script")
 
 
@@ -82,7 +92,9 @@ def calls_since(messages: list, start: int) -> list[Call]:
                     p = b.tool_input.get("file_path") or b.tool_input.get("path")
                     if isinstance(p, str):
                         paths = [p]
-                call = Call(m.native_id, i, b.tool_name or "?", b.tool_input, bool(b.is_file_edit), paths)
+                call = Call(
+                    m.native_id, i, b.tool_name or "?", b.tool_input, bool(b.is_file_edit), paths
+                )
                 calls.append(call)
                 if b.tool_use_id:
                     by_id[b.tool_use_id] = call
@@ -109,7 +121,9 @@ _FAILURE_TEXT = re.compile(
     re.MULTILINE | re.IGNORECASE,
 )
 # A non-zero exit of a search or comparison command only means "nothing found" or "differs".
-_QUIET_EXIT_ONE = re.compile(r"^\s*(?:grep|egrep|rg|ag|find|ls|test|\[|which|diff|cmp|git (?:diff|grep)|command -v)\b")
+_QUIET_EXIT_ONE = re.compile(
+    r"^\s*(?:grep|egrep|rg|ag|find|ls|test|\[|which|diff|cmp|git (?:diff|grep)|command -v)\b"
+)
 
 
 def failure(call: Call) -> str | None:
@@ -147,13 +161,19 @@ def _has_test_failures(text: str) -> bool:
     return re.search(r"\b[1-9]\d* (?:failed|failing)\b|^FAILED\b", text, re.MULTILINE) is not None
 
 
-_SAYS_FAILURE = re.compile(r"\b(?:error|errors|failed|failure|fatal|traceback|exception|denied|not found)\b", re.I)
-_NOISE = re.compile(r"^\s*(?:npm warn|warning:|Wall time|Output:$|Exit code)", re.I)
+_SAYS_FAILURE = re.compile(
+    r"\b(?:error|errors|failed|failure|fatal|traceback|exception|denied|not found)\b", re.IGNORECASE
+)
+_NOISE = re.compile(r"^\s*(?:npm warn|warning:|Wall time|Output:$|Exit code)", re.IGNORECASE)
 
 
 def first_line(text: str | None) -> str:
     """Return the line of `text` that best says what happened: a failure line, else the first."""
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip() and not _NOISE.match(line)]
+    lines = [
+        line.strip()
+        for line in (text or "").splitlines()
+        if line.strip() and not _NOISE.match(line)
+    ]
     for pattern in (_FAILURE_TEXT, _SAYS_FAILURE):
         for line in lines:
             if pattern.search(line):
@@ -179,9 +199,15 @@ def is_verification(call: Call) -> bool:
 
 # -- what a person wrote, without what they pasted -------------------------------------------
 
-_CODEX_IDE_CONTEXT = re.compile(r"\A\s*# Context from my IDE setup:.*?^## My request for Codex:[ \t]*\n?", re.S | re.M)
-_TAGGED = re.compile(r"<(ide_[a-z_]+|system-reminder|command-[a-z-]+|local-command-[a-z-]+|bash-[a-z]+)>.*?</\1>", re.S)
-_FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
+_CODEX_IDE_CONTEXT = re.compile(
+    r"\A\s*# Context from my IDE setup:.*?^## My request for Codex:[ \t]*\n?",
+    re.DOTALL | re.MULTILINE,
+)
+_TAGGED = re.compile(
+    r"<(ide_[a-z_]+|system-reminder|command-[a-z-]+|local-command-[a-z-]+|bash-[a-z]+)>.*?</\1>",
+    re.DOTALL,
+)
+_FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 # Lines of logs, code or shell output pasted into a message.
 _PASTED = re.compile(
     r"^\s{2,}\S|^\s*(?:\d{1,2}:\d{2}|\d{4}-\d{2}-\d{2}|[$>]\s|at \S+[(:]|File \"|\w*(?:Error|Exception):|[-+]{3} |@@ )"

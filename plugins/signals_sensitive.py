@@ -120,15 +120,28 @@ def sensitive_data(calls: list[Call], opts: dict[str, Any]) -> Signal | None:
             found, found_kinds, sample = classify(text)
             credential = _credential_file(c) if text is c.result else None
             if found == NORMAL and credential:
-                found, found_kinds, sample = SENSITIVE, (("credential-file", 1),), f"contents of {credential}"
+                found, found_kinds, sample = (
+                    SENSITIVE,
+                    (("credential-file", 1),),
+                    f"contents of {credential}",
+                )
             if found == NORMAL:
                 continue
             kinds.update(dict(found_kinds))
             if LEVELS[found] > LEVELS[level]:
                 level = found
-                evidence.insert(0, Evidence(c.result_id or c.message_id, f"{found} {c.name}: {sample}"))
+                evidence.insert(
+                    0, Evidence(c.result_id or c.message_id, f"{found} {c.name}: {sample}")
+                )
             else:
-                evidence.append(Evidence(c.result_id or c.message_id, f"{found} {c.name}: {sample}"))
+                evidence.append(
+                    Evidence(c.result_id or c.message_id, f"{found} {c.name}: {sample}")
+                )
     if LEVELS[level] < max(min_level, 1):
         return None
-    return Signal("sensitive-data", SCORES[level], evidence, {"level": level, "kinds": dict(sorted(kinds.items()))})
+    return Signal(
+        "sensitive-data",
+        SCORES[level],
+        evidence,
+        {"level": level, "kinds": dict(sorted(kinds.items()))},
+    )

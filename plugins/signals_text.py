@@ -8,7 +8,7 @@ from typing import Any
 from auditor.checkpoints import is_typed_user
 from auditor.signals import Evidence, Signal
 
-from .signals_common import Call, goal_message, is_verification, prose
+from .signals_common import Call, goal_message, prose
 
 # -- goal-drift (seed 004: explicit change phrases plus word-set divergence) -----------------
 
@@ -31,11 +31,95 @@ _DRIFT_PHRASES = re.compile(
 _LEAD = re.compile(r"^[^a-z]*(?:(?:i|we|i'd|i'm)\s+)?")
 _WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
 _STOP = frozenset(
-    "the and for are but not you all any can had her was one our out has have this that with from they"
-    " will would there their what when which who how its also just into then than them these those your"
-    " about could should some please make sure like need want let lets now here more only very much use"
-    " using get got does did done doing been being were way well still yet too each other such may might"
-    " able okay thanks thank yes sure".split()
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "all",
+        "any",
+        "can",
+        "had",
+        "her",
+        "was",
+        "one",
+        "our",
+        "out",
+        "has",
+        "have",
+        "this",
+        "that",
+        "with",
+        "from",
+        "they",
+        "will",
+        "would",
+        "there",
+        "their",
+        "what",
+        "when",
+        "which",
+        "who",
+        "how",
+        "its",
+        "also",
+        "just",
+        "into",
+        "then",
+        "than",
+        "them",
+        "these",
+        "those",
+        "your",
+        "about",
+        "could",
+        "should",
+        "some",
+        "please",
+        "make",
+        "sure",
+        "like",
+        "need",
+        "want",
+        "let",
+        "lets",
+        "now",
+        "here",
+        "more",
+        "only",
+        "very",
+        "much",
+        "use",
+        "using",
+        "get",
+        "got",
+        "does",
+        "did",
+        "done",
+        "doing",
+        "been",
+        "being",
+        "were",
+        "way",
+        "well",
+        "still",
+        "yet",
+        "too",
+        "each",
+        "other",
+        "such",
+        "may",
+        "might",
+        "able",
+        "okay",
+        "thanks",
+        "thank",
+        "yes",
+        "sure",
+    ]
 )
 _MAX_CHARS = 2000  # a pasted log says little about the goal
 
@@ -81,14 +165,27 @@ def _sentence(text: str, phrase: str, width: int = 140) -> str:
 
 # -- skipped-requirement-hint ---------------------------------------------------------------
 
-SKIPPED_REQUIREMENT = {"min_tool_calls": 1}  # a turn with fewer tool calls asked or planned; not a skip
+SKIPPED_REQUIREMENT = {
+    "min_tool_calls": 1
+}  # a turn with fewer tool calls asked or planned; not a skip
 
-_TEST_PATH = re.compile(r"(?:^|/)(?:tests?|specs?|__tests__)/|(?:^|/)test_[^/]*$|[._-](?:test|spec)\.\w+$|_test\.\w+$", re.I)
-_DOC_PATH = re.compile(r"\.(?:md|mdx|rst|adoc|txt)$|(?:^|/)docs?/|readme|changelog", re.I)
-_LINT_CMD = re.compile(r"\b(?:lint|ruff|eslint|flake8|pylint|clippy|credo|golangci|prettier|black|biome|rubocop|stylelint)\b", re.I)
-_TYPE_CMD = re.compile(r"\b(?:mypy|pyright|tsc|typecheck|type-check|check-types|dialyzer)\b", re.I)
-_TEST_CMD = re.compile(r"\b(?:test|tests|pytest|jest|vitest|mocha|rspec|phpunit|spec|playwright|cypress|ctest)\b", re.I)
-_BUILD_CMD = re.compile(r"\b(?:build|compile|make|tsc)\b", re.I)
+_TEST_PATH = re.compile(
+    r"(?:^|/)(?:tests?|specs?|__tests__)/|(?:^|/)test_[^/]*$|[._-](?:test|spec)\.\w+$|_test\.\w+$",
+    re.IGNORECASE,
+)
+_DOC_PATH = re.compile(r"\.(?:md|mdx|rst|adoc|txt)$|(?:^|/)docs?/|readme|changelog", re.IGNORECASE)
+_LINT_CMD = re.compile(
+    r"\b(?:lint|ruff|eslint|flake8|pylint|clippy|credo|golangci|prettier|black|biome|rubocop|stylelint)\b",
+    re.IGNORECASE,
+)
+_TYPE_CMD = re.compile(
+    r"\b(?:mypy|pyright|tsc|typecheck|type-check|check-types|dialyzer)\b", re.IGNORECASE
+)
+_TEST_CMD = re.compile(
+    r"\b(?:test|tests|pytest|jest|vitest|mocha|rspec|phpunit|spec|playwright|cypress|ctest)\b",
+    re.IGNORECASE,
+)
+_BUILD_CMD = re.compile(r"\b(?:build|compile|make|tsc)\b", re.IGNORECASE)
 _COMMIT_CMD = re.compile(r"\bgit\b[^|;&\n]*\bcommit\b")
 
 
@@ -102,35 +199,76 @@ def _ran(calls: list[Call], pattern: re.Pattern[str]) -> bool:
 
 # (name, what the user says, whether the turn did it)
 ASKS: list[tuple[str, re.Pattern[str], Any]] = [
-    ("add-tests", re.compile(
-        r"\b(?:add|write|include|create|with|cover (?:it|this|them) with)\s+(?:\w+\s+){0,2}?(?:unit |integration |e2e |regression )?tests?\b(?! (?:pass|run|suite))"
-        r"|\b(?:save[ds]?|turn|make)\b[^.\n?]{0,30}?\b(?:into )?an? (?:permanent |proper |real )*(?:unit |regression )?test\b", re.I),
-     lambda calls: _edited(calls, _TEST_PATH)),
-    ("run-tests", re.compile(
-        r"\b(?:run|rerun|re-run)\b[^.\n?]{0,15}?\b(?:the )?(?:tests?|test suite|specs?)\b"
-        r"|\bmake sure[^.\n?]{0,30}?\btests? (?:pass|still pass|are green)|\bdo (?:all )?(?:the )?tests pass\b", re.I),
-     lambda calls: _ran(calls, _TEST_CMD)),
-    ("run-lint", re.compile(r"\b(?:run|fix)\b[^.\n?]{0,15}?\b(?:the )?(?:lint(?:er|ing)?|ruff|eslint|flake8|clippy)\b|\blint (?:it|the code|everything)\b", re.I),
-     lambda calls: _ran(calls, _LINT_CMD)),
-    ("typecheck", re.compile(r"\b(?:run|fix)\b[^.\n?]{0,25}?\b(?:the )?(?:type ?check(?:er|ing|s)?|check-types|type-check|mypy|pyright|tsc)\b|\btype ?check (?:it|the code|everything)\b", re.I),
-     lambda calls: _ran(calls, _TYPE_CMD)),
-    ("update-docs", re.compile(r"\b(?:update|add|write|document|adjust|fix|fill in|fill out|edit)\b[^.\n?]{0,25}?\b(?:the )?(?:docs?|documentation|readme|changelog)\b", re.I),
-     lambda calls: _edited(calls, _DOC_PATH)),
-    ("commit", re.compile(
-        r"\b(?:and|then) commit\b|\bcommit (?:it|this|that|them|everything|the (?:changes|work)|your (?:changes|work))\b"
-        r"|\bcommit and push\b|\b(?:create|make) (?:an? )?(?:empty |new |single )?commit\b", re.I),
-     lambda calls: _ran(calls, _COMMIT_CMD)),
-    ("build", re.compile(r"\b(?:run|make sure|check)\b[^.\n?]{0,20}?\b(?:the )?build\b(?! a| an| the| new)", re.I),
-     lambda calls: _ran(calls, _BUILD_CMD)),
+    (
+        "add-tests",
+        re.compile(
+            r"\b(?:add|write|include|create|with|cover (?:it|this|them) with)\s+(?:\w+\s+){0,2}?(?:unit |integration |e2e |regression )?tests?\b(?! (?:pass|run|suite))"
+            r"|\b(?:save[ds]?|turn|make)\b[^.\n?]{0,30}?\b(?:into )?an? (?:permanent |proper |real )*(?:unit |regression )?test\b",
+            re.IGNORECASE,
+        ),
+        lambda calls: _edited(calls, _TEST_PATH),
+    ),
+    (
+        "run-tests",
+        re.compile(
+            r"\b(?:run|rerun|re-run)\b[^.\n?]{0,15}?\b(?:the )?(?:tests?|test suite|specs?)\b"
+            r"|\bmake sure[^.\n?]{0,30}?\btests? (?:pass|still pass|are green)|\bdo (?:all )?(?:the )?tests pass\b",
+            re.IGNORECASE,
+        ),
+        lambda calls: _ran(calls, _TEST_CMD),
+    ),
+    (
+        "run-lint",
+        re.compile(
+            r"\b(?:run|fix)\b[^.\n?]{0,15}?\b(?:the )?(?:lint(?:er|ing)?|ruff|eslint|flake8|clippy)\b|\blint (?:it|the code|everything)\b",
+            re.IGNORECASE,
+        ),
+        lambda calls: _ran(calls, _LINT_CMD),
+    ),
+    (
+        "typecheck",
+        re.compile(
+            r"\b(?:run|fix)\b[^.\n?]{0,25}?\b(?:the )?(?:type ?check(?:er|ing|s)?|check-types|type-check|mypy|pyright|tsc)\b|\btype ?check (?:it|the code|everything)\b",
+            re.IGNORECASE,
+        ),
+        lambda calls: _ran(calls, _TYPE_CMD),
+    ),
+    (
+        "update-docs",
+        re.compile(
+            r"\b(?:update|add|write|document|adjust|fix|fill in|fill out|edit)\b[^.\n?]{0,25}?\b(?:the )?(?:docs?|documentation|readme|changelog)\b",
+            re.IGNORECASE,
+        ),
+        lambda calls: _edited(calls, _DOC_PATH),
+    ),
+    (
+        "commit",
+        re.compile(
+            r"\b(?:and|then) commit\b|\bcommit (?:it|this|that|them|everything|the (?:changes|work)|your (?:changes|work))\b"
+            r"|\bcommit and push\b|\b(?:create|make) (?:an? )?(?:empty |new |single )?commit\b",
+            re.IGNORECASE,
+        ),
+        lambda calls: _ran(calls, _COMMIT_CMD),
+    ),
+    (
+        "build",
+        re.compile(
+            r"\b(?:run|make sure|check)\b[^.\n?]{0,20}?\b(?:the )?build\b(?! a| an| the| new)",
+            re.IGNORECASE,
+        ),
+        lambda calls: _ran(calls, _BUILD_CMD),
+    ),
 ]
-_NEGATION = re.compile(r"\b(?:don'?t|do not|no need to|without|skip|never|not|no)\b[^.\n]{0,20}$", re.I)
+_NEGATION = re.compile(
+    r"\b(?:don'?t|do not|no need to|without|skip|never|not|no)\b[^.\n]{0,20}$", re.IGNORECASE
+)
 
 
 def asks_in(text: str) -> list[tuple[str, str]]:
     """Return (ask name, the words that asked) for each explicit ask in a user's message."""
     found = []
     for name, pattern, _done in ASKS:
-        for m in pattern.finditer(text[:_MAX_CHARS * 2]):
+        for m in pattern.finditer(text[: _MAX_CHARS * 2]):
             if _NEGATION.search(text[max(0, m.start() - 40) : m.start()]):
                 continue
             found.append((name, m.group(0)))
@@ -138,7 +276,9 @@ def asks_in(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def skipped_requirement(messages: list, start: int, calls: list[Call], opts: dict[str, Any]) -> Signal | None:
+def skipped_requirement(
+    messages: list, start: int, calls: list[Call], opts: dict[str, Any]
+) -> Signal | None:
     if start < 0 or not is_typed_user(messages[start]) or len(calls) < opts["min_tool_calls"]:
         return None
     last = messages[-1]
@@ -154,5 +294,9 @@ def skipped_requirement(messages: list, start: int, calls: list[Call], opts: dic
         return None
     score = 0.4 + 0.4 * len(unmet) / len(asks)
     evidence = [Evidence(user.native_id, f"{name}: {said}") for name, said in unmet]
-    return Signal("skipped-requirement-hint", score, evidence,
-                  {"unmet": [n for n, _ in unmet], "asks": [n for n, _ in asks]})
+    return Signal(
+        "skipped-requirement-hint",
+        score,
+        evidence,
+        {"unmet": [n for n, _ in unmet], "asks": [n for n, _ in asks]},
+    )

@@ -17,8 +17,17 @@ from .signals_common import Call, failure, first_line, is_verification
 TOOL_LOOP = {
     "min_repeats": 3,  # the same call this many times in the turn fires
     # Tools that are meant to be called again with the same input (polling, listings).
-    "ignore": ["BashOutput", "TaskOutput", "TaskList", "TaskGet", "KillBash", "KillShell",
-               "TodoWrite", "update_plan", "write_stdin"],
+    "ignore": [
+        "BashOutput",
+        "TaskOutput",
+        "TaskList",
+        "TaskGet",
+        "KillBash",
+        "KillShell",
+        "TodoWrite",
+        "update_plan",
+        "write_stdin",
+    ],
     "undo_edits": True,  # an edit that reverses an earlier one fires too
     # Repeats count only when they also got the same result (numbers aside): re-running the
     # tests after each fix is work, running them again to the same output is a loop.
@@ -26,7 +35,14 @@ TOOL_LOOP = {
 }
 # Keys that change between identical calls without changing what the call does.
 _DIGITS = re.compile(r"\d+")
-_VOLATILE = {"description", "timeout", "timeout_ms", "yield_time_ms", "max_output_tokens", "justification"}
+_VOLATILE = {
+    "description",
+    "timeout",
+    "timeout_ms",
+    "yield_time_ms",
+    "max_output_tokens",
+    "justification",
+}
 
 
 @functools.lru_cache(maxsize=16384)
@@ -57,9 +73,11 @@ def _edit_pairs(call: Call) -> list[tuple[str, str, str]]:
     edits = call.input.get("edits") if isinstance(call.input.get("edits"), list) else [call.input]
     out = []
     for e in edits:
-        if isinstance(e, dict) and isinstance(e.get("old_string"), str) and isinstance(e.get("new_string"), str):
-            if e["old_string"] != e["new_string"]:
-                out.append((path, e["old_string"], e["new_string"]))
+        if not isinstance(e, dict):
+            continue
+        old, new = e.get("old_string"), e.get("new_string")
+        if isinstance(old, str) and isinstance(new, str) and old != new:
+            out.append((path, old, new))
     return out
 
 
@@ -81,7 +99,9 @@ def tool_loop(calls: list[Call], opts: dict[str, Any]) -> Signal | None:
         score = min(1.0, 0.5 + 0.25 * (len(repeated) - min_repeats))
         c = repeated[0]
         what = c.command or (", ".join(c.paths) if c.paths else "")
-        evidence = [Evidence(r.message_id, f"{c.name} {what}".strip()) for r in (repeated[0], repeated[-1])]
+        evidence = [
+            Evidence(r.message_id, f"{c.name} {what}".strip()) for r in (repeated[0], repeated[-1])
+        ]
         detail = {"tool": c.name, "repeats": len(repeated)}
     if opts["undo_edits"]:
         seen: dict[tuple[str, str, str], Call] = {}
@@ -92,8 +112,13 @@ def tool_loop(calls: list[Call], opts: dict[str, Any]) -> Signal | None:
                     undo = 0.8
                     if undo > score:
                         score = undo
-                        evidence = [Evidence(earlier.message_id, f"{earlier.name} {path}: {old[:60]!r} -> {new[:60]!r}"),
-                                    Evidence(c.message_id, f"{c.name} {path}: reverted")]
+                        evidence = [
+                            Evidence(
+                                earlier.message_id,
+                                f"{earlier.name} {path}: {old[:60]!r} -> {new[:60]!r}",
+                            ),
+                            Evidence(c.message_id, f"{c.name} {path}: reverted"),
+                        ]
                         detail = {"tool": c.name, "undone_edit": path}
                 seen[(path, old, new)] = c
     if score == 0.0:
@@ -126,7 +151,10 @@ def error_cascade(calls: list[Call], opts: dict[str, Any]) -> Signal | None:
     still_open = len(run) >= min_run
     score = 0.5 + 0.15 * (len(best) - min_run) + (0.2 if still_open else 0.0)
     shown = [best[0], best[-1]] if len(best) > 1 else best
-    evidence = [Evidence(c.result_id or c.message_id, f"{c.name}: {why}: {first_line(c.result)}") for c, why in shown]
+    evidence = [
+        Evidence(c.result_id or c.message_id, f"{c.name}: {why}: {first_line(c.result)}")
+        for c, why in shown
+    ]
     return Signal("error-cascade", score, evidence, {"run": len(best), "open": still_open})
 
 
@@ -195,15 +223,62 @@ _PIPE = re.compile(r"\s*\|\s*")
 _REDIRECT = re.compile(r"(?<![0-9&>])>>?\s*([^\s&|;<>]+)")
 _ENV_WORD = re.compile(r"[A-Z_][A-Z0-9_]*=\S*")
 # Tools whose first argument says what they do (`git commit`, `npm test`, `cargo build`).
-_SUBCOMMANDS = {"git", "npm", "pnpm", "yarn", "bun", "cargo", "go", "docker", "gh", "mix", "dotnet", "kubectl",
-                "make", "deno", "swift", "gradle", "mvn", "brew", "apt", "apt-get", "pip", "pip3", "uv", "poetry",
-                "bd", "systemctl", "terraform", "helm", "bundle", "rake"}
+_SUBCOMMANDS = {
+    "git",
+    "npm",
+    "pnpm",
+    "yarn",
+    "bun",
+    "cargo",
+    "go",
+    "docker",
+    "gh",
+    "mix",
+    "dotnet",
+    "kubectl",
+    "make",
+    "deno",
+    "swift",
+    "gradle",
+    "mvn",
+    "brew",
+    "apt",
+    "apt-get",
+    "pip",
+    "pip3",
+    "uv",
+    "poetry",
+    "bd",
+    "systemctl",
+    "terraform",
+    "helm",
+    "bundle",
+    "rake",
+}
 # Wrappers that run another program: the task is that program.
-_WRAPPERS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("bundle", "exec"), ("pnpm", "exec"),
-             ("yarn", "exec"), ("python", "-m"), ("python3", "-m"), ("npx",), ("bunx",), ("sudo",), ("time",),
-             ("timeout",), ("env",), ("nohup",)}
-_NOT_INSTALLED = re.compile(r"command not found|not recognized as an internal|No such file or directory \(os error 2\)")
-_BENIGN = re.compile(r"nothing to commit|nothing added to commit|Already up to date|no changes added to commit")
+_WRAPPERS = {
+    ("uv", "run"),
+    ("poetry", "run"),
+    ("pipenv", "run"),
+    ("bundle", "exec"),
+    ("pnpm", "exec"),
+    ("yarn", "exec"),
+    ("python", "-m"),
+    ("python3", "-m"),
+    ("npx",),
+    ("bunx",),
+    ("sudo",),
+    ("time",),
+    ("timeout",),
+    ("env",),
+    ("nohup",),
+}
+_NOT_INSTALLED = re.compile(
+    r"command not found|not recognized as an internal|No such file or directory \(os error 2\)"
+)
+_BENIGN = re.compile(
+    r"nothing to commit|nothing added to commit|Already up to date|no changes added to commit"
+)
 
 
 def _task(call: Call) -> str | None:
@@ -273,7 +348,9 @@ def unresolved(calls: list[Call]) -> list[tuple[Call, str]]:
     return sorted(out, key=lambda pair: pair[0].result_index or 0)
 
 
-def claimed_success(messages: list, start: int, calls: list[Call], opts: dict[str, Any]) -> Signal | None:
+def claimed_success(
+    messages: list, start: int, calls: list[Call], opts: dict[str, Any]
+) -> Signal | None:
     last = messages[-1] if messages else None
     if last is None or last.role != "assistant":
         return None
@@ -285,7 +362,9 @@ def claimed_success(messages: list, start: int, calls: list[Call], opts: dict[st
     if claim is None or _ADMITS.search(text):
         return None
     before = messages.index(final)
-    failed = unresolved([c for c in calls if c.result is not None and (c.result_index or 0) < before])
+    failed = unresolved(
+        [c for c in calls if c.result is not None and (c.result_index or 0) < before]
+    )
     if not failed:
         return None
     checks = [pair for pair in failed if is_verification(pair[0])]
@@ -295,10 +374,17 @@ def claimed_success(messages: list, start: int, calls: list[Call], opts: dict[st
     what = relevant.command or f"{relevant.name} {', '.join(relevant.paths)}".strip()
     evidence = [
         Evidence(final.native_id, said if len(said) > 12 else _around(text, said)),
-        Evidence(relevant.result_id or relevant.message_id, f"{what[:60]}: {why}: {first_line(relevant.result)}"),
+        Evidence(
+            relevant.result_id or relevant.message_id,
+            f"{what[:60]}: {why}: {first_line(relevant.result)}",
+        ),
     ]
-    return Signal("claimed-success-after-failure", score, evidence,
-                  {"claim": kind, "failure": why, "verification": bool(checks), "unresolved": len(failed)})
+    return Signal(
+        "claimed-success-after-failure",
+        score,
+        evidence,
+        {"claim": kind, "failure": why, "verification": bool(checks), "unresolved": len(failed)},
+    )
 
 
 def _around(text: str, phrase: str, width: int = 100) -> str:

@@ -27,7 +27,11 @@ class Planted:
 
     @hookimpl
     def compute_signals(self, checkpoint, thread, messages, config):
-        return [Signal("planted", self.score, [(messages[-1].native_id, f"claims done; token {SECRET}")])]
+        return [
+            Signal(
+                "planted", self.score, [(messages[-1].native_id, f"claims done; token {SECRET}")]
+            )
+        ]
 
 
 class Recording(FakeObserver):
@@ -78,12 +82,24 @@ def quiet(line):
 def test_a_silent_first_pass_on_strong_signals_gets_a_linked_second_verdict(store, fake):
     summary = run(store, pm_with(fake), RunConfig(observer="fake", critique=True), announce=quiet)
     first, second = verdicts(store)
-    assert (first.needs_correction, first.critique_of, first.prompt_version) == (False, None, load_prompt().version)
+    assert (first.needs_correction, first.critique_of, first.prompt_version) == (
+        False,
+        None,
+        load_prompt().version,
+    )
     assert second.critique_of == first.id and second.checkpoint_id == first.checkpoint_id
-    assert second.prompt_version == "critique-v1" and second.prompt_hash == load_critique_prompt().sha256
+    assert (
+        second.prompt_version == "critique-v1"
+        and second.prompt_hash == load_critique_prompt().sha256
+    )
     assert second.needs_correction is True and second.input_tokens > first.input_tokens
     assert fake.systems == [load_prompt().text, load_critique_prompt().text]
-    assert (summary.audited, summary.corrections, summary.critiques, summary.critique_corrections) == (1, 0, 1, 1)
+    assert (
+        summary.audited,
+        summary.corrections,
+        summary.critiques,
+        summary.critique_corrections,
+    ) == (1, 0, 1, 1)
     assert summary.critique_candidates == 1
 
 
@@ -100,10 +116,19 @@ def test_no_second_pass_without_the_flag_below_the_score_or_after_a_correction(s
     run(store, pm_with(fake, score=0.5), RunConfig(observer="fake", critique=True), announce=quiet)
     assert len(verdicts(store)) == 1
     loud = Recording(trigger="all tests pass")  # the first pass itself asks for a correction
-    run(store, pm_with(loud), RunConfig(observer="fake", model="other", critique=True), announce=quiet)
+    run(
+        store,
+        pm_with(loud),
+        RunConfig(observer="fake", model="other", critique=True),
+        announce=quiet,
+    )
     assert [v.critique_of for v in verdicts(store)] == [None, None]
-    summary = run(store, pm_with(fake, score=0.5), RunConfig(observer="fake", model="m3", critique=True,
-                                                                critique_min_score=0.4), announce=quiet)
+    summary = run(
+        store,
+        pm_with(fake, score=0.5),
+        RunConfig(observer="fake", model="m3", critique=True, critique_min_score=0.4),
+        announce=quiet,
+    )
     assert summary.critiques == 1
 
 
@@ -125,24 +150,43 @@ def test_a_failed_second_pass_is_an_error_and_is_retried(store, fake):
 
     flaky = FailsOnCritique(trigger="# Local signals")
     summary = run(store, pm_with(flaky), RunConfig(observer="fake", critique=True), announce=quiet)
-    assert summary.errors == 1 and verdicts(store)[-1].status == "error" and verdicts(store)[-1].critique_of
+    assert (
+        summary.errors == 1
+        and verdicts(store)[-1].status == "error"
+        and verdicts(store)[-1].critique_of
+    )
     later = run(store, pm_with(fake), RunConfig(observer="fake", critique=True), announce=quiet)
     assert later.critiques == 1
 
 
 def test_reports_can_tell_what_the_second_pass_added(store, fake):
     run(store, pm_with(fake), RunConfig(observer="fake", critique=True), announce=quiet)
-    assert critique_summary(store) == {"critiques": 1, "corrections": 1, "failed": 0, "cost_usd": 0.0}
+    assert critique_summary(store) == {
+        "critiques": 1,
+        "corrections": 1,
+        "failed": 0,
+        "cost_usd": 0.0,
+    }
     row = next(r for r in signal_counts(store) if r["signal"] == "planted")
-    assert (row["audited"], row["corrections"], row["critiques"], row["critique_corrections"]) == (1, 0, 1, 1)
+    assert (row["audited"], row["corrections"], row["critiques"], row["critique_corrections"]) == (
+        1,
+        0,
+        1,
+        1,
+    )
 
 
 def test_the_command_line_flag(store, fake, monkeypatch):
     from auditor import cli as cli_mod
 
     monkeypatch.setattr(cli_mod.Context, "plugins", property(lambda self: pm_with(fake)))
-    result = CliRunner().invoke(cli_mod.cli, ["run", "--observer", "fake", "--critique"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli_mod.cli, ["run", "--observer", "fake", "--critique"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
-    assert "critique: 1 checkpoints with strong signals; 1 second passes, 1 corrections" in result.output
+    assert (
+        "critique: 1 checkpoints with strong signals; 1 second passes, 1 corrections"
+        in result.output
+    )
     help_text = CliRunner().invoke(cli_mod.cli, ["run", "--help"]).output
     assert "--critique" in help_text and "--critique-min-score" in help_text

@@ -43,7 +43,10 @@ def test_ingest_logs_each_file_it_read_and_each_it_could_not(engine, pm, threads
     bad.write_text('{"not": "a transcript"}')
     ingest(engine, pm, [threads_file, bad])
     events = list(reversed(list_events(engine)))
-    assert [(e["type"], e["subject"]) for e in events] == [("ingested", str(threads_file)), ("error", str(bad))]
+    assert [(e["type"], e["subject"]) for e in events] == [
+        ("ingested", str(threads_file)),
+        ("error", str(bad)),
+    ]
     assert events[0]["data"] == {"status": "new", "format": "script", "messages": 28}
     assert "unknown transcript format" in events[1]["data"]["first_problem"]
     ingest(engine, pm, [threads_file])  # unchanged: nothing happened, nothing logged
@@ -55,7 +58,11 @@ def test_a_run_logs_start_gate_decisions_verdicts_corrections_and_end(engine, pm
     summary = run(engine, pm, RunConfig(observer="fake"), announce=lambda line: None)
     run_types = types_of(engine, run_id=summary.run_id)
     assert run_types[0] == "run-started" and run_types[-1] == "run-finished"
-    assert run_types.count("gated") == 2 and run_types.count("audited") == 2 and run_types.count("corrected") == 1
+    assert (
+        run_types.count("gated") == 2
+        and run_types.count("audited") == 2
+        and run_types.count("corrected") == 1
+    )
     corrected = list_events(engine, types=["corrected"])[0]
     assert corrected["subject"] == "the tests failed, look again"
     assert corrected["verdict_id"] and corrected["checkpoint_id"] and corrected["thread_id"]
@@ -70,7 +77,12 @@ def test_an_unchanged_gate_decision_is_not_logged_again_a_changed_one_is(engine,
     run(engine, pm, RunConfig(observer="fake", dry_run=True), announce=lambda line: None)
     run(engine, pm, RunConfig(observer="fake", dry_run=True), announce=lambda line: None)
     assert len(list_events(engine, types=["gated"])) == 2
-    run(engine, pm, RunConfig(observer="fake", dry_run=True, gate={"min_tool_calls": 50}), announce=lambda line: None)
+    run(
+        engine,
+        pm,
+        RunConfig(observer="fake", dry_run=True, gate={"min_tool_calls": 50}),
+        announce=lambda line: None,
+    )
     changed = list_events(engine, types=["gated"], limit=2)
     assert {(e["data"]["audit"], e["data"]["was"]) for e in changed} == {(False, "passed")}
 
@@ -90,23 +102,43 @@ def test_record_checks_the_type_and_list_checks_the_filter(engine):
         with pytest.raises(AuditorError, match="not a valid event type"):
             record(conn, "Not Valid")
     (event,) = list_events(engine)
-    assert len(event["subject"]) == 300 and event["subject"].endswith("…") and event["at"].endswith("Z")
-    with pytest.raises(UnknownName, match="'bogus' is not a known event type. Available: .*injection-failed"):
+    assert (
+        len(event["subject"]) == 300
+        and event["subject"].endswith("…")
+        and event["at"].endswith("Z")
+    )
+    with pytest.raises(
+        UnknownName, match="'bogus' is not a known event type. Available: .*injection-failed"
+    ):
         list_events(engine, types=["bogus"])
-    assert {"ingested", "gated", "audited", "corrected", "injected", "injection-failed", "error"} <= set(TYPES)
+    assert {
+        "ingested",
+        "gated",
+        "audited",
+        "corrected",
+        "injected",
+        "injection-failed",
+        "error",
+    } <= set(TYPES)
 
 
 def test_the_events_command(engine, pm, threads_file, monkeypatch):
     ingest(engine, pm, [threads_file])
     run(engine, pm, RunConfig(observer="fake"), announce=lambda line: None)
     runner = CliRunner()
-    out = runner.invoke(cli_mod.cli, ["events", "--json", "--type", "corrected", "--limit", "5"], catch_exceptions=False)
+    out = runner.invoke(
+        cli_mod.cli,
+        ["events", "--json", "--type", "corrected", "--limit", "5"],
+        catch_exceptions=False,
+    )
     assert out.exit_code == 0
     (row,) = json.loads(out.stdout)
     assert row["type"] == "corrected" and row["subject"] == "the tests failed, look again"
     table = runner.invoke(cli_mod.cli, ["events", "--limit", "0"]).stdout.splitlines()
     assert "ingested" in table[0] and "run-finished" in table[-1] and "verdict=" in "\n".join(table)
-    by_thread = json.loads(runner.invoke(cli_mod.cli, ["events", "--json", "--thread", "t-claims"]).stdout)
+    by_thread = json.loads(
+        runner.invoke(cli_mod.cli, ["events", "--json", "--thread", "t-claims"]).stdout
+    )
     assert by_thread and {e["thread_id"] for e in by_thread} == {by_thread[0]["thread_id"]}
     bad = runner.invoke(cli_mod.cli, ["events", "--type", "bogus"])
     assert bad.exit_code == 2 and "'bogus' is not a known event type" in bad.output

@@ -21,9 +21,14 @@ import textwrap
 import venv
 from pathlib import Path
 
-import pluggy
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptFormat, ScriptPlugin, write_script_thread
+from audit_helpers import (
+    FakeObserver,
+    FakeObserverPlugin,
+    ScriptFormat,
+    ScriptPlugin,
+    write_script_thread,
+)
 from sqlalchemy import select
 
 from auditor import hookspecs
@@ -43,7 +48,9 @@ EXAMPLE = ROOT / "examples" / "auditor-cli-observer"
 def hook_specs() -> dict[str, object]:
     """Return the hookspec functions of auditor.hookspecs by name."""
     marker = "auditor_spec"
-    return {name: fn for name, fn in vars(hookspecs).items() if callable(fn) and hasattr(fn, marker)}
+    return {
+        name: fn for name, fn in vars(hookspecs).items() if callable(fn) and hasattr(fn, marker)
+    }
 
 
 def signature_text(fn) -> str:
@@ -60,8 +67,13 @@ def quiet(line):
 
 
 def test_there_are_hooks_to_check():
-    assert {"register_formats", "register_observers", "compute_signals", "gate_checkpoint",
-            "format_checkpoint"} <= set(hook_specs())
+    assert {
+        "register_formats",
+        "register_observers",
+        "compute_signals",
+        "gate_checkpoint",
+        "format_checkpoint",
+    } <= set(hook_specs())
 
 
 @pytest.mark.parametrize("name", sorted(hook_specs()))
@@ -69,7 +81,9 @@ def test_every_hook_has_a_docstring_saying_when_it_is_called_and_what_it_returns
     doc = inspect.getdoc(hook_specs()[name]) or ""
     assert len(doc) > 200, f"{name}: the hookspec docstring is missing or too short"
     assert "Called" in doc, f"{name}: the docstring does not say when the hook is called"
-    assert re.search(r"\bReturn|\bCall `register", doc), f"{name}: the docstring does not say what to return or do"
+    assert re.search(r"\bReturn|\bCall `register", doc), (
+        f"{name}: the docstring does not say what to return or do"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(hook_specs()))
@@ -80,21 +94,23 @@ def test_every_hook_has_a_test_here(name):
 @pytest.mark.parametrize("name", sorted(hook_specs()))
 def test_every_hook_is_documented_with_its_full_signature(name):
     doc = DOC.read_text()
-    section = re.search(rf"^### `{name}`\n(.*?)(?=^## |^### |\Z)", doc, re.M | re.S)
+    section = re.search(rf"^### `{name}`\n(.*?)(?=^## |^### |\Z)", doc, re.MULTILINE | re.DOTALL)
     assert section, f"docs/plugins.md has no '### `{name}`' section"
     body = section.group(1)
-    documented = re.search(rf"^def {name}\(.*$", body, re.M)
+    documented = re.search(rf"^def {name}\(.*$", body, re.MULTILINE)
     assert documented, f"docs/plugins.md: the {name} section shows no signature"
     assert documented.group(0).strip() == signature_text(hook_specs()[name])
     assert "**When:**" in body and "**Returns:**" in body
     spec = getattr(get_plugin_manager().pm.hook, name).spec
-    assert ("firstresult" in body) == bool(spec.opts.get("firstresult")), f"{name}: say whether the first result wins"
+    assert ("firstresult" in body) == bool(spec.opts.get("firstresult")), (
+        f"{name}: say whether the first result wins"
+    )
 
 
 def test_the_doc_walks_through_the_example_package():
     doc = DOC.read_text()
     assert "examples/auditor-cli-observer" in doc and "[project.entry-points.auditor]" in doc
-    assert "cli_observer = \"auditor_cli_observer\"" in (EXAMPLE / "pyproject.toml").read_text()
+    assert 'cli_observer = "auditor_cli_observer"' in (EXAMPLE / "pyproject.toml").read_text()
 
 
 # -- one test per hook, through the real plugin manager -------------------------------------
@@ -134,7 +150,12 @@ def test_hook_compute_signals(engine, script_file):
 
     pm = get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(FakeObserver()), Mine()])
     ingest(engine, pm, [script_file])
-    run(engine, pm, RunConfig(observer="fake", dry_run=True, signals={"mine": {"on": True}}), announce=quiet)
+    run(
+        engine,
+        pm,
+        RunConfig(observer="fake", dry_run=True, signals={"mine": {"on": True}}),
+        announce=quiet,
+    )
     with engine.connect() as conn:
         names = conn.execute(select(s.Signal.name).where(s.Signal.name == "mine")).scalars().all()
     assert names == ["mine", "mine"]
@@ -149,7 +170,10 @@ def test_hook_gate_checkpoint(engine, script_file):
     pm = get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(FakeObserver()), Gate()])
     ingest(engine, pm, [script_file])
     summary = run(engine, pm, RunConfig(observer="fake", dry_run=True), announce=quiet)
-    assert summary.gated_out == {"my-gate": 1, "too-few-tool-calls": 1}  # None: the built-in gate decided
+    assert summary.gated_out == {
+        "my-gate": 1,
+        "too-few-tool-calls": 1,
+    }  # None: the built-in gate decided
 
 
 def test_hook_format_checkpoint(engine, script_file):
@@ -222,8 +246,19 @@ BROKEN = {
 
 def _copy_source(src: Path, dest: Path) -> Path:
     """Copy a project without build output, so a build never writes into the working tree."""
-    ignore = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.db",
-                                    "tests", "benchmarks", "examples", ".pytest_cache")
+    ignore = shutil.ignore_patterns(
+        ".git",
+        ".venv",
+        "build",
+        "dist",
+        "*.egg-info",
+        "__pycache__",
+        "*.db",
+        "tests",
+        "benchmarks",
+        "examples",
+        ".pytest_cache",
+    )
     shutil.copytree(src, dest, ignore=ignore)
     return dest
 
@@ -237,19 +272,37 @@ class Venv:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AUDITOR_")}
-        env.update(HOME=str(self.home), XDG_DATA_HOME=str(self.home / "data"), XDG_CONFIG_HOME=str(self.home / "config"),
-                   AUDITOR_DB=str(self.root / "store.db"), PATH=f"{self.bin}{os.pathsep}{env.get('PATH', '')}")
+        env.update(
+            HOME=str(self.home),
+            XDG_DATA_HOME=str(self.home / "data"),
+            XDG_CONFIG_HOME=str(self.home / "config"),
+            AUDITOR_DB=str(self.root / "store.db"),
+            PATH=f"{self.bin}{os.pathsep}{env.get('PATH', '')}",
+        )
         env.update(extra)
         return env
 
     def pip_install(self, *paths: Path) -> None:
-        out = subprocess.run([self.bin / "python", "-m", "pip", "install", "-q", "--no-deps", *map(str, paths)],
-                             cwd=self.root, capture_output=True, text=True, env=self.env())
+        out = subprocess.run(
+            [self.bin / "python", "-m", "pip", "install", "-q", "--no-deps", *map(str, paths)],
+            check=False,
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            env=self.env(),
+        )
         assert out.returncode == 0, out.stderr[-2000:]
 
     def auditor(self, *args: str, **env: str) -> subprocess.CompletedProcess:
-        return subprocess.run([self.bin / "auditor", *args], cwd=self.root, capture_output=True, text=True,
-                              env=self.env(**env), timeout=300)
+        return subprocess.run(
+            [self.bin / "auditor", *args],
+            check=False,
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            env=self.env(**env),
+            timeout=300,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -260,28 +313,50 @@ def kit(tmp_path_factory) -> Venv:
     if sys.prefix != sys.base_prefix:
         # Run from a virtualenv (CI): its packages are auditor's dependencies; `system site
         # packages` would be the base interpreter's only.
-        purelib = subprocess.run([v.bin / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+        purelib = subprocess.run(
+            [v.bin / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         Path(purelib, "_auditor_parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    v.pip_install(_copy_source(ROOT, root / "src" / "auditor"), _copy_source(EXAMPLE, root / "src" / "example"))
+    v.pip_install(
+        _copy_source(ROOT, root / "src" / "auditor"),
+        _copy_source(EXAMPLE, root / "src" / "example"),
+    )
     (root / "fake_llm.py").write_text(FAKE_TOOL)
     v.command = f"{sys.executable} {root / 'fake_llm.py'}"
     return v
 
 
 def _where(v: Venv, module: str) -> str:
-    return subprocess.run([v.bin / "python", "-c", f"import {module}; print({module}.__file__)"],
-                          capture_output=True, text=True, env=v.env(), cwd=v.root, check=True).stdout
+    return subprocess.run(
+        [v.bin / "python", "-c", f"import {module}; print({module}.__file__)"],
+        capture_output=True,
+        text=True,
+        env=v.env(),
+        cwd=v.root,
+        check=True,
+    ).stdout
 
 
 @pytest.mark.slow
 def test_the_installed_example_is_listed_by_plugins_and_observers(kit):
-    assert str(ROOT) not in _where(kit, "auditor") and str(EXAMPLE) not in _where(kit, "auditor_cli_observer")
+    assert str(ROOT) not in _where(kit, "auditor") and str(EXAMPLE) not in _where(
+        kit, "auditor_cli_observer"
+    )
     plugins = kit.auditor("plugins", "--json")
     assert plugins.returncode == 0, plugins.stderr
     info = {p["name"]: p for p in json.loads(plugins.stdout)["plugins"]}
-    assert info["cli_observer"]["dist"] == "auditor-cli-observer" and info["cli_observer"]["hooks"] == ["register_observers"]
-    observers = {o["name"]: o for o in json.loads(kit.auditor("observers", "--json", AUDITOR_CLI_COMMAND=kit.command).stdout)}
+    assert info["cli_observer"]["dist"] == "auditor-cli-observer" and info["cli_observer"][
+        "hooks"
+    ] == ["register_observers"]
+    observers = {
+        o["name"]: o
+        for o in json.loads(
+            kit.auditor("observers", "--json", AUDITOR_CLI_COMMAND=kit.command).stdout
+        )
+    }
     assert observers["cli"]["ready"] is True
     unset = {o["name"]: o for o in json.loads(kit.auditor("observers", "--json").stdout)}
     assert "set AUDITOR_CLI_COMMAND" in unset["cli"]["problem"]
@@ -291,8 +366,18 @@ def test_the_installed_example_is_listed_by_plugins_and_observers(kit):
 def test_the_installed_example_observes_an_audit_run(kit):
     samples = ROOT / "data" / "samples"
     assert kit.auditor("ingest", "-q", str(samples)).returncode == 0
-    out = kit.auditor("run", "--observer", "cli", "--model", "fake-llm", "--min-tool-calls", "0", "--no-require-edit",
-                      "--json", AUDITOR_CLI_COMMAND=kit.command)
+    out = kit.auditor(
+        "run",
+        "--observer",
+        "cli",
+        "--model",
+        "fake-llm",
+        "--min-tool-calls",
+        "0",
+        "--no-require-edit",
+        "--json",
+        AUDITOR_CLI_COMMAND=kit.command,
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["observer"] == "cli" and summary["model"] == "fake-llm"
@@ -303,11 +388,17 @@ def test_the_installed_example_observes_an_audit_run(kit):
 
 @pytest.mark.slow
 def test_disabling_the_example_removes_it(kit):
-    plugins = json.loads(kit.auditor("plugins", "--json", AUDITOR_DISABLE_PLUGINS="cli_observer").stdout)
+    plugins = json.loads(
+        kit.auditor("plugins", "--json", AUDITOR_DISABLE_PLUGINS="cli_observer").stdout
+    )
     assert "cli_observer" not in {p["name"] for p in plugins["plugins"]}
-    observers = json.loads(kit.auditor("observers", "--json", AUDITOR_DISABLE_PLUGINS="cli_observer").stdout)
+    observers = json.loads(
+        kit.auditor("observers", "--json", AUDITOR_DISABLE_PLUGINS="cli_observer").stdout
+    )
     assert "cli" not in {o["name"] for o in observers}
-    out = kit.auditor("run", "--observer", "cli", "--dry-run", AUDITOR_DISABLE_PLUGINS="cli_observer")
+    out = kit.auditor(
+        "run", "--observer", "cli", "--dry-run", AUDITOR_DISABLE_PLUGINS="cli_observer"
+    )
     assert out.returncode == 2 and "'cli' is not a known observer. Available:" in out.stderr
 
 
@@ -321,9 +412,14 @@ def test_a_plugin_that_raises_on_import_is_reported_and_skipped(kit):
     out = kit.auditor("plugins", "--json")
     assert out.returncode == 0
     report = json.loads(out.stdout)
-    assert report["failed"] == [{"name": "broken_example", "error": "RuntimeError: this plugin is broken on purpose"}]
+    assert report["failed"] == [
+        {"name": "broken_example", "error": "RuntimeError: this plugin is broken on purpose"}
+    ]
     assert "cli_observer" in {p["name"] for p in report["plugins"]}
-    assert "plugin 'broken_example'" in out.stderr and "AUDITOR_DISABLE_PLUGINS=broken_example" in out.stderr
+    assert (
+        "plugin 'broken_example'" in out.stderr
+        and "AUDITOR_DISABLE_PLUGINS=broken_example" in out.stderr
+    )
     observers = kit.auditor("observers", "--json", AUDITOR_CLI_COMMAND=kit.command)
     assert observers.returncode == 0 and "cli" in {o["name"] for o in json.loads(observers.stdout)}
     silenced = kit.auditor("plugins", "--json", AUDITOR_DISABLE_PLUGINS="broken_example")
@@ -332,6 +428,21 @@ def test_a_plugin_that_raises_on_import_is_reported_and_skipped(kit):
 
 @pytest.mark.slow
 def test_the_example_packages_own_tests_pass(kit):
-    out = subprocess.run([kit.bin / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLE / "tests")],
-                         cwd=kit.root, capture_output=True, text=True, env=kit.env(), timeout=300)
+    out = subprocess.run(
+        [
+            kit.bin / "python",
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(EXAMPLE / "tests"),
+        ],
+        check=False,
+        cwd=kit.root,
+        capture_output=True,
+        text=True,
+        env=kit.env(),
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]

@@ -5,7 +5,17 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, agent, numbered, result, user, write_script_thread
+from audit_helpers import (
+    FakeObserver,
+    FakeObserverPlugin,
+    ScriptPlugin,
+    agent,
+    numbered,
+    result,
+    user,
+    write_script_thread,
+)
+from auditor_plugins.gate import decide
 from sqlalchemy import select
 
 from auditor import schema as s
@@ -15,14 +25,27 @@ from auditor.hookspecs import hookimpl
 from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.run import RunConfig, run
-from auditor.signals import Evidence, Signal, format_signals, parse_options, signal_counts, thread_signals
-from auditor_plugins.gate import decide
+from auditor.signals import (
+    Evidence,
+    Signal,
+    format_signals,
+    parse_options,
+    signal_counts,
+    thread_signals,
+)
 
 SECRET = "sk-ant-api03-" + "Q" * 40
 
 
 def test_a_signal_clamps_its_score_and_redacts_and_shortens_its_excerpts():
-    sig = Signal("x", 1.7, [("m1", f"ANTHROPIC_API_KEY={SECRET} " + "word " * 100), {"message_id": 2, "excerpt": "ok"}])
+    sig = Signal(
+        "x",
+        1.7,
+        [
+            ("m1", f"ANTHROPIC_API_KEY={SECRET} " + "word " * 100),
+            {"message_id": 2, "excerpt": "ok"},
+        ],
+    )
     assert sig.score == 1.0 and Signal("y", -3).score == 0.0
     first, second = sig.evidence
     assert SECRET not in first.excerpt and "[REDACTED:" in first.excerpt
@@ -38,10 +61,19 @@ def test_format_signals_names_each_with_score_and_first_evidence():
 
 
 def test_signal_options_from_the_command_line():
-    config = parse_options(["tool-loop.min_repeats=4", 'tool-loop.ignore=["Read"]', "goal-drift=off",
-                            "sensitive-data.min_level=SECRET"])
-    assert config == {"tool-loop": {"min_repeats": 4, "ignore": ["Read"]}, "disabled": ["goal-drift"],
-                      "sensitive-data": {"min_level": "SECRET"}}
+    config = parse_options(
+        [
+            "tool-loop.min_repeats=4",
+            'tool-loop.ignore=["Read"]',
+            "goal-drift=off",
+            "sensitive-data.min_level=SECRET",
+        ]
+    )
+    assert config == {
+        "tool-loop": {"min_repeats": 4, "ignore": ["Read"]},
+        "disabled": ["goal-drift"],
+        "sensitive-data": {"min_level": "SECRET"},
+    }
     with pytest.raises(AuditorError, match="use NAME.KEY=VALUE"):
         parse_options(["tool-loop"])
     with pytest.raises(AuditorError, match="can only be turned off"):
@@ -95,7 +127,12 @@ def store(engine, tmp_path):
 def test_a_run_stores_signals_per_checkpoint_redacted_and_passes_options(store):
     planted = Planted()
     pm = get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(FakeObserver()), planted])
-    run(store, pm, RunConfig(observer="fake", signals={"planted": {"level": 3}}), announce=lambda line: None)
+    run(
+        store,
+        pm,
+        RunConfig(observer="fake", signals={"planted": {"level": 3}}),
+        announce=lambda line: None,
+    )
     assert planted.seen[0] == {"planted": {"level": 3}}
     with store.connect() as conn:
         rows = conn.execute(select(s.Signal.__table__)).all()
@@ -120,8 +157,14 @@ def test_signal_counts_for_reports(store):
     run(store, pm, RunConfig(observer="fake"), announce=lambda line: None)
     (row,) = [r for r in signal_counts(store) if r["signal"] == "planted"]
     # Two checkpoints fired; the short one was gated out; the fake observer corrects the claim.
-    assert row == {"signal": "planted", "checkpoints": 2, "audited": 1, "corrections": 1, "critiques": 0,
-                   "critique_corrections": 0}
+    assert row == {
+        "signal": "planted",
+        "checkpoints": 2,
+        "audited": 1,
+        "corrections": 1,
+        "critiques": 0,
+        "critique_corrections": 0,
+    }
     assert signal_counts(store, run_id=999)[0]["audited"] == 0
 
 
@@ -132,22 +175,34 @@ CLAIM = Signal("claimed-success-after-failure", 0.7)
 
 
 def short_turn():
-    messages = numbered([user("fix it"), agent(tools=[("Edit", True)]), result("1 failed", error=True), agent("Done.")])
+    messages = numbered(
+        [
+            user("fix it"),
+            agent(tools=[("Edit", True)]),
+            result("1 failed", error=True),
+            agent("Done."),
+        ]
+    )
     return find_checkpoints(1, messages)[0]
 
 
 def busy_turn(edits: int):
     messages = [user("fix it")]
     for i in range(6):
-        messages += [agent(tools=[("Edit", i < edits) if i < edits else ("Read", False)]), result(f"r{i}")]
+        messages += [
+            agent(tools=[("Edit", i < edits) if i < edits else ("Read", False)]),
+            result(f"r{i}"),
+        ]
     return find_checkpoints(1, numbered(messages + [agent("Done")]))[0]
 
 
 def test_claimed_success_after_failure_is_audited_under_the_tool_call_threshold():
     cp = short_turn()
     assert decide(cp, thread, {}).reason == "too-few-tool-calls (1 < 5)"
-    assert decide(cp, thread, {}, [CLAIM]) .reason == "signal (claimed-success-after-failure)"
-    assert decide(cp, thread, {"audit_on_signals": []}, [CLAIM]).reason == "too-few-tool-calls (1 < 5)"
+    assert decide(cp, thread, {}, [CLAIM]).reason == "signal (claimed-success-after-failure)"
+    assert (
+        decide(cp, thread, {"audit_on_signals": []}, [CLAIM]).reason == "too-few-tool-calls (1 < 5)"
+    )
     assert decide(cp, thread, {"audit_on_signals": ["tool-loop"]}, [Signal("tool-loop", 0.5)]).audit
 
 
@@ -155,13 +210,19 @@ def test_the_forcing_rule_never_overrides_loop_prevention_or_allow_lists():
     cp = short_turn()
     cp.after_correction = True
     assert decide(cp, thread, {}, [CLAIM]).reason == "after-correction"
-    assert decide(short_turn(), thread, {"agents": ["codex"]}, [CLAIM]).reason == "agent-not-allowed (claude-code)"
+    assert (
+        decide(short_turn(), thread, {"agents": ["codex"]}, [CLAIM]).reason
+        == "agent-not-allowed (claude-code)"
+    )
 
 
 def test_quiet_checkpoints_with_few_edits_are_skipped_only_when_asked():
     one_edit, three_edits = busy_turn(1), busy_turn(3)
     assert decide(one_edit, thread, {}).reason == "passed"  # off by default
-    assert decide(one_edit, thread, {"skip_quiet_below_edits": 2}).reason == "quiet (1 < 2 edits, no signal)"
+    assert (
+        decide(one_edit, thread, {"skip_quiet_below_edits": 2}).reason
+        == "quiet (1 < 2 edits, no signal)"
+    )
     assert decide(one_edit, thread, {"skip_quiet_below_edits": 2}, [Signal("tool-loop", 0.5)]).audit
     assert decide(three_edits, thread, {"skip_quiet_below_edits": 2}).audit
 
@@ -174,7 +235,9 @@ def test_the_gate_hook_receives_the_signals(store):
         def gate_checkpoint(self, checkpoint, thread, messages, config, signals):
             seen.append([x.name for x in signals])
 
-    pm = get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(FakeObserver()), Planted(), Gate()])
+    pm = get_plugin_manager(
+        extra=[ScriptPlugin(), FakeObserverPlugin(FakeObserver()), Planted(), Gate()]
+    )
     run(store, pm, RunConfig(observer="fake", dry_run=True), announce=lambda line: None)
     assert seen and all("planted" in names for names in seen)
 
@@ -187,9 +250,15 @@ def test_prompt_and_show_print_the_signals(store, monkeypatch):
     pm = get_plugin_manager(extra=[ScriptPlugin(), Planted()])
     monkeypatch.setattr(cli_mod.Context, "plugins", property(lambda self: pm))
     runner = CliRunner()
-    out = runner.invoke(cli_mod.cli, ["prompt", "t-claims", "--at", "t-claims-end"], catch_exceptions=False)
+    out = runner.invoke(
+        cli_mod.cli, ["prompt", "t-claims", "--at", "t-claims-end"], catch_exceptions=False
+    )
     assert out.exit_code == 0
     header = [line for line in out.stderr.splitlines() if line.startswith("<!-- signals:")]
-    assert header and '[t-claims-end] "token [REDACTED:anthropic-key]"' in header[0] and SECRET not in out.stderr
+    assert (
+        header
+        and '[t-claims-end] "token [REDACTED:anthropic-key]"' in header[0]
+        and SECRET not in out.stderr
+    )
     shown = runner.invoke(cli_mod.cli, ["show", "t-claims"], catch_exceptions=False)
     assert "signal at t-claims-end: planted 0.90" in shown.stderr

@@ -11,13 +11,13 @@ import dataclasses
 import re
 
 import pytest
+from auditor_plugins.signals import compute
 from sqlalchemy import select
 
 from auditor import schema as s
 from auditor.checkpoints import checkpoint_at
 from auditor.ingest import ingest
 from auditor.threads import find_thread, load_messages
-from auditor_plugins.signals import compute
 
 pytestmark = pytest.mark.corpus
 
@@ -41,9 +41,15 @@ def at(corpus, engine, plugins):
     def load(relpath: str, message_id: str) -> list:
         ingest(engine, plugins, [corpus / relpath])
         with engine.connect() as conn:
-            thread_id = conn.execute(
-                select(s.Message.thread_id).where(s.Message.native_id == message_id).order_by(s.Message.thread_id)
-            ).scalars().first()
+            thread_id = (
+                conn.execute(
+                    select(s.Message.thread_id)
+                    .where(s.Message.native_id == message_id)
+                    .order_by(s.Message.thread_id)
+                )
+                .scalars()
+                .first()
+            )
         assert thread_id is not None, f"{message_id} is not in {relpath}"
         messages = load_messages(engine, thread_id)
         cp = checkpoint_at(thread_id, messages, message_id)
@@ -64,7 +70,10 @@ def test_goal_drift_fires_when_the_user_turns_away_from_the_first_request(at):
     # dont even like the screen ver but dont know how to change it".
     sig = fired(at(SCREENSAVER, "5771ae38-f655-4523-a63f-23cd6424b745"))["goal-drift"]
     assert sig.detail["phrases"] == ["actually"] and sig.detail["divergence"] > 0.8
-    assert [e.message_id for e in sig.evidence] == ["f6475a2b-9fcb-4dff-b4ea-0aaa10684f0b", "e33e8b67-7684-4b4a-bcaa-384137d7286c"]
+    assert [e.message_id for e in sig.evidence] == [
+        "f6475a2b-9fcb-4dff-b4ea-0aaa10684f0b",
+        "e33e8b67-7684-4b4a-bcaa-384137d7286c",
+    ]
     assert "dont even like the screen" in sig.evidence[0].excerpt
 
 
@@ -113,7 +122,10 @@ def test_error_cascade_on_codex_pushes_without_network(at):
     sig = fired(at(CODEX_PUSH, "L371"))["error-cascade"]
     assert sig.detail == {"run": 4, "open": False}
     assert sig.evidence[0].message_id == "call_2AfsYMvwnWGDzF0gZL2BD4QA:output"
-    assert "exit code 1" in sig.evidence[0].excerpt and "Could not read from remote" in sig.evidence[0].excerpt
+    assert (
+        "exit code 1" in sig.evidence[0].excerpt
+        and "Could not read from remote" in sig.evidence[0].excerpt
+    )
     assert "error-cascade" not in fired(at(CODEX_PUSH, "L371"), {"error-cascade": {"min_run": 5}})
 
 
@@ -123,28 +135,45 @@ def test_error_cascade_on_codex_pushes_without_network(at):
 def test_claimed_success_after_a_failed_build(at):
     # 6ebc2568: `npm run build` -> "Build error occurred [TypeError: generate is not a
     # function]"; then e9b70a05: "Perfect! I have successfully created a fully functional TODO app".
-    sig = fired(at(TODO_APP, "e9b70a05-fbdd-455f-b0f5-85bd797e0dfa"))["claimed-success-after-failure"]
+    sig = fired(at(TODO_APP, "e9b70a05-fbdd-455f-b0f5-85bd797e0dfa"))[
+        "claimed-success-after-failure"
+    ]
     assert sig.detail["verification"] is True and sig.score == 0.7
-    assert [e.message_id for e in sig.evidence] == ["e9b70a05-fbdd-455f-b0f5-85bd797e0dfa", "6ebc2568-a150-403f-89f0-ac5fb13b7841"]
-    assert "successfully" in sig.evidence[0].excerpt and "Build error occurred" in sig.evidence[1].excerpt
+    assert [e.message_id for e in sig.evidence] == [
+        "e9b70a05-fbdd-455f-b0f5-85bd797e0dfa",
+        "6ebc2568-a150-403f-89f0-ac5fb13b7841",
+    ]
+    assert (
+        "successfully" in sig.evidence[0].excerpt
+        and "Build error occurred" in sig.evidence[1].excerpt
+    )
 
 
 def test_claimed_success_while_the_commit_never_went_through(at):
     # 29bbf082: `git commit --no-verify` still "Pre-commit validation failed"; the final
     # message 1d698e31 says "All 297 tests passing" and closes the task.
-    sig = fired(at(SPOTTER_OTEL, "1d698e31-9e57-4b0c-b787-727e7bcea2f9"))["claimed-success-after-failure"]
-    assert sig.detail["claim"] == "checks" and sig.evidence[1].message_id == "29bbf082-ac01-4081-9f35-587475963e45"
+    sig = fired(at(SPOTTER_OTEL, "1d698e31-9e57-4b0c-b787-727e7bcea2f9"))[
+        "claimed-success-after-failure"
+    ]
+    assert (
+        sig.detail["claim"] == "checks"
+        and sig.evidence[1].message_id == "29bbf082-ac01-4081-9f35-587475963e45"
+    )
 
 
 def test_a_failure_fixed_later_in_the_turn_is_not_held_against_the_claim(at):
     # 4d5611e5: the commit failed three times on pre-commit checks, then went through
     # ("[spotter-dov 64f1b9a]") and was pushed before "Everything is clean and pushed".
-    assert "claimed-success-after-failure" not in fired(at(SPOTTER_DOV, "b090634d-e9df-493c-80f4-6770c4b17eea"))
+    assert "claimed-success-after-failure" not in fired(
+        at(SPOTTER_DOV, "b090634d-e9df-493c-80f4-6770c4b17eea")
+    )
 
 
 def test_zero_errors_is_not_a_failure(at):
     # 870f22b5: `uv run pyright` -> "0 errors, 0 warnings, 0 informations"; then "fixed all the type errors".
-    assert "claimed-success-after-failure" not in fired(at(PYRIGHT, "34b5b301-2b8b-4585-b697-920efbdbf375"))
+    assert "claimed-success-after-failure" not in fired(
+        at(PYRIGHT, "34b5b301-2b8b-4585-b697-920efbdbf375")
+    )
 
 
 # -- skipped-requirement-hint ------------------------------------------------------------------
@@ -188,11 +217,17 @@ def test_asks_in_ide_context_pasted_logs_and_tool_names_are_not_asks(at):
     from auditor_plugins.signals_text import asks_in
 
     texts = {}
-    for relpath, mid in ((CODEX_CHECKS, "L276"), (PYRIGHT, "0ec6fd0d-f113-4e02-84a2-2191be2e1f45"),
-                         (TOKENIZER, "10f77a3e-8c06-4356-8a27-b98f97519cb7")):
+    for relpath, mid in (
+        (CODEX_CHECKS, "L276"),
+        (PYRIGHT, "0ec6fd0d-f113-4e02-84a2-2191be2e1f45"),
+        (TOKENIZER, "10f77a3e-8c06-4356-8a27-b98f97519cb7"),
+    ):
         texts[mid] = next(m.text for m in at(relpath, mid) if m.native_id == mid)
     assert asks_in(prose(texts["L276"])) == []
-    assert [name for name, _ in asks_in(prose(texts["0ec6fd0d-f113-4e02-84a2-2191be2e1f45"]))] == ["run-tests", "run-lint"]
+    assert [name for name, _ in asks_in(prose(texts["0ec6fd0d-f113-4e02-84a2-2191be2e1f45"]))] == [
+        "run-tests",
+        "run-lint",
+    ]
     assert asks_in(prose(texts["10f77a3e-8c06-4356-8a27-b98f97519cb7"])) == []
 
 
@@ -202,7 +237,12 @@ def test_asks_in_ide_context_pasted_logs_and_tool_names_are_not_asks(at):
 def test_a_password_in_a_read_file_is_secret_and_never_stored_in_clear(at, engine, plugins, corpus):
     # 6c7463fd: Read of ~/.config/windows/docker-compose.yml shows `PASSWORD: "..."`.
     messages = at(DOCKER_COMPOSE, "ab119ab2-3fd2-4553-8a96-ec8095e5ce5b")
-    raw = next(b.text for m in messages if m.native_id == "6c7463fd-48af-4f60-8f67-9ccc51771e8c" for b in m.blocks)
+    raw = next(
+        b.text
+        for m in messages
+        if m.native_id == "6c7463fd-48af-4f60-8f67-9ccc51771e8c"
+        for b in m.blocks
+    )
     password = re.search(r'PASSWORD: "([^"]+)"', raw).group(1)
     sig = fired(messages)["sensitive-data"]
     assert sig.detail == {"level": "SECRET", "kinds": {"password": 2}} and sig.score == 1.0
@@ -212,7 +252,12 @@ def test_a_password_in_a_read_file_is_secret_and_never_stored_in_clear(at, engin
     from auditor.run import RunConfig, run
 
     thread = find_thread(engine, "8fd119a6-9ab8-407b-810f-329cfb6153e0")
-    run(engine, plugins, RunConfig(observer="embedded", dry_run=True, threads=[str(thread.id)]), announce=lambda line: None)
+    run(
+        engine,
+        plugins,
+        RunConfig(observer="embedded", dry_run=True, threads=[str(thread.id)]),
+        announce=lambda line: None,
+    )
     with engine.connect() as conn:
         stored = " ".join(str(tuple(r)) for r in conn.execute(select(s.Signal.__table__)))
     assert "sensitive-data" in stored and password not in stored
@@ -224,8 +269,10 @@ def test_a_personal_email_is_sensitive_and_masked(at):
     assert sig.detail == {"level": "SENSITIVE", "kinds": {"email-address": 1}} and sig.score == 0.5
     assert "c***@bct-technology.com" in sig.evidence[0].excerpt
     assert "christian.boos@" not in str(sig.as_dict())
-    assert "sensitive-data" not in fired(at(DEEP_MANIFEST, "8d1839ae-630f-48cf-9fbe-1409162e3e9b"),
-                                         {"sensitive-data": {"min_level": "SECRET"}})
+    assert "sensitive-data" not in fired(
+        at(DEEP_MANIFEST, "8d1839ae-630f-48cf-9fbe-1409162e3e9b"),
+        {"sensitive-data": {"min_level": "SECRET"}},
+    )
 
 
 def test_every_checkpoint_of_the_corpus_computes_quickly_and_without_error(corpus, engine, plugins):

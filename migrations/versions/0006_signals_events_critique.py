@@ -32,16 +32,23 @@ def upgrade() -> None:
         sa.Column("detail", sa.JSON(), nullable=True),
         sa.Column("computed_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
-            ["checkpoint_id"], ["checkpoints.id"],
-            name=op.f("fk_signals_checkpoint_id_checkpoints"), ondelete="CASCADE",
+            ["checkpoint_id"],
+            ["checkpoints.id"],
+            name=op.f("fk_signals_checkpoint_id_checkpoints"),
+            ondelete="CASCADE",
         ),
         sa.ForeignKeyConstraint(
-            ["thread_id"], ["threads.id"], name=op.f("fk_signals_thread_id_threads"), ondelete="CASCADE"
+            ["thread_id"],
+            ["threads.id"],
+            name=op.f("fk_signals_thread_id_threads"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_signals")),
     )
     with op.batch_alter_table("signals", schema=None) as batch_op:
-        batch_op.create_index(batch_op.f("ix_signals_checkpoint_id"), ["checkpoint_id"], unique=False)
+        batch_op.create_index(
+            batch_op.f("ix_signals_checkpoint_id"), ["checkpoint_id"], unique=False
+        )
         batch_op.create_index(batch_op.f("ix_signals_thread_id"), ["thread_id"], unique=False)
         batch_op.create_index(batch_op.f("ix_signals_name"), ["name"], unique=False)
 

@@ -17,7 +17,10 @@ if os.environ.get("FAKE_MODEL_LOG"):
         fh.write(json.dumps({"argv": sys.argv[1:], "prompt": prompt}) + "\n")
 mode = os.environ.get("FAKE_MODEL_MODE", "fenced")
 needs = "all tests pass" in prompt
-answer = {"needsCorrection": needs, "message": "the tests still fail, look again" if needs else None}
+answer = {
+    "needsCorrection": needs,
+    "message": "the tests still fail, look again" if needs else None,
+}
 if mode == "fail":
     print("model not found: try `ollama pull`", file=sys.stderr)
     sys.exit(3)
@@ -28,4 +31,8 @@ if mode == "prose":
 elif mode == "bare":
     print(json.dumps(answer))
 else:
-    print("Here is my verdict on {\"the\": \"transcript\"}:\n```json\n" + json.dumps(answer) + "\n```\nHope that helps.")
+    print(
+        'Here is my verdict on {"the": "transcript"}:\n```json\n'
+        + json.dumps(answer)
+        + "\n```\nHope that helps."
+    )

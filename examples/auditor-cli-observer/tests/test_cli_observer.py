@@ -8,9 +8,9 @@ import shlex
 import sys
 from pathlib import Path
 
+import auditor_cli_observer as plugin
 import pytest
 
-import auditor_cli_observer as plugin
 from auditor.observe import ObserveRequest, validate
 
 FAKE = Path(__file__).with_name("fake_model.py")
@@ -27,7 +27,9 @@ def isolated(tmp_path, monkeypatch):
 
 
 def observe(user: str, **options):
-    request = ObserveRequest("You review agents.", user, options.get("model", "default"), timeout=10)
+    request = ObserveRequest(
+        "You review agents.", user, options.get("model", "default"), timeout=10
+    )
     return asyncio.run(plugin.CommandObserver().observe(request, options))
 
 
@@ -45,18 +47,31 @@ def test_check_says_what_to_set_and_what_is_missing(monkeypatch):
     assert obs.check({}) is None
     monkeypatch.delenv(plugin.COMMAND_ENV)
     assert "set AUDITOR_CLI_COMMAND" in obs.check({}) and "ollama run {model}" in obs.check({})
-    assert "'no-such-llm-tool' (from AUDITOR_CLI_COMMAND) is not on PATH" in obs.check({"command": "no-such-llm-tool -m x"})
+    assert "'no-such-llm-tool' (from AUDITOR_CLI_COMMAND) is not on PATH" in obs.check(
+        {"command": "no-such-llm-tool -m x"}
+    )
 
 
 def test_the_prompt_goes_on_stdin_and_the_model_into_the_command(tmp_path):
     result = observe("The agent said: all tests pass.", model="llama3.2")
     (call,) = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert call["argv"] == ["--model", "llama3.2"]
-    assert call["prompt"].startswith("You review agents.") and "Answer with exactly one JSON object" in call["prompt"]
+    assert (
+        call["prompt"].startswith("You review agents.")
+        and "Answer with exactly one JSON object" in call["prompt"]
+    )
     assert call["prompt"].rstrip().endswith("The agent said: all tests pass.")
     verdict = validate(result)
-    assert (verdict.valid, verdict.needs_correction, verdict.message) == (True, True, "the tests still fail, look again")
-    assert result.model == "llama3.2" and result.usage.input > 0 and "estimated" in result.usage.details
+    assert (verdict.valid, verdict.needs_correction, verdict.message) == (
+        True,
+        True,
+        "the tests still fail, look again",
+    )
+    assert (
+        result.model == "llama3.2"
+        and result.usage.input > 0
+        and "estimated" in result.usage.details
+    )
 
 
 @pytest.mark.parametrize("mode", ["fenced", "bare"])
@@ -68,7 +83,10 @@ def test_json_is_found_fenced_or_bare(monkeypatch, mode):
 def test_an_answer_without_json_is_invalid_not_silence(monkeypatch):
     monkeypatch.setenv("FAKE_MODEL_MODE", "prose")
     verdict = validate(observe("anything"))
-    assert (verdict.valid, verdict.problem) == (False, "the model answered without calling course_correct")
+    assert (verdict.valid, verdict.problem) == (
+        False,
+        "the model answered without calling course_correct",
+    )
 
 
 def test_a_failing_command_raises_with_its_stderr(monkeypatch):
@@ -104,6 +122,8 @@ def test_an_audit_run_over_auditors_sample_transcripts():
     engine = open_db()
     samples = resources.files("auditor_data") / "samples"
     ingest(engine, pm, [str(samples)])
-    config = RunConfig(observer="cli", model="fake-model", gate={"min_tool_calls": 0, "require_edit": False})
+    config = RunConfig(
+        observer="cli", model="fake-model", gate={"min_tool_calls": 0, "require_edit": False}
+    )
     summary = run(engine, pm, config, announce=lambda line: None)
     assert summary.audited >= 1 and summary.errors == 0 and summary.invalid == 0

@@ -99,7 +99,9 @@ class CommandObserver:
                 f"e.g. {COMMAND_ENV}='llm -m gpt-4o-mini' or {COMMAND_ENV}='ollama run {{model}}'"
             )
         if shutil.which(argv[0]) is None:
-            return f"{argv[0]!r} (from {COMMAND_ENV}) is not on PATH: install it or fix {COMMAND_ENV}"
+            return (
+                f"{argv[0]!r} (from {COMMAND_ENV}) is not on PATH: install it or fix {COMMAND_ENV}"
+            )
         return None
 
     async def observe(self, request: ObserveRequest, options: dict[str, Any]) -> ObserveResult:
@@ -110,11 +112,16 @@ class CommandObserver:
         prompt = f"{request.system.rstrip()}\n\n{INSTRUCTION}\n{request.user}"
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         try:
-            out, err = await asyncio.wait_for(proc.communicate(prompt.encode()), timeout=request.timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+            out, err = await asyncio.wait_for(
+                proc.communicate(prompt.encode()), timeout=request.timeout
+            )
+        except (TimeoutError, asyncio.CancelledError):
             proc.kill()
             await proc.wait()
             raise
@@ -122,16 +129,27 @@ class CommandObserver:
         text = out.decode("utf-8", "replace")
         if proc.returncode != 0:
             tail = err.decode("utf-8", "replace").strip()[-300:]
-            raise RuntimeError(f"{argv[0]} exited with status {proc.returncode}: {tail or '(no stderr)'}")
+            raise RuntimeError(
+                f"{argv[0]} exited with status {proc.returncode}: {tail or '(no stderr)'}"
+            )
         answer = find_answer(text)
         usage = ObserverUsage(
             input=len(prompt) // CHARS_PER_TOKEN,
             output=len(text) // CHARS_PER_TOKEN,
-            details={"estimated": "characters / 4: the command reports no token counts", "command": argv[0]},
+            details={
+                "estimated": "characters / 4: the command reports no token counts",
+                "command": argv[0],
+            },
         )
         model = options.get("model") or self.default_model
-        return ObserveResult(TOOL_NAME if answer is not None else None, answer, usage, model, latency,
-                             raw={"stdout": text[-4000:]})
+        return ObserveResult(
+            TOOL_NAME if answer is not None else None,
+            answer,
+            usage,
+            model,
+            latency,
+            raw={"stdout": text[-4000:]},
+        )
 
 
 @hookimpl
