@@ -82,6 +82,11 @@ def find_thread(engine: Engine, ident: str):
         rows = conn.execute(select(t).where(or_(*conds))).all()
         if not rows:
             rows = conn.execute(select(t).where(t.c.native_id.startswith(ident, autoescape=True)).limit(6)).all()
+    if len(rows) > 1:
+        # A session's prefix also matches its subagents ("<session>/agent-..."): take the session.
+        shortest = min(rows, key=lambda r: len(r.native_id))
+        if all(r is shortest or r.native_id.startswith(shortest.native_id + "/") for r in rows):
+            rows = [shortest]
     if len(rows) == 1:
         return rows[0]
     if not rows:

@@ -64,3 +64,12 @@ def test_ingest_and_threads_json(tmp_path):
     assert [(r["native_id"], r["agent"], r["messages"]) for r in rows] == [("c1", "openai", 2)]
     shown = invoke("show", "c1").output
     assert "hi" in shown and "hello" in shown
+
+
+def test_a_session_prefix_names_the_session_not_its_subagents(tmp_path):
+    for native_id in ("sess-1", "sess-1/agent-a"):
+        f = tmp_path / f"{native_id.replace('/', '_')}.json"
+        f.write_text(json.dumps({"id": native_id, "messages": [{"role": "user", "content": f"hello from {native_id}"}]}))
+    invoke("ingest", "-q", str(tmp_path))
+    shown = invoke("show", "sess")
+    assert shown.exit_code == 0 and "hello from sess-1" in shown.output and "agent-a" not in shown.output
