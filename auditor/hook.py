@@ -332,35 +332,48 @@ def run_hook(
     """
     options = options or HookOptions()
     hook = Hook(agent, engine_factory, plugins_factory, run_config, options)
-
-    def expire(signum, frame):
-        raise DeadlinePassed(f"deadline exceeded: the hook ran past {options.deadline:g}s")
-
-    previous = None
-    if hasattr(signal, "setitimer"):
-        previous = signal.signal(signal.SIGALRM, expire)
-        signal.setitimer(signal.ITIMER_REAL, max(0.05, options.deadline))
+    watchdog = _Watchdog(options.deadline)
     try:
-        outcome = hook.run(raw, stream)
+        with watchdog:
+            outcome = hook.run(raw, stream)
     except BaseException as exc:  # fail open, whatever it was
         if isinstance(exc, KeyboardInterrupt):
             error = "interrupted"
         else:
-            error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, DeadlinePassed) else str(exc)
+            error = str(exc) if isinstance(exc, DeadlinePassed) else f"{type(exc).__name__}: {exc}"
         outcome = HookOutcome("failed", error)
-        _disarm(previous)
         if hook.engine is not None:
             try:
                 outcome.run_id = record_failure(hook, error)
             except Exception as again:  # the store itself is the problem
                 outcome.detail += f" (and it could not be recorded: {type(again).__name__}: {again})"
-    finally:
-        _disarm(previous)
     outcome.timings = {**hook.timings, "total": time.monotonic() - hook.started}
     return outcome
 
 
-def _disarm(previous) -> None:
-    if previous is not None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+class _Watchdog:
+    """Raise DeadlinePassed in the main thread once `seconds` have passed (a backstop: the
+    observer call has its own, shorter timeout). Does nothing outside the main thread."""
+
+    def __init__(self, seconds: float):
+        self.seconds = max(0.05, seconds)
+        self.previous = None
+        self.armed = False
+
+    def _expire(self, signum, frame):
+        raise DeadlinePassed(f"deadline exceeded: the hook ran past {self.seconds:g}s")
+
+    def __enter__(self) -> "_Watchdog":
+        import threading
+
+        if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGALRM, self._expire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            self.armed = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous if self.previous is not None else signal.SIG_DFL)
+            self.armed = False
