@@ -215,3 +215,26 @@ def test_a_subagent_stop_audits_the_subagent_thread(stub, corpus, tmp_path):
     assert [c.gate_reason for c in rows(engine, s.Checkpoint)] == ["sidechain"]
     audited = run_cli(*args, "--include-sidechains", "--min-tool-calls", "1", "--no-require-edit", stdin=stdin, env=KEY)
     assert (audited.returncode, audited.stdout) == (0, block(CORRECTION))
+
+
+def test_the_hook_reads_only_the_new_tail_of_the_transcript(stub, session, corpus, tmp_path):
+    """Ingested up to the last turn, the file then grows; the hook must not read the old part again.
+    Bytes in the middle of the old part are spoiled (outside the fingerprinted head and tail): a
+    full re-read would trip on them."""
+    from auditor.ingest import FINGERPRINT_BYTES, ingest
+    from auditor.plugins import get_plugin_manager
+
+    copy_lines(corpus / CC_SESSION, session, lines=20)
+    engine = open_db(tmp_path / "auditor.db")
+    ingest(engine, get_plugin_manager(), [session])
+    data = bytearray(session.read_bytes())
+    start, stop = FINGERPRINT_BYTES + 100, len(data) - FINGERPRINT_BYTES - 100
+    assert stop - start > 1000
+    data[start:stop] = b"#" * (stop - start)
+    session.write_bytes(bytes(data))
+    append_lines(session, corpus / CC_SESSION, 20, 29)
+    result = hook(stub, session)
+    assert (result.returncode, result.stdout) == (0, block(CORRECTION))
+    assert rows(engine, s.IngestError) == []
+    [source] = rows(engine, s.SourceFile)
+    assert (source.lines, source.offset) == (29, session.stat().st_size)
