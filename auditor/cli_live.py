@@ -10,7 +10,15 @@ from pathlib import Path
 
 import click
 
-from .cli import Context, _echo_json, _gate_config, gate_options, handle_errors, observer_options, pass_ctx
+from .cli import (
+    Context,
+    _echo_json,
+    _gate_config,
+    gate_options,
+    handle_errors,
+    observer_options,
+    pass_ctx,
+)
 from .hook import DEADLINE, LAG_WAIT
 
 COMMANDS: list = []
@@ -117,7 +125,8 @@ def install(ctx: Context, agent: str, scope: str, project_dir: Path, observer, m
     """
     import json
 
-    from .hook_install import hook_command, install as install_hook, merge, settings_path
+    from .hook_install import hook_command, merge, settings_path
+    from .hook_install import install as install_hook
 
     extra = []
     if observer:

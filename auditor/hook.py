@@ -18,9 +18,9 @@ import hashlib
 import signal
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 # agent name -> (transcript format, injector)
 AGENTS = {"claude-code": ("claude-code", "claude-code"), "codex": ("codex", "codex")}
@@ -70,7 +70,7 @@ def _payload(agent: str, raw: str) -> _Payload:
     except orjson.JSONDecodeError as exc:
         raise ValueError(f"the hook input on stdin is not JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise ValueError("the hook input on stdin is not a JSON object")
+        raise ValueError("the hook input on stdin is not a JSON object")  # noqa: TRY004 - bad input, not a bug
     session = data.get("session_id")
     if not isinstance(session, str) or not session:
         raise ValueError("the hook input has no session_id")
@@ -168,7 +168,7 @@ class Hook:
         digest = hashlib.sha256(p.last_message.encode()).hexdigest()[:16]
         seq = (messages[-1].seq + 1) if messages else 0
         messages.append(
-            StoredMessage(0, f"hook:{digest}", "assistant", "agent", datetime.now(timezone.utc), None,
+            StoredMessage(0, f"hook:{digest}", "assistant", "agent", datetime.now(UTC), None,
                           seq, [Block("text", text=p.last_message)])
         )
         return messages
@@ -336,7 +336,7 @@ def run_hook(
     try:
         with watchdog:
             outcome = hook.run(raw, stream)
-    except BaseException as exc:  # fail open, whatever it was
+    except BaseException as exc:  # noqa: BLE001 - fail open, whatever it was
         if isinstance(exc, KeyboardInterrupt):
             error = "interrupted"
         else:
@@ -345,7 +345,7 @@ def run_hook(
         if hook.engine is not None:
             try:
                 outcome.run_id = record_failure(hook, error)
-            except Exception as again:  # the store itself is the problem
+            except Exception as again:  # noqa: BLE001 - the store itself is the problem
                 outcome.detail += f" (and it could not be recorded: {type(again).__name__}: {again})"
     outcome.timings = {**hook.timings, "total": time.monotonic() - hook.started}
     return outcome
@@ -363,7 +363,7 @@ class _Watchdog:
     def _expire(self, signum, frame):
         raise DeadlinePassed(f"deadline exceeded: the hook ran past {self.seconds:g}s")
 
-    def __enter__(self) -> "_Watchdog":
+    def __enter__(self) -> Self:
         import threading
 
         if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():

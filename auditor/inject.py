@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 # Put in front of a correction delivered through a channel that carries only text (a Stop
@@ -64,7 +64,7 @@ class Correction:
         """The correction as the JSON object `stdout` prints and `webhook` posts."""
         created = self.created_at
         if created is not None and created.tzinfo is None:
-            created = created.replace(tzinfo=timezone.utc)
+            created = created.replace(tzinfo=UTC)
         return {
             "type": "course-correction",
             "message": self.message,
@@ -113,7 +113,7 @@ class Delivery:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _is_turn_start(m) -> bool:
@@ -208,7 +208,7 @@ def deliver(
     try:
         try:
             target = injector.deliver(correction, dict(options or {}))
-        except Exception as exc:  # a failed attempt is recorded; a later inject retries it
+        except Exception as exc:  # noqa: BLE001 - recorded as a failed attempt; a later inject retries it
             error = f"{type(exc).__name__}: {exc}"
             with engine.begin() as conn:
                 _record(conn, correction, name, FAILED, turn_key, error=error)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection, delete, select, update
 
@@ -46,7 +46,7 @@ def take(conn: Connection, key: str, checkpoint_id: int, owner: str, seconds: fl
     """Take the lease `key` for `owner` in the caller's transaction; False if someone else holds it."""
     from .ingest import _insert
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     c = s.Claim.__table__
     values = {"owner": owner, "claimed_at": now, "expires_at": now + timedelta(seconds=seconds)}
     stmt = _insert(conn, c).values(key=key, checkpoint_id=checkpoint_id, **values)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import Self
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -46,7 +47,7 @@ class Stopper:
             raise KeyboardInterrupt
         self.event.set()
 
-    def __enter__(self) -> "Stopper":
+    def __enter__(self) -> Self:
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
@@ -75,7 +76,7 @@ def repeat(
         n += 1
         try:
             tick(n)
-        except Exception as exc:  # one bad tick must not end the schedule
+        except Exception as exc:  # noqa: BLE001 - one bad tick must not end the schedule
             on_error(n, exc)
         if stopper.requested():
             break

@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from wire_stubs import Reply, Stub, anthropic_response  # noqa: E402
+from wire_stubs import Reply, Stub, anthropic_response
 
 SPOTTER = "claude-code/marot-spotter"
 BIG = "4d5611e5-241a-462a-8d15-5122611a9569"
@@ -124,7 +124,7 @@ def one_run(case: dict, work: Path, stub: Stub, i: int, extra: list[str]) -> dic
     argv = auditor_argv() + ["hook", "claude-code", "--observer", "claude", "--base-url", stub.url, "-v", *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(argv, input=payload, capture_output=True, text=True, env=env)
+    done = subprocess.run(argv, input=payload, capture_output=True, text=True, env=env, check=False)
     wall = (time.perf_counter() - started) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from auditor.errors import AuditorError
-from auditor.hookspecs import hookimpl
 from auditor.files import replace_atomically
+from auditor.hookspecs import hookimpl
 from auditor.inject import Correction
 
 WEBHOOK_TIMEOUT = 10.0

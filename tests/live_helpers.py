@@ -34,7 +34,7 @@ def auditor_argv() -> list[str]:
 def run_cli(*args: str, stdin: str = "", env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     full = {**os.environ, **(env or {})}
     return subprocess.run(auditor_argv() + list(args), input=stdin, capture_output=True, text=True,
-                          env=full, timeout=timeout)
+                          env=full, timeout=timeout, check=False)
 
 
 def copy_lines(src: Path, dest: Path, lines: int | None = None) -> Path:

@@ -8,7 +8,15 @@ import time
 import uuid
 
 import pytest
-from live_helpers import CC_SESSION, CORRECTION, append_lines, copy_lines, last_record, rows, run_cli
+from live_helpers import (
+    CC_SESSION,
+    CORRECTION,
+    append_lines,
+    copy_lines,
+    last_record,
+    rows,
+    run_cli,
+)
 from wire_stubs import Reply, Stub, anthropic_error, anthropic_response
 
 from auditor import schema as s

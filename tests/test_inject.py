@@ -123,7 +123,7 @@ def test_guard_max_corrections_is_configurable(engine, pm, tmp_path):
     write_script_thread(f, "t-long", "Done.")
     ingest(engine, pm, [f])
     run(engine, pm, RunConfig(observer="numbered", gate=EVERY_ROUND), announce=quiet)
-    deliveries, printed = deliver_all(engine, pm, max_consecutive=3)
+    deliveries, _ = deliver_all(engine, pm, max_consecutive=3)
     assert [d.status for d in deliveries[:4]] == ["delivered", "delivered", "delivered", "skipped"]
 
 

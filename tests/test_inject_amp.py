@@ -102,7 +102,7 @@ def pm_script_thread(engine, tmp_path):
 
 @pytest.mark.parametrize("audited", [40], indirect=True)
 def test_a_kill_in_the_middle_leaves_the_old_file_or_the_new_one(engine, audited):
-    path, pm = audited
+    path, _ = audited
     old = path.read_bytes()
     old_messages = json.loads(old)["messages"]
     outcomes = []

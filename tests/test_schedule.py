@@ -6,7 +6,7 @@ import json
 import signal
 import subprocess
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
@@ -97,7 +97,7 @@ def store(engine, pm, tmp_path):
 def claim_everything(engine, pm, owner: str, expires_in: float) -> None:
     """Hold the lease of every call a run would make, as `owner`."""
     auditor = Auditor(engine, pm, RunConfig(observer="fake"))
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for job in auditor.plan():
         with engine.begin() as conn:
             conn.execute(s.Claim.__table__.insert().values(
@@ -180,7 +180,7 @@ def test_every_ticks_and_the_first_ctrl_c_stops_after_the_call_in_flight(engine,
         time.sleep(0.02)
     assert stub.log, "the first tick made no observer call"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "every 1s: ingest" in err and "tick 1" in err
     [verdict] = rows(engine, s.Verdict)  # the call in flight finished and was recorded...
@@ -205,7 +205,7 @@ def test_every_ingests_the_sources_on_each_tick(engine, corpus, tmp_path, stub):
         time.sleep(0.05)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert stub.log and rows(engine, s.Verdict)
     assert "ingested 1 new" in err
