@@ -5,6 +5,7 @@ Imported by `auditor.cli` once its shared options are defined; import `auditor.c
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -92,7 +93,11 @@ def _hook_command(agent: str, title: str):
         if verbose:
             steps = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in outcome.timings.items())
             click.echo(f"auditor hook {agent}: {outcome.status}: {outcome.detail} ({steps})", err=True)
-        sys.exit(0)
+        # Everything is answered and stored: skip the interpreter's teardown (hundreds of ms
+        # once an SDK is loaded), which the agent would wait for.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
     return command
 
@@ -217,7 +222,6 @@ def config_command(ctx: Context, as_json: bool, example: bool) -> None:
     directory. It lists the sources `auditor run --every` ingests and the defaults of the
     commands' options; the command line always wins over it.
     """
-    import os
 
     from .config import ENV_VAR, EXAMPLE, load
 
