@@ -52,15 +52,16 @@ def hook() -> None:
 def _hook_command(agent: str, title: str):
     help_text = f"""{title}'s Stop hook: audit the turn that just ended.
 
-    Reads the hook input (JSON) on stdin, reads the new tail of the transcript into the
-    store, and puts the checkpoint that just ended through the gate and the observer, all
-    recorded like `auditor run`. When a correction is due and the loop guards let it
+    Reads the hook input (JSON) on stdin, or as PAYLOAD, reads the new tail of the
+    transcript into the store, and puts the checkpoint that just ended through the gate and
+    the observer, all recorded like `auditor run`. When a correction is due and the loop guards let it
     through, prints {{"decision": "block", "reason": MESSAGE}} so the agent goes on with it;
     otherwise prints nothing. Always exits 0: any error, a missing key or a deadline
     passed lets the agent stop normally and is recorded.
     """
 
     @hook.command(agent, help=help_text)
+    @click.argument("payload", required=False)
     @observer_options
     @gate_options
     @click.option("--deadline", type=float, default=DEADLINE, show_default=True,
@@ -71,12 +72,12 @@ def _hook_command(agent: str, title: str):
                   help="Seconds to wait for a transcript file that lags behind the hook input.")
     @click.option("--verbose", "-v", is_flag=True, help="Say on stderr what the hook did and how long each step took.")
     @pass_ctx
-    def command(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
+    def command(ctx: Context, payload, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
                 no_require_edit, include_sidechains, projects, agents, max_prompt_tokens, deadline,
                 max_corrections, lag_wait, verbose) -> None:
         from .hook import HookOptions, run_hook
 
-        raw = sys.stdin.read()
+        raw = payload if payload is not None else sys.stdin.read()
         gate = _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents)
         config = run_config(observer, model, api_key, base_url, max_retries, timeout, gate, max_prompt_tokens)
 

@@ -129,3 +129,12 @@ def test_without_a_transcript_path_a_thread_not_in_the_store_is_left_alone(stub,
     result = hook(stub, rollout, transcript_path=None)
     assert (result.returncode, result.stdout) == (0, "")
     assert stub.log == []
+
+
+def test_the_hook_input_may_come_as_an_argument(stub, rollout):
+    last = json.loads(rollout.read_bytes().splitlines()[CODEX_TURN_END - 2])["payload"]["content"][0]["text"]
+    data = json.dumps({"session_id": SESSION, "turn_id": "t", "transcript_path": str(rollout), "hook_event_name": "Stop",
+                       "stop_hook_active": False, "last_assistant_message": last})
+    env = {"GEMINI_API_KEY": "AIza-TEST-dummy", "GOOGLE_GEMINI_BASE_URL": stub.url}
+    result = run_cli("hook", "codex", "--observer", "gemini", data, env=env)
+    assert (result.returncode, result.stdout) == (0, block(FIRST))
