@@ -159,8 +159,13 @@ def _guard(conn, c: Correction, turn_key: str, wrote_after: bool, max_consecutiv
 
 
 def _record(conn, c: Correction, injector: str, status: str, turn_key: str, target=None, error=None) -> int:
+    from . import events
     from . import schema as s
 
+    kind = {DELIVERED: "injected", FAILED: "injection-failed"}.get(status)
+    if kind:
+        events.record(conn, kind, thread_id=c.thread_id, checkpoint_id=c.checkpoint_id,
+                      verdict_id=c.verdict_id, subject=target or error, data={"injector": injector})
     return conn.execute(
         s.Injection.__table__.insert()
         .values(

@@ -184,6 +184,8 @@ def test_inject_prints_json_lines_by_default(engine, pm, claims):
     again = run_cli("inject")
     assert (again.returncode, again.stdout) == (0, "")
     assert "nothing pending" in again.stderr
+    logged = json.loads(run_cli("events", "--json", "--type", "injected").stdout)
+    assert [(e["type"], e["data"]["injector"]) for e in logged] == [("injected", "stdout")]
 
 
 def test_inject_dry_run(engine, pm, claims):
