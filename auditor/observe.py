@@ -119,3 +119,26 @@ def validate(result: ObserveResult) -> Verdict:
     if needs and not message:
         return Verdict(False, True, None, "needsCorrection is true but there is no message")
     return Verdict(True, needs, message if needs else None)
+
+
+class ClientCache:
+    """SDK clients kept per event loop and settings, for backends to reuse across calls.
+
+    An async HTTP pool must not outlive the loop it was opened on, and some SDK clients close
+    their transport when garbage-collected, so each backend keeps its clients here.
+    """
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple, tuple[Any, Any]] = {}
+
+    def get(self, settings: tuple, make) -> Any:
+        """Return the client for `settings` on the running loop, calling `make()` to create it."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        for key in [k for k, (lp, _) in self._clients.items() if lp.is_closed()]:
+            del self._clients[key]
+        key = (id(loop), *settings)
+        if key not in self._clients:
+            self._clients[key] = (loop, make())
+        return self._clients[key][1]

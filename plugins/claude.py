@@ -12,7 +12,6 @@ and honours `retry-after`), `send_temperature` (True/False overrides the per-mod
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import time
@@ -24,6 +23,7 @@ from auditor.observe import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     TOOL_SCHEMA,
+    ClientCache,
     ObserveRequest,
     ObserveResult,
     ObserverUsage,
@@ -91,7 +91,7 @@ class ClaudeObserver:
     def __init__(self) -> None:
         # One client per (event loop, key, endpoint, retries): an async HTTP pool must not
         # outlive the loop it was opened on.
-        self._clients: dict[tuple, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._clients = ClientCache()
 
     def check(self, options: dict[str, Any]) -> str | None:
         """Return None when the SDK and a key are present, else what to install or set."""
@@ -111,14 +111,10 @@ class ClaudeObserver:
             raise AuditorError(f"No Anthropic API key: set {KEY_ENV} (or pass --key).")
         base_url = options.get("base_url") or os.environ.get(BASE_URL_ENV) or None
         retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))
-        loop = asyncio.get_running_loop()
-        for k in [k for k, (lp, _) in self._clients.items() if lp.is_closed()]:
-            del self._clients[k]
-        cache_key = (id(loop), key, base_url, retries)
-        if cache_key not in self._clients:
-            client = anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=retries)
-            self._clients[cache_key] = (loop, client)
-        return self._clients[cache_key][1]
+        return self._clients.get(
+            (key, base_url, retries),
+            lambda: anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=retries),
+        )
 
     def build_kwargs(self, request: ObserveRequest, options: dict[str, Any]) -> dict[str, Any]:
         """Return the `messages.create` arguments: forced tool, output cap, temperature, timeout."""

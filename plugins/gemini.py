@@ -16,7 +16,6 @@ Limits: the SDK retries 408/429/5xx and timeouts with exponential backoff but do
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import time
@@ -28,6 +27,7 @@ from auditor.observe import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     TOOL_SCHEMA,
+    ClientCache,
     ObserveRequest,
     ObserveResult,
     ObserverUsage,
@@ -99,7 +99,7 @@ class GeminiObserver:
     def __init__(self) -> None:
         # One client per (event loop, key, endpoint): `Client.__del__` closes its transport, and
         # an async HTTP pool must not outlive the loop it was opened on.
-        self._clients: dict[tuple, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._clients = ClientCache()
 
     def check(self, options: dict[str, Any]) -> str | None:
         """Return None when the SDK and a key are present, else what to install or set."""
@@ -120,14 +120,10 @@ class GeminiObserver:
             raise AuditorError("No Gemini API key: set GEMINI_API_KEY (or pass --key).")
         base_url = options.get("base_url") or os.environ.get(BASE_URL_ENV) or None
         api_version = options.get("api_version", DEFAULT_API_VERSION)
-        loop = asyncio.get_running_loop()
-        for k in [k for k, (lp, _) in self._clients.items() if lp.is_closed()]:
-            del self._clients[k]
-        cache_key = (id(loop), key, base_url, api_version)
-        if cache_key not in self._clients:
-            http = types.HttpOptions(base_url=base_url, api_version=api_version)
-            self._clients[cache_key] = (loop, genai.Client(api_key=key, http_options=http))
-        return self._clients[cache_key][1]
+        http = types.HttpOptions(base_url=base_url, api_version=api_version)
+        return self._clients.get(
+            (key, base_url, api_version), lambda: genai.Client(api_key=key, http_options=http)
+        )
 
     def build_config(self, request: ObserveRequest, options: dict[str, Any]) -> Any:
         """Return the GenerateContentConfig: forced tool, temperature, output cap, thinking, timeout."""

@@ -23,7 +23,6 @@ local URL), `max_retries` (default 3), `tool_choice`, `reasoning_effort` (sent o
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -38,6 +37,7 @@ from auditor.observe import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     TOOL_SCHEMA,
+    ClientCache,
     ObserveRequest,
     ObserveResult,
     ObserverUsage,
@@ -151,7 +151,7 @@ class LocalObserver:
     description = "any OpenAI-compatible server (Ollama by default); free"
 
     def __init__(self) -> None:
-        self._clients: dict[tuple, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._clients = ClientCache()
         self._needs_required: set[str] = set()  # base URLs that reject the named tool_choice
 
     @property
@@ -187,14 +187,9 @@ class LocalObserver:
         key = options.get("api_key") or os.environ.get(KEY_ENV) or PLACEHOLDER_KEY
         url = base_url(options)
         retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))
-        loop = asyncio.get_running_loop()
-        for k in [k for k, (lp, _) in self._clients.items() if lp.is_closed()]:
-            del self._clients[k]
-        cache_key = (id(loop), key, url, retries)
-        if cache_key not in self._clients:
-            client = openai.AsyncOpenAI(api_key=key, base_url=url, max_retries=retries)
-            self._clients[cache_key] = (loop, client)
-        return self._clients[cache_key][1]
+        return self._clients.get(
+            (key, url, retries), lambda: openai.AsyncOpenAI(api_key=key, base_url=url, max_retries=retries)
+        )
 
     def build_kwargs(self, request: ObserveRequest, options: dict[str, Any]) -> dict[str, Any]:
         """Return the `chat.completions.create` arguments for one forced call."""
