@@ -105,6 +105,19 @@ def model_path(model: str) -> Path:
     raise UnknownName("embedded model (or .gguf path)", model, [DEFAULT_MODEL])
 
 
+_quiet_callback = None
+
+
+def _silence_llama_cpp(llama_cpp) -> None:
+    """Keep llama.cpp's own log lines off stderr (a Stop hook's stderr reaches the agent's UI)."""
+    global _quiet_callback
+    if _quiet_callback is None and hasattr(llama_cpp, "llama_log_set"):
+        import ctypes
+
+        _quiet_callback = llama_cpp.llama_log_callback(lambda level, text, user_data: None)
+        llama_cpp.llama_log_set(_quiet_callback, ctypes.c_void_p())
+
+
 def load(path: Path, options: dict[str, Any]) -> tuple[Any, threading.Lock]:
     """Return the process-wide Llama for `path` (loaded once) and the lock guarding it."""
     import llama_cpp
@@ -114,6 +127,7 @@ def load(path: Path, options: dict[str, Any]) -> tuple[Any, threading.Lock]:
     key = (str(path), n_ctx, n_threads)
     with _models_lock:
         if key not in _models:
+            _silence_llama_cpp(llama_cpp)
             llm = llama_cpp.Llama(
                 model_path=str(path),
                 n_ctx=n_ctx,
