@@ -106,11 +106,11 @@ def iter_files(paths: Iterable[str | os.PathLike], on_error: Callable[[str, str]
         def _walk_error(exc: OSError) -> None:
             on_error(str(exc.filename or path), f"cannot read directory: {exc.strerror or exc}")
 
-        for root, dirs, files in os.walk(path, onerror=_walk_error):
+        for root, dirs, files in os.walk(path.resolve(), onerror=_walk_error):
             dirs.sort()
             for name in sorted(files):
                 if name.endswith(TRANSCRIPT_SUFFIXES):
-                    yield (Path(root) / name).resolve()
+                    yield Path(root, name)
 
 
 def _info_fingerprint(info: ThreadInfo) -> bytes:
@@ -209,7 +209,9 @@ class Ingester:
             st = path.stat()
         except OSError as exc:
             return self._fail(spath, f"cannot read file: {exc.strerror or exc}")
-        row = self._conn().execute(select(s.SourceFile.__table__).where(s.SourceFile.path == spath)).first()
+        conn = self._conn()
+        sql = _SOURCE_SQL if conn.dialect.paramstyle == "qmark" else _SOURCE_SQL.replace("?", "%s")
+        row = conn.exec_driver_sql(sql, (spath,)).first()
         if row is not None and row.size == st.st_size and row.mtime_ns == st.st_mtime_ns:
             return FileResult(spath, "skipped", row.format)
         if st.st_size == 0:
@@ -240,7 +242,10 @@ class Ingester:
                 and (row.head_hash, row.tail_hash) == _fingerprints(path, row.offset)
             ):
                 status = "grown"
-                cursor = Cursor(row.offset, row.lines, dict(row.parser_state or {}))
+                state = row.parser_state
+                if isinstance(state, (str, bytes)):  # JSON text as SQLite hands it back
+                    state = orjson.loads(state)
+                cursor = Cursor(row.offset, row.lines, dict(state or {}))
         return self._parse_and_store(path, st, fmt, cursor, status, row)
 
     # -- internals ------------------------------------------------------------------------
@@ -484,6 +489,10 @@ _CALLS_SQL = _sql(
 _RESULTS_SQL = _sql(
     ("thread_id", "call_id", "source_file_id", "result_message_id", "is_error", "is_file_edit"),
     "tool_calls", "thread_id, call_id", ("result_message_id", "is_error"),
+)
+_SOURCE_SQL = (
+    'SELECT id, format, size, mtime_ns, "offset", lines, head_hash, tail_hash, parser_state '
+    "FROM source_files WHERE path = ?"
 )
 _USAGE_SQL = _sql(_USAGE_COLS, "token_usage", "thread_id, key", _USAGE_COLS[3:])
 
