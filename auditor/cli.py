@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 import traceback
+from datetime import UTC
 
 import click
 import orjson
@@ -177,16 +178,16 @@ def _echo_signals(plugins, thread, messages) -> None:
 def _parse_since(value: str | None):
     if not value:
         return None
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     units = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
     if value[:-1].isdigit() and value[-1] in units:
-        return datetime.now(timezone.utc) - timedelta(seconds=int(value[:-1]) * units[value[-1]])
+        return datetime.now(UTC) - timedelta(seconds=int(value[:-1]) * units[value[-1]])
     try:
         dt = datetime.fromisoformat(value)
     except ValueError:
         raise click.BadParameter(f"{value!r}: use an ISO date (2026-11-01) or a span like 12h, 7d") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def observer_options(fn):
@@ -266,7 +267,8 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
     import signal
 
     from .render import run_progress, run_summary
-    from .run import RunConfig, run as run_audit
+    from .run import RunConfig
+    from .run import run as run_audit
 
     options = {"max_retries": max_retries}
     if api_key:

@@ -92,7 +92,7 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(_config("sqlite://")).get_current_head()
 
 
-_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*['\"]([^'\"]+)['\"]", re.M)
+_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
 
 
 @lru_cache(maxsize=1)

@@ -9,7 +9,7 @@ plugin wins.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pluggy
 

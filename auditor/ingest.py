@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import orjson
 from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text, update
@@ -86,7 +86,7 @@ def _insert(conn: Connection, table):
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def iter_files(paths: Iterable[str | os.PathLike], on_error: Callable[[str, str], None]) -> Iterator[Path]:
@@ -522,7 +522,7 @@ class _Batch:
             return value
         # The form SQLAlchemy's SQLite DateTime type writes and reads back (UTC, naive).
         if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(UTC).replace(tzinfo=None)
         return value.isoformat(" ", "microseconds")
 
     def add_message(self, thread_id: int, file_id: int, msg: Message) -> None:
@@ -569,4 +569,4 @@ def ingest(
     return Ingester(engine, plugins, format_name).run(paths, progress)
 
 
-__all__ = ["ingest", "Ingester", "IngestSummary", "FileResult", "FormatError"]
+__all__ = ["FileResult", "FormatError", "IngestSummary", "Ingester", "ingest"]

@@ -13,10 +13,11 @@ the reasoning share of the output, kept for information.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Union
+from typing import Any, Protocol, Union
 
 import orjson
 
@@ -61,7 +62,7 @@ class Block:
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Block":
+    def from_json(cls, data: dict[str, Any]) -> Block:
         return cls(**data)
 
 
@@ -173,13 +174,13 @@ def parse_time(value: Any) -> datetime | None:
         return None
     try:
         if isinstance(value, (int, float)):
-            return datetime.fromtimestamp(value / 1000, tz=timezone.utc)
+            return datetime.fromtimestamp(value / 1000, tz=UTC)
         dt = datetime.fromisoformat(value)
     except (TypeError, ValueError, OverflowError, OSError):
         return None
     if dt.tzinfo is None:
-        return dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+        return dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC)
 
 
 def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem]:

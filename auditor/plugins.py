@@ -59,7 +59,7 @@ class Plugins:
             found: dict[str, object] = {}
 
             def register(fmt: object) -> None:
-                name = getattr(fmt, "name")
+                name = fmt.name
                 if name in found:
                     raise PluginError(f"Two plugins register the transcript format {name!r}.")
                 found[name] = fmt
@@ -82,7 +82,7 @@ class Plugins:
             found: dict[str, object] = {}
 
             def register(obs: object) -> None:
-                name = getattr(obs, "name")
+                name = obs.name
                 if name in found:
                     raise PluginError(f"Two plugins register the observer {name!r}.")
                 found[name] = obs
@@ -105,7 +105,7 @@ class Plugins:
             found: dict[str, object] = {}
 
             def register(inj: object) -> None:
-                name = getattr(inj, "name")
+                name = inj.name
                 if name in found:
                     raise PluginError(f"Two plugins register the injector {name!r}.")
                 found[name] = inj

@@ -13,13 +13,15 @@ import hashlib
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Engine, select, update
 
-from . import critique, events, leases, schema as s
+from . import critique, events, leases
+from . import schema as s
 from .checkpoints import Checkpoint, find_checkpoints
 from .errors import AuditorError
 from .observe import ObserveRequest, ObserveResult, validate
@@ -104,7 +106,7 @@ class Job:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def choose_observer(plugins: Plugins, name: str | None) -> tuple[str, str]:
@@ -162,7 +164,7 @@ class Auditor:
         t = s.Thread.__table__
         q = select(t).order_by(t.c.id)
         if self.config.since:
-            q = q.where(t.c.ended_at >= self.config.since.astimezone(timezone.utc).replace(tzinfo=None))
+            q = q.where(t.c.ended_at >= self.config.since.astimezone(UTC).replace(tzinfo=None))
         with self.engine.connect() as conn:
             return list(conn.execute(q).all())
 

@@ -117,5 +117,4 @@ def write_script_thread(path, thread: str, final_text: str, n_tools: int = 6) ->
                      "error": i == n_tools - 1})
     rows.append({"script": 1, "thread": thread, "id": f"{thread}-end", "role": "assistant", "text": final_text})
     with open(path, "a") as fh:
-        for r in rows:
-            fh.write(json.dumps(r) + "\n")
+        fh.writelines(json.dumps(r) + "\n" for r in rows)

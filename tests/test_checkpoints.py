@@ -5,9 +5,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from audit_helpers import agent, numbered, result, user
+from auditor_plugins.gate import decide
 
 from auditor.checkpoints import END_TURN, INFERENCE, find_checkpoints
-from auditor_plugins.gate import decide
 
 EDIT = ("Edit", True)
 READ = ("Read", False)

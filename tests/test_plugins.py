@@ -50,7 +50,7 @@ def test_a_misspelled_hook_fails_loudly(monkeypatch):
     module = types.ModuleType("auditor_test_misspelled")
 
     @hookimpl
-    def register_fromats(register):  # noqa: ARG001 - the typo is the point
+    def register_fromats(register):
         pass
 
     module.register_fromats = register_fromats

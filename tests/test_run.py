@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from auditor import schema as s
 from auditor.ingest import ingest
