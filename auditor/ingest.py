@@ -145,6 +145,7 @@ class Ingester:
         self.touched_threads: set[int] = set()
         self._c: Connection | None = None
         self._remember_stmt = None
+        self._thread_stmts: dict[tuple, object] = {}
         self._pending = 0
         self._pending_since = 0.0
 
@@ -308,6 +309,28 @@ class Ingester:
             ).returning(s.SourceFile.id)
         return c.execute(self._remember_stmt, values).scalar_one()
 
+    def _thread_stmt(self, conn: Connection, columns: tuple[str, ...], merged: tuple[str, ...]):
+        """The thread upsert for these columns, built once (building one costs more than running it)."""
+        cache_key = (columns, merged)
+        stmt = self._thread_stmts.get(cache_key)
+        if stmt is not None:
+            return stmt
+        table = s.Thread.__table__
+        stmt = _insert(conn, table).values({c: bindparam(c, type_=table.c[c].type) for c in columns})
+        set_ = {c: stmt.excluded[c] for c in merged}
+        if "meta" in set_:
+            # Later records fill in or update keys; they do not drop what earlier ones said.
+            if conn.dialect.name == "sqlite":
+                set_["meta"] = func.json_patch(func.coalesce(table.c.meta, "{}"), stmt.excluded.meta)
+            elif conn.dialect.name == "postgresql":
+                set_["meta"] = func.coalesce(table.c.meta, text("'{}'::json")).op("||")(stmt.excluded.meta)
+        # With nothing to merge, a no-op update so that RETURNING gives the existing row's id.
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["agent", "native_id"], set_=set_ or {"agent": stmt.excluded.agent}
+        ).returning(table.c.id)
+        self._thread_stmts[cache_key] = stmt
+        return stmt
+
     def _thread_id(self, conn: Connection, agent: str, info: ThreadInfo | None, native_id: str, file_id: int) -> int:
         key = (agent, native_id)
         if key in self._thread_ids:
@@ -339,21 +362,8 @@ class Ingester:
             values["is_sidechain"] = info.is_sidechain
             if info.is_sidechain:
                 merge["is_sidechain"] = True
-        stmt = _insert(conn, s.Thread.__table__).values(**values)
-        if "meta" in merge:
-            # Later records fill in or update keys; they do not drop what earlier ones said.
-            if conn.dialect.name == "sqlite":
-                merge["meta"] = func.json_patch(func.coalesce(s.Thread.__table__.c.meta, "{}"), stmt.excluded.meta)
-            elif conn.dialect.name == "postgresql":
-                merge["meta"] = func.coalesce(s.Thread.__table__.c.meta, text("'{}'::json")).op("||")(stmt.excluded.meta)
-        if merge:
-            stmt = stmt.on_conflict_do_update(index_elements=["agent", "native_id"], set_=merge)
-        else:
-            # A no-op update so that RETURNING gives the existing row's id.
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["agent", "native_id"], set_={"agent": stmt.excluded.agent}
-            )
-        thread_id = conn.execute(stmt.returning(s.Thread.id)).scalar_one()
+        stmt = self._thread_stmt(conn, tuple(values), tuple(merge))
+        thread_id = conn.execute(stmt, values).scalar_one()
         self._thread_ids[key] = thread_id
         if info is not None:
             self._thread_infos[key] = _info_fingerprint(info)
