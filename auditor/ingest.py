@@ -441,7 +441,14 @@ class Ingester:
         )
         ids = sorted(self.touched_threads)
         for i in range(0, len(ids), 500):
-            refresh_threads(conn, ids[i : i + 500])
+            chunk = ids[i : i + 500]
+            refresh_threads(conn, chunk)
+            # Their cost rollups are stale, and so are their subagents' (whose calls are
+            # told apart from the parent's by comparing with it).
+            t = s.Thread.__table__
+            conn.execute(
+                update(t).where(t.c.id.in_(chunk) | t.c.parent_id.in_(chunk)).values(rollup_dirty=True)
+            )
 
 
 def refresh_threads(conn: Connection, ids: list[int]) -> None:

@@ -328,14 +328,80 @@ def _key_maker(out: list[str], sql: list[tuple[str, str, str]]):
     return make
 
 
+def _whole_days(value: datetime | None) -> bool:
+    if value is None:
+        return True
+    value = value.astimezone(UTC) if value.tzinfo else value
+    return (value.hour, value.minute, value.second, value.microsecond) == (0, 0, 0, 0)
+
+
+def refresh_rollup(conn) -> int:
+    """Bring `usage_rollup` up to date for the threads marked dirty; return how many there were.
+
+    The sums per (thread, day, model, band) leave out the calls a forked subagent logged again.
+    When the price table's thresholds changed since the rollup was built, all of it is rebuilt.
+    """
+    current = ",".join(map(str, thresholds()))
+    stored = conn.execute(text("SELECT thresholds FROM usage_rollup_state WHERE id = 1")).scalar()
+    if stored != current:
+        conn.execute(text("UPDATE threads SET rollup_dirty = 1"))
+        conn.execute(text("DELETE FROM usage_rollup_state"))
+        conn.execute(text("INSERT INTO usage_rollup_state (id, thresholds) VALUES (1, :t)"), {"t": current})
+    dirty = conn.execute(text("SELECT count(*) FROM threads WHERE rollup_dirty")).scalar()
+    if not dirty:
+        return 0
+    band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
+    conn.execute(text("DELETE FROM usage_rollup WHERE thread_id IN (SELECT id FROM threads WHERE rollup_dirty)"))
+    conn.execute(text(f"""
+        INSERT INTO usage_rollup (thread_id, day, model, band, calls, input_tokens, output_tokens,
+                                  cache_read_tokens, cache_write_tokens)
+        SELECT u.thread_id, substr(u.timestamp, 1, 10) AS day, u.model, {band} AS band, count(*),
+               sum(u.input_tokens), sum(u.output_tokens), sum(u.cache_read_tokens), sum(u.cache_write_tokens)
+        FROM threads t JOIN token_usage u ON u.thread_id = t.id
+        WHERE t.rollup_dirty AND NOT ({COPIES_SQL})
+        GROUP BY u.thread_id, day, u.model, band
+    """))
+    conn.execute(text("UPDATE threads SET rollup_dirty = 0 WHERE rollup_dirty"))
+    return int(dirty)
+
+
+def _rolled_up_usage(conn, by, sql, sel, group, since, until) -> dict[tuple, list[int]]:
+    """`_agent_usage` read from `usage_rollup` (whole-day windows only): a few rows a thread."""
+    refresh_rollup(conn)
+    conn.commit()
+    params: dict[str, Any] = {}
+    conds = []
+    if since is not None:
+        params["since"] = since.astimezone(UTC).strftime("%Y-%m-%d") if since.tzinfo else since.strftime("%Y-%m-%d")
+        conds.append("u.day >= :since")
+    if until is not None:
+        params["until"] = until.astimezone(UTC).strftime("%Y-%m-%d") if until.tzinfo else until.strftime("%Y-%m-%d")
+        conds.append("u.day < :until")
+    # The same key expressions as over token_usage: `u.timestamp` is the day here.
+    sel = sel.replace("substr(u.timestamp, 1, 10)", "u.day")
+    join = " JOIN threads t ON t.id = u.thread_id" if THREAD_DIMS & set(by) else ""
+    rows = conn.execute(
+        text(
+            f"SELECT {sel} u.model, u.band, sum(u.calls), sum(u.input_tokens), sum(u.output_tokens), "
+            f"sum(u.cache_read_tokens), sum(u.cache_write_tokens) FROM usage_rollup u{join} "
+            f"WHERE {' AND '.join(conds) or '1'} GROUP BY {group} u.model, u.band"
+        ),
+        params,
+    )
+    n = len(sql) + 2
+    return {tuple(r[:n]): [int(x or 0) for x in r[n:]] for r in rows}
+
+
 def _agent_usage(
     conn, by: list[str], sql: list[tuple[str, str, str]], since, until
 ) -> dict[tuple, list[int]]:
     """Sum agents' calls per (SQL group, model, band), copies subtracted: group -> [calls, 4 sums]."""
-    params: dict[str, Any] = {}
-    window = _window("u.timestamp", since, until, params)
     sel = "".join(f"{c[1]} AS k{i}, " for i, c in enumerate(sql))
     group = "".join(f"k{i}, " for i in range(len(sql)))
+    if _whole_days(since) and _whole_days(until) and conn.dialect.name == "sqlite":
+        return _rolled_up_usage(conn, by, sql, sel, group, since, until)
+    params: dict[str, Any] = {}
+    window = _window("u.timestamp", since, until, params)
     band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
     body = (
         f"SELECT {sel} u.model, {band} AS band, count(*), sum(u.input_tokens), sum(u.output_tokens), "

@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -90,6 +91,8 @@ class Thread(Base):
     tool_call_count: Mapped[int] = mapped_column(Integer, default=0)
     file_edit_count: Mapped[int] = mapped_column(Integer, default=0)
     models: Mapped[str | None] = mapped_column(Text)
+    # Set when the thread's token usage changed, until `usage_rollup` is brought up to date.
+    rollup_dirty: Mapped[bool] = mapped_column(Boolean, default=True, server_default=text("1"))
 
 
 class Message(Base):
@@ -161,6 +164,39 @@ class TokenUsage(Base):
     cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     reasoning_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class UsageRollup(Base):
+    """Agents' token usage summed per thread, day, model and price band, for cost reports.
+
+    Rebuilt by the reports for the threads marked `rollup_dirty` (ingest marks them), so a
+    report over millions of usage rows reads a few rows per thread and day. Calls a forked
+    subagent logged again (same key and counts as in its parent) are left out. `day` is the
+    UTC date; `band` the prompt-size band of the price table's thresholds (`usage_rollup_state`).
+    """
+
+    __tablename__ = "usage_rollup"
+    __table_args__ = (Index("ix_usage_rollup_thread_id", "thread_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
+    day: Mapped[str | None] = mapped_column(String(10))
+    model: Mapped[str | None] = mapped_column(String(128))
+    band: Mapped[int] = mapped_column(Integer)
+    calls: Mapped[int] = mapped_column(Integer)
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger)
+
+
+class UsageRollupState(Base):
+    """The price-band thresholds `usage_rollup` was built with (one row)."""
+
+    __tablename__ = "usage_rollup_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    thresholds: Mapped[str] = mapped_column(Text)
 
 
 class IngestError(Base):

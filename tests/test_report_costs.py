@@ -355,3 +355,35 @@ def test_empty_store_prints_zero_totals():
     assert (
         out["rows"] == [] and out["total"]["agent_calls"] == 0 and out["total"]["overhead"] is None
     )
+
+
+# -- the rollup the reports read ---------------------------------------------------------------
+
+
+@pytest.mark.corpus
+def test_the_rollup_gives_what_the_usage_rows_give(claude_store, engine):
+    from auditor.reports import _agent_usage, _cost_columns
+
+    for by in (["day"], ["model"], ["project", "day"], ["thread"]):
+        _, sql = _cost_columns(by)
+        with engine.connect() as conn:
+            rolled = _agent_usage(conn, by, sql, None, None)
+            # A window that starts one second after midnight cannot use the day rollup.
+            direct = _agent_usage(conn, by, sql, datetime(2000, 1, 1, 0, 0, 1, tzinfo=UTC), None)
+        direct = {k: v for k, v in direct.items() if v[0]}  # groups left with no call drop out
+        assert rolled == direct and sum(v[0] for v in rolled.values()) > 1000
+
+
+def test_the_rollup_follows_a_file_that_grew(engine, tmp_path, monkeypatch):
+    price_file(tmp_path, monkeypatch, RATES)
+    pm = get_plugin_manager(extra=[UsagePlugin()])
+    log = tmp_path / "usage.jsonl"
+    write_thread(log, "first", "Done.", n_tools=2, day="2026-03-01", tokens=(100, 10, 0, 0))
+    ingest(engine, pm, [log])
+    before = report_json("--by", "day")["rows"]
+    write_thread(log, "second", "Done.", n_tools=3, day="2026-03-02", tokens=(200, 20, 0, 0))
+    assert ingest(engine, pm, [log]).grown == 1
+    after = report_json("--by", "day")["rows"]
+    # Every assistant message is a call: n tool rounds and the final claim.
+    assert [(r["day"], r["input_tokens"]) for r in before] == [("2026-03-01", 3 * 100)]
+    assert [(r["day"], r["input_tokens"]) for r in after] == [("2026-03-01", 300), ("2026-03-02", 4 * 200)]
