@@ -19,6 +19,13 @@ from .cli import _gate_config, gate_options, observer_options
 FORMATS = ["table", "json", "csv"]
 
 
+def format_option(help: str = "Output format."):
+    """The --format option every report takes."""
+    return click.option(
+        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help=help
+    )
+
+
 def _ctx():
     from .cli import Context
 
@@ -211,14 +218,7 @@ def report_options(dims: tuple[str, ...], default: str):
                 metavar="WHEN",
                 help="Before WHEN (an ISO date means up to the end of that day). UTC.",
             ),
-            click.option(
-                "--format",
-                "fmt",
-                type=click.Choice(FORMATS),
-                default="table",
-                show_default=True,
-                help="Output format.",
-            ),
+            format_option("Output format."),
         ]
         for opt in reversed(opts):
             fn = opt(fn)
@@ -352,14 +352,7 @@ def _agreement_table(report) -> None:
 )
 @click.option("--since", metavar="WHEN", help="Only answers given from WHEN on (ISO date or 7d).")
 @click.option("--until", metavar="WHEN", help="Only answers given before WHEN.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default="table",
-    show_default=True,
-    help="Output format (csv lists the disagreements).",
-)
+@format_option("Output format (csv lists the disagreements).")
 @handled
 def report_agreement(observers, since, until, fmt) -> None:
     """Compare two observers on the checkpoints both answered: 2x2 table, agreement, Cohen's kappa.
@@ -433,14 +426,7 @@ def _followup_table(report) -> None:
 @report.command("followup")
 @click.option("--since", metavar="WHEN", help="Corrections from WHEN on (ISO date or 7d).")
 @click.option("--until", metavar="WHEN", help="Corrections before WHEN.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default="table",
-    show_default=True,
-    help="Output format.",
-)
+@format_option("Output format.")
 @handled
 def report_followup(since, until, fmt) -> None:
     """What the agent did after each course correction, and the share of corrections acted on.
@@ -539,14 +525,7 @@ def _eval_table(report) -> None:
     show_default=True,
     help="Observer calls in flight at once.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default="table",
-    show_default=True,
-    help="Output format (csv: one line per label).",
-)
+@format_option("Output format (csv: one line per label).")
 @handled
 def eval_command(
     labels,
