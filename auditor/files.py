@@ -7,13 +7,18 @@ import tempfile
 from pathlib import Path
 
 
-def replace_atomically(path: Path, data: bytes, unchanged_since: os.stat_result | None = None) -> bool:
+def replace_atomically(
+    path: Path, data: bytes, unchanged_since: os.stat_result | None = None
+) -> bool:
     """Replace `path` by `data` so that readers see the old or the new file, never a mix.
 
     Write a temporary file beside it, fsync it, rename it over `path`, fsync the directory.
-    Return False, leaving `path` alone, when it changed after `unchanged_since` (someone else
-    wrote it meanwhile: read it again and retry).
+    A symbolic link is written through: the file it points to is replaced and the link stays
+    (dotfile repositories link settings and thread files). Return False, leaving `path` alone,
+    when it changed after `unchanged_since` (someone else wrote it meanwhile: read it again and
+    retry).
     """
+    path = Path(os.path.realpath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".auditor-tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -31,7 +36,10 @@ def replace_atomically(path: Path, data: bytes, unchanged_since: os.stat_result 
         os.chmod(tmp, mode)
         if unchanged_since is not None:
             now = path.stat()
-            if (now.st_mtime_ns, now.st_size) != (unchanged_since.st_mtime_ns, unchanged_since.st_size):
+            if (now.st_mtime_ns, now.st_size) != (
+                unchanged_since.st_mtime_ns,
+                unchanged_since.st_size,
+            ):
                 os.unlink(tmp)
                 return False
         os.replace(tmp, path)

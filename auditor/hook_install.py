@@ -75,7 +75,9 @@ def merge(settings: dict, agent: str, command: str, timeout: int) -> tuple[dict,
     for event in EVENTS[agent]:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
-            raise AuditorError(f"the settings file's hooks.{event} is not a list; fix it by hand first")
+            raise AuditorError(
+                f"the settings file's hooks.{event} is not a list; fix it by hand first"
+            )
         found = False
         for group in groups:
             handlers = group.get("hooks") if isinstance(group, dict) else None
@@ -102,13 +104,15 @@ def install(path: Path, agent: str, command: str, timeout: int) -> bool:
             try:
                 settings = json.loads(text)
             except ValueError as exc:
-                raise AuditorError(f"{path} is not valid JSON ({exc}); fix it first, nothing was changed") from None
+                raise AuditorError(
+                    f"{path} is not valid JSON ({exc}); fix it first, nothing was changed"
+                ) from None
             if not isinstance(settings, dict):
                 raise AuditorError(f"{path} does not hold a JSON object; nothing was changed")
     settings, changed = merge(settings, agent, command, timeout)
     if not changed:
         return False
-    path.parent.mkdir(parents=True, exist_ok=True)
+    Path(os.path.realpath(path)).parent.mkdir(parents=True, exist_ok=True)  # through a link, too
     data = (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode()
     replace_atomically(path, data)
     return True

@@ -88,6 +88,23 @@ def test_install_merges_and_never_clobbers(tmp_path):
     assert "--observer gemini" in handler["command"] and len(settings["hooks"]["Stop"]) == 2
 
 
+def test_a_symlinked_settings_file_is_written_through(tmp_path):
+    """Dotfile repos link settings.json: the link stays and the file it points to gets the hook."""
+    real = tmp_path / "dotfiles" / "claude-settings.json"
+    real.parent.mkdir()
+    real.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]}}))
+    os.chmod(real, 0o600)
+    path = tmp_path / "proj" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    path.symlink_to(os.path.relpath(real, path.parent))
+    assert install(tmp_path).returncode == 0
+    assert path.is_symlink() and path.resolve() == real
+    settings = json.loads(real.read_text())
+    assert settings["permissions"] == {"allow": ["Bash(ls)"]}
+    assert_claude_code_accepts(settings)
+    assert oct(real.stat().st_mode & 0o777) == oct(0o600)
+
+
 def test_a_broken_settings_file_is_left_alone(tmp_path):
     path = tmp_path / "proj" / ".claude" / "settings.json"
     path.parent.mkdir(parents=True)

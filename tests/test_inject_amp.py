@@ -82,6 +82,24 @@ def test_the_correction_becomes_a_course_correction_user_message(engine, audited
     assert run_cli("inject", "--injector", "amp-thread").stdout == ""
 
 
+def test_a_symlinked_thread_file_gets_the_correction_in_its_target(engine, corpus, tmp_path):
+    """Dotfile repos link thread files: the link stays a link and the real file gets the message."""
+    (tmp_path / "dotfiles").mkdir()
+    (tmp_path / "threads").mkdir()
+    real = amp_thread(corpus, tmp_path / "dotfiles" / "T-sanitized-orb-thread.json")
+    link = tmp_path / "threads" / real.name
+    link.symlink_to(real)
+    pm = get_plugin_manager(extra=[FakeObserverPlugin(FakeObserver(trigger="Inspect the workspace"))])
+    ingest(engine, pm, [link.parent])  # a directory walk keeps the link's path
+    run(engine, pm, RunConfig(observer="fake", gate=ANY), announce=lambda line: None)
+    result = run_cli("inject", "--injector", "amp-thread")
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and link.resolve() == real
+    added = json.loads(real.read_text())["messages"][-1]
+    assert added["source"] == {"type": "course-correction"}
+    assert not list(tmp_path.glob("*/*.auditor-tmp"))
+
+
 def test_another_agents_thread_is_refused(engine, pm_script_thread):
     result = run_cli("inject", "--injector", "amp-thread")
     assert result.returncode == 1
