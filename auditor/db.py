@@ -116,7 +116,9 @@ def _is_current(engine: Engine) -> bool:
         return False
     try:
         with engine.connect() as conn:
-            return conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [head]
+            return conn.execute(
+                text("SELECT version_num FROM alembic_version")
+            ).scalars().all() == [head]
     except Exception:  # no table yet, or not readable: let Alembic decide
         return False
 
@@ -145,8 +147,20 @@ def upgrade(engine: Engine) -> None:
                 "--db at another database."
             ) from None
     with engine.begin() as conn:
+        _lock_for_migration(conn)
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, "head")  # under the lock Alembic reads the version again
+
+
+def _lock_for_migration(conn) -> None:
+    """Hold the database's write lock for the whole migration, so that commands started at the
+    same time on a new database wait for the first one to migrate instead of racing it."""
+    if conn.dialect.name == "sqlite":
+        # pysqlite opens no transaction before DDL: begin one that takes the write lock now
+        # (waiting up to the busy timeout), so the migration's DDL is one atomic step.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(2026091508)")  # auditor's migration lock
 
 
 def open_db(db: str | os.PathLike | None = None, *, migrate: bool = True) -> Engine:
@@ -159,5 +173,7 @@ def open_db(db: str | os.PathLike | None = None, *, migrate: bool = True) -> Eng
     except DatabaseError:
         raise
     except Exception as exc:
-        raise DatabaseError(f"Cannot open the database {make_url(url).render_as_string(hide_password=True)}: {exc}") from exc
+        raise DatabaseError(
+            f"Cannot open the database {make_url(url).render_as_string(hide_password=True)}: {exc}"
+        ) from exc
     return engine

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -64,3 +65,23 @@ def test_reopening_a_current_database_is_a_no_op(tmp_path):
     db.open_db(path)
     engine = db.open_db(path)
     assert db.current_revision(engine) == db.head_revision()
+
+
+def test_first_use_by_several_processes_at_once_just_works(tmp_path):
+    """Five commands start together on a database that does not exist yet: all of them succeed
+    (one migrates, the others wait for it) and the store ends at head."""
+    from live_helpers import auditor_argv
+
+    for attempt in range(3):
+        path = tmp_path / f"new{attempt}.db"
+        procs = [
+            subprocess.Popen(auditor_argv() + ["--db", str(path), "threads", "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(5)
+        ]
+        results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
+        for p in procs:
+            p.stdout.close()
+            p.stderr.close()
+        assert [(code, err) for code, _, err in results] == [(0, "")] * 5
+        assert db.current_revision(db.open_db(path, migrate=False)) == db.head_revision()
