@@ -159,8 +159,6 @@ def _lock_for_migration(conn) -> None:
         # pysqlite opens no transaction before DDL: begin one that takes the write lock now
         # (waiting up to the busy timeout), so the migration's DDL is one atomic step.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
-    elif conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(2026091508)")  # auditor's migration lock
 
 
 def open_db(db: str | os.PathLike | None = None, *, migrate: bool = True) -> Engine:
