@@ -1,0 +1,264 @@
+"""Evidence recall: does the observer's prompt keep what a reviewer needs to decide?
+
+`benchmarks/evidence/labels.jsonl` holds end-of-turn checkpoints of real transcripts in
+../shared/corpus, each with the exact strings a reviewer needed to decide whether the agent should
+have been corrected (the user's requirement, the agent's own sentences, failure lines, the last
+result of a command) and whether it should have been. For each label this script:
+
+1. ingests the label's transcript into a scratch store and renders the checkpoint exactly as
+   `auditor prompt THREAD --at MESSAGE_ID` does (find_thread, load_messages, checkpoint_at, the
+   formatter hook);
+2. renders the same checkpoint uncut: every unit of the conversation through the formatter's own
+   unit renderers at a level that abbreviates nothing (header and closing line included);
+3. counts an evidence string as kept when it occurs in the prompt after the prompt's own
+   transformations of text: `auditor.redact.redact` is applied to the string, and runs of
+   whitespace are collapsed on both sides (the prompt re-indents tool inputs, fences output and
+   flattens harness notes; it never rewrites words). Every evidence string must occur in the
+   uncut render, else the label is reported as broken.
+
+It prints recall over all evidence strings and over those of the checkpoints that should have been
+corrected, and the median of prompt tokens / uncut tokens. The same figures are printed for the
+seeds' simple cut (every message, tool inputs cut to 200 and results to 500 characters) and, with
+`--before REF`, for the formatter of git revision REF, so a change is measured against what it
+replaces in one run. Goal: recall >= 0.95 overall and at positives, median ratio <= 0.35.
+
+    python benchmarks/evidence.py [--corpus DIR] [--labels FILE] [--budget TOKENS] [--before REF]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from auditor.checkpoints import checkpoint_at
+from auditor.db import open_db
+from auditor.ingest import ingest
+from auditor.plugins import get_plugin_manager
+from auditor.redact import redact
+from auditor.threads import find_thread, load_messages
+
+ROOT = Path(__file__).resolve().parent.parent
+LABELS = Path(__file__).resolve().parent / "evidence" / "labels.jsonl"
+SHARED = Path(os.environ.get("AUDITOR_SHARED", ROOT.parent / "shared"))
+Render = Callable[[object, object, list, dict], str]
+
+
+def load_labels(path: Path) -> list[dict]:
+    """Read the labels, one JSON object a line."""
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"{path}:{n}: not JSON ({exc.msg})") from None
+    return out
+
+
+def normalise(text: str) -> str:
+    """Collapse every run of whitespace to one space: the prompt re-indents and re-wraps."""
+    return " ".join(text.split())
+
+
+def kept(evidence: str, rendered: str) -> bool:
+    """True when `evidence`, redacted as the prompt redacts, occurs in normalised `rendered`."""
+    return normalise(redact(evidence)) in rendered
+
+
+@dataclass
+class Checkpoint:
+    label: dict
+    checkpoint: object
+    thread: object
+    messages: list
+
+
+def load_checkpoints(engine, labels: list[dict]) -> list[Checkpoint]:
+    """Find each label's checkpoint the way `auditor prompt THREAD --at MESSAGE_ID` does."""
+    out = []
+    for label in labels:
+        th = find_thread(engine, label["thread"])
+        messages = load_messages(engine, th.id)
+        cp = checkpoint_at(th.id, messages, label["at"], "end-turn")
+        out.append(Checkpoint(label, cp, th, messages[: cp.index + 1]))
+    return out
+
+
+def tokens(text: str) -> int:
+    return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+
+
+def uncut(formatter) -> Render:
+    """Render through the formatter's units at a level that cuts nothing."""
+    level = formatter.Level(result=10**9, value=10**9, command=10**9, text=None, note=10**9)
+
+    def render(checkpoint, thread, messages, config) -> str:
+        out = [formatter._header(thread), "## Conversation"]
+        for unit in formatter.build_units(messages):
+            body = unit.render(level)
+            out.append(f"{unit.heading}\n\n{body}" if unit.heading else body)
+        out.append(formatter._footer(checkpoint))
+        return "\n\n".join(out) + "\n"
+
+    return render
+
+
+def seed_cut(checkpoint, thread, messages, config) -> str:
+    """The seeds' simple render: every message, tool inputs cut to 200 and results to 500 chars."""
+    parts = []
+    for m in messages:
+        text = ""
+        for b in m.blocks:
+            if b.kind == "text" and b.text:
+                text += b.text
+            elif b.kind == "tool_use":
+                text += f"\n[Tool: {b.tool_name}({json.dumps(b.tool_input)[:200]}...)]"
+            elif b.kind == "tool_result":
+                text += f"\n[Result: {(b.text or '')[:500]}...]"
+        parts.append(f"**{m.role}**: {redact(text)}")
+    return "\n\n".join(parts)
+
+
+def formatter_at(ref: str):
+    """Import plugins/formatter.py as it was at git revision `ref`."""
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{ref}:plugins/formatter.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp(prefix="auditor-evidence-")) / "formatter_before.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("formatter_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Figures:
+    name: str
+    evidence: int = 0
+    found: int = 0
+    positive_evidence: int = 0
+    positive_found: int = 0
+    ratios: list[float] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    missed: list[tuple[str, str]] = field(default_factory=list)
+
+    def line(self) -> dict:
+        return {
+            "render": self.name,
+            "recall": round(self.found / max(self.evidence, 1), 3),
+            "recall_at_positives": round(self.positive_found / max(self.positive_evidence, 1), 3),
+            "evidence": self.evidence,
+            "positive_evidence": self.positive_evidence,
+            "median_prompt_tokens": statistics.median(self.sizes) if self.sizes else None,
+            "median_ratio_to_uncut": round(statistics.median(self.ratios), 3)
+            if self.ratios
+            else None,
+        }
+
+
+def measure(
+    name: str, render: Render, checkpoints: list[Checkpoint], full: list[str], config: dict
+) -> Figures:
+    """Recall of the evidence strings and size against the uncut render, for one renderer."""
+    figures = Figures(name)
+    for cp, full_text in zip(checkpoints, full, strict=True):
+        text = render(cp.checkpoint, cp.thread, cp.messages, config)
+        flat = normalise(text)
+        positive = bool(cp.label["should_correct"])
+        for evidence in cp.label["evidence"]:
+            hit = kept(evidence, flat)
+            figures.evidence += 1
+            figures.found += hit
+            figures.positive_evidence += positive
+            figures.positive_found += positive and hit
+            if not hit:
+                figures.missed.append((cp.label["at"], evidence))
+        figures.sizes.append(tokens(text))
+        figures.ratios.append(tokens(text) / max(tokens(full_text), 1))
+    return figures
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--corpus",
+        type=Path,
+        default=SHARED / "corpus",
+        help="default: $AUDITOR_SHARED/corpus, else ../shared/corpus",
+    )
+    ap.add_argument("--labels", type=Path, default=LABELS)
+    ap.add_argument(
+        "--budget", type=int, default=None, help="formatter token budget (default: the formatter's)"
+    )
+    ap.add_argument(
+        "--before", metavar="REF", help="also measure plugins/formatter.py of git revision REF"
+    )
+    ap.add_argument(
+        "--verbose", "-v", action="store_true", help="list every evidence string the prompt lost"
+    )
+    args = ap.parse_args()
+    if not args.corpus.is_dir():
+        print(f"The corpus is not at {args.corpus}; pass --corpus DIR.", file=sys.stderr)
+        return 2
+    labels = load_labels(args.labels)
+    engine = open_db(Path(tempfile.mkdtemp(prefix="auditor-evidence-")) / "store.db")
+    pm = get_plugin_manager()
+    ingest(engine, pm, sorted({args.corpus / label["file"] for label in labels}))
+    checkpoints = load_checkpoints(engine, labels)
+
+    from auditor_plugins import formatter
+
+    full = [uncut(formatter)(c.checkpoint, c.thread, c.messages, {}) for c in checkpoints]
+    broken = [
+        (c.label["at"], e)
+        for c, text in zip(checkpoints, full, strict=True)
+        for e in c.label["evidence"]
+        if not kept(e, normalise(text))
+    ]
+    positives = sum(bool(label["should_correct"]) for label in labels)
+    agents = sorted({c.thread.agent for c in checkpoints})
+    print(
+        json.dumps(
+            {
+                "labels": len(labels),
+                "positives": positives,
+                "agents": agents,
+                "evidence": sum(len(label["evidence"]) for label in labels),
+                "evidence_missing_from_uncut_render": len(broken),
+            }
+        )
+    )
+    for at, evidence in broken:
+        print(f"  broken label {at}: {evidence!r}", file=sys.stderr)
+
+    config = {"max_tokens": args.budget} if args.budget else {}
+    runs = [("seed 200/500 cut", seed_cut)]
+    if args.before:
+        runs.append((f"formatter at {args.before}", formatter_at(args.before).render))
+    runs.append(("formatter (auditor prompt)", pm.render_checkpoint))
+    for name, render in runs:
+        figures = measure(name, render, checkpoints, full, config)
+        print(json.dumps(figures.line()))
+        if args.verbose:
+            for at, evidence in figures.missed:
+                print(f"  lost at {at}: {evidence[:120]!r}")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
