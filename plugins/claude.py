@@ -12,6 +12,7 @@ and honours `retry-after`), `send_temperature` (True/False overrides the per-mod
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -81,6 +82,58 @@ def map_usage(usage: Any) -> ObserverUsage:
     )
 
 
+def _off_spec(problem: str) -> AuditorError:
+    return AuditorError(f"off-spec answer from the Anthropic API: {problem}")
+
+
+_MISSING = object()
+
+
+def _field(obj: Any, name: str) -> Any:
+    """`obj.name`, or _MISSING when the answer did not have it (the SDK builds its models
+    without validation, so an absent field reads as None)."""
+    present = getattr(obj, "model_fields_set", None)
+    if present is not None and name not in present:
+        return _MISSING
+    return getattr(obj, name, _MISSING)
+
+
+def _kind(value: Any) -> str:
+    """Name a value as JSON would: null, a string, an array..."""
+    if value is _MISSING:
+        return "missing"
+    if value is None:
+        return "null"
+    kinds = ((bool, "a boolean"), ((int, float), "a number"), (str, "a string"), (list, "an array"))
+    return next((name for types, name in kinds if isinstance(value, types)), "an object")
+
+
+def tool_use_block(msg: Any) -> Any:
+    """Return the first tool_use block of a Messages answer (None when there is none), or raise
+    AuditorError saying what is wrong with an answer that is not shaped like one."""
+    if isinstance(msg, (list, str, int, float)) or msg is None:
+        raise _off_spec(f"the answer is {_kind(msg)}, not a Messages object")
+    content = _field(msg, "content")
+    if not isinstance(content, list):
+        raise _off_spec(f"content is {_kind(content)}, not a list of blocks")
+    for i, block in enumerate(content):
+        kind = getattr(block, "type", None)
+        if not isinstance(kind, str):
+            raise _off_spec(f"content[{i}] is {_kind(block)}, not a block with a type")
+        if kind == "tool_use":
+            return block
+    return None
+
+
+def _check_usage(usage: Any) -> None:
+    if usage is None:
+        return  # recorded as missing usage
+    for name in ("input_tokens", "output_tokens"):
+        value = _field(usage, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _off_spec(f"usage.{name} is {_kind(value)}, not a number of tokens")
+
+
 class ClaudeObserver:
     """Judge checkpoints with a Claude model through the Anthropic Messages API."""
 
@@ -140,9 +193,13 @@ class ClaudeObserver:
         """Make one forced `course_correct` call and return the raw result."""
         client = self._client(options)
         started = time.perf_counter()
-        msg = await client.messages.create(**self.build_kwargs(request, options))
+        try:
+            msg = await client.messages.create(**self.build_kwargs(request, options))
+        except json.JSONDecodeError:
+            raise _off_spec("the answer is not JSON") from None
         latency = time.perf_counter() - started
-        block = next((b for b in msg.content if b.type == "tool_use"), None)
+        block = tool_use_block(msg)
+        _check_usage(msg.usage)
         usage = map_usage(msg.usage)
         if msg.stop_reason:
             usage.details["stop_reason"] = msg.stop_reason

@@ -162,6 +162,45 @@ def test_bad_arguments_are_invalid(stub):
     assert not verdict.valid and "no message" in verdict.problem
 
 
+def _without(key):
+    body = anthropic_response()
+    body.pop(key)
+    return body
+
+
+def _with(**fields):
+    return {**anthropic_response(), **fields}
+
+
+def _usage(**fields):
+    body = anthropic_response()
+    body["usage"] = {**body["usage"], **fields}
+    return body
+
+
+@pytest.mark.parametrize(
+    "body, problem",
+    [
+        (_with(content=None), "content is null, not a list of blocks"),
+        (_without("content"), "content is missing, not a list of blocks"),
+        (_with(content="course_correct"), "content is a string, not a list of blocks"),
+        (_with(content=[None]), "content[0] is null, not a block with a type"),
+        ({"type": "message"}, "content is missing, not a list of blocks"),
+        ([{"type": "tool_use"}], "the answer is an array, not a Messages object"),
+        (_usage(input_tokens=None), "usage.input_tokens is null, not a number of tokens"),
+        (_usage(output_tokens="61"), "usage.output_tokens is a string, not a number of tokens"),
+        ("<html>502 Bad Gateway</html>", "the answer is not JSON"),
+    ],
+)
+def test_an_off_spec_answer_says_what_is_wrong_with_it(stub, body, problem):
+    from auditor.errors import AuditorError
+
+    stub.default = Reply(200, body)
+    with pytest.raises(AuditorError) as caught:
+        observe(stub, max_retries=0)
+    assert str(caught.value) == f"off-spec answer from the Anthropic API: {problem}"
+
+
 def test_check_names_the_key_and_the_install(monkeypatch):
     obs = ClaudeObserver()
     assert "ANTHROPIC_API_KEY" in obs.check({})
