@@ -32,6 +32,8 @@ TOOL_SCHEMA: dict[str, Any] = {
 
 TEMPERATURE = 0.1
 MAX_OUTPUT_TOKENS = 1024
+# Far more than MAX_OUTPUT_TOKENS allow: a longer message comes from a model or server gone wrong.
+MAX_MESSAGE_CHARS = 8000
 
 
 @dataclass
@@ -116,6 +118,14 @@ def validate(result: ObserveResult) -> Verdict:
     if message is not None and not isinstance(message, str):
         return Verdict(False, needs, None, "message is not a string or null")
     message = (message or "").strip() or None
+    if message is not None and len(message) > MAX_MESSAGE_CHARS:
+        return Verdict(
+            False,
+            needs,
+            None,
+            f"the message is {len(message):,} characters long; a correction is at most "
+            f"{MAX_MESSAGE_CHARS:,}",
+        )
     if needs and not message:
         return Verdict(False, True, None, "needsCorrection is true but there is no message")
     return Verdict(True, needs, message if needs else None)

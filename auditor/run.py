@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select, update
 
-from . import critique, events, leases
+from . import answers, critique, events, leases
 from . import schema as s
 from .checkpoints import Checkpoint, find_checkpoints
 from .errors import AuditorError
@@ -366,12 +366,14 @@ class Auditor:
                 sm.unpriced += 1
             else:
                 sm.cost_usd += usd
+            raw, raw_bytes = answers.keep(result.raw)
             row.update(
                 status="ok" if verdict.valid else "invalid",
+                raw=raw,
+                raw_bytes=raw_bytes,
                 needs_correction=verdict.needs_correction if verdict.valid else None,
                 message=verdict.message,
                 problem=verdict.problem,
-                raw=_jsonable(result.raw),
                 latency_ms=int(result.latency_s * 1000),
                 input_tokens=u.input,
                 output_tokens=u.output,
@@ -428,7 +430,7 @@ class Auditor:
             raise
         except Exception as exc:  # recorded as an error verdict; the run goes on
             took = time.monotonic() - started
-            error = f"{type(exc).__name__}: {exc}"
+            error = answers.cut_text(f"{type(exc).__name__}: {exc}", answers.PROBLEM_LIMIT)
             if isinstance(exc, TimeoutError) and took >= limit * 0.99:
                 error = f"deadline exceeded: no answer within {limit:g}s"
             return self._record_verdict(job, None, error, took)
@@ -487,10 +489,6 @@ class Auditor:
         return self.summary
 
 
-def _jsonable(raw: Any) -> Any:
-    if raw is None or isinstance(raw, (dict, list, str, int, float, bool)):
-        return raw
-    return repr(raw)
 
 
 def run(

@@ -281,7 +281,8 @@ class Verdict(Base):
     needs_correction: Mapped[bool | None] = mapped_column(Boolean)
     message: Mapped[str | None] = mapped_column(Text)
     problem: Mapped[str | None] = mapped_column(Text)
-    raw: Mapped[dict | None] = mapped_column(JSON)
+    raw: Mapped[dict | None] = mapped_column(JSON)  # capped: see auditor.answers
+    raw_bytes: Mapped[int | None] = mapped_column(Integer)  # the whole answer's size as JSON
     latency_ms: Mapped[int | None] = mapped_column(Integer)
     input_tokens: Mapped[int] = mapped_column(Integer, default=0)
     output_tokens: Mapped[int] = mapped_column(Integer, default=0)
