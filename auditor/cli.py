@@ -213,11 +213,26 @@ def gate_options(fn):
         click.option("--include-sidechains", is_flag=True, help="Gate: audit subagent threads too."),
         click.option("--project", "projects", multiple=True, metavar="PATH", help="Gate: only threads whose cwd starts with PATH (repeatable)."),
         click.option("--agent", "agents", multiple=True, metavar="NAME", help="Gate: only threads of these agents (repeatable)."),
-        click.option("--max-prompt-tokens", type=int, default=None, help="Formatter: token budget of the rendered thread."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return prompt_token_options(fn)
+
+
+def prompt_token_options(fn):
+    opts = [
+        click.option("--min-prompt-tokens", type=int, default=None, help="Formatter: token budget of a turn without tool calls (default 8000); it grows by 60 tokens for each tool call of the turn being judged."),
+        click.option("--max-prompt-tokens", type=int, default=None, help="Formatter: the most tokens the rendered thread may take (default 24000)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
+
+
+def formatter_config(min_prompt_tokens: int | None, max_prompt_tokens: int | None) -> dict:
+    """Return the formatter's budget options given on the command line."""
+    pairs = (("min_tokens", min_prompt_tokens), ("max_tokens", max_prompt_tokens))
+    return {key: value for key, value in pairs if value}
 
 
 def _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents) -> dict:
@@ -250,7 +265,7 @@ def _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, proj
 @pass_ctx
 @handle_errors
 def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
-        no_require_edit, include_sidechains, projects, agents, max_prompt_tokens, threads, since, limit,
+        no_require_edit, include_sidechains, projects, agents, min_prompt_tokens, max_prompt_tokens, threads, since, limit,
         concurrency, dry_run, as_json, every, sources, signal_options, audit_on, skip_quiet_below,
         critique, critique_min_score) -> None:
     """Audit stored threads: gate -> format -> observe -> record.
@@ -280,7 +295,7 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
         since=_parse_since(since), limit=limit, concurrency=concurrency, timeout=timeout,
         dry_run=dry_run,
         gate=_gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents),
-        formatter={"max_tokens": max_prompt_tokens} if max_prompt_tokens else {},
+        formatter=formatter_config(min_prompt_tokens, max_prompt_tokens),
     )
     from .signals import parse_options
 
@@ -326,11 +341,11 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
 @cli.command()
 @click.argument("thread")
 @click.option("--at", "at", required=True, metavar="MESSAGE_ID", help="Native id of the message the checkpoint ends at (e.g. a Claude Code uuid).")
-@click.option("--max-prompt-tokens", type=int, default=None, help="Formatter: token budget of the rendered thread.")
+@prompt_token_options
 @click.option("--mode", type=click.Choice(["end-turn", "every-inference"]), default="end-turn")
 @pass_ctx
 @handle_errors
-def prompt(ctx: Context, thread: str, at: str, max_prompt_tokens, mode) -> None:
+def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tokens, mode) -> None:
     """Print the exact system prompt and user content the observer would get at a checkpoint."""
     from .checkpoints import checkpoint_at
     from .errors import UnknownName
@@ -344,7 +359,7 @@ def prompt(ctx: Context, thread: str, at: str, max_prompt_tokens, mode) -> None:
     except KeyError:
         raise UnknownName(f"message of thread {th.native_id}", at, []) from None
     upto = messages[: cp.index + 1]
-    user = ctx.plugins.render_checkpoint(cp, th, upto, {"max_tokens": max_prompt_tokens} if max_prompt_tokens else {})
+    user = ctx.plugins.render_checkpoint(cp, th, upto, formatter_config(min_prompt_tokens, max_prompt_tokens))
     system = load_prompt()
     signals = ctx.plugins.signals(cp, th, upto, {})
     decision = ctx.plugins.gate(cp, th, upto, {"mode": mode}, signals)

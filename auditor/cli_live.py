@@ -15,6 +15,7 @@ from .cli import (
     Context,
     _echo_json,
     _gate_config,
+    formatter_config,
     gate_options,
     handle_errors,
     observer_options,
@@ -25,7 +26,7 @@ from .hook import DEADLINE, LAG_WAIT
 COMMANDS: list = []
 
 
-def run_config(observer, model, api_key, base_url, max_retries, timeout, gate: dict, max_prompt_tokens):
+def run_config(observer, model, api_key, base_url, max_retries, timeout, gate: dict, formatter: dict):
     """The RunConfig of the observer and gate options shared with `auditor run`."""
     from .run import RunConfig
 
@@ -36,7 +37,7 @@ def run_config(observer, model, api_key, base_url, max_retries, timeout, gate: d
         options["base_url"] = base_url
     return RunConfig(
         observer=observer, model=model, observer_options=options, timeout=timeout, concurrency=1, gate=gate,
-        formatter={"max_tokens": max_prompt_tokens} if max_prompt_tokens else {},
+        formatter=formatter,
     )
 
 
@@ -73,13 +74,14 @@ def _hook_command(agent: str, title: str):
     @click.option("--verbose", "-v", is_flag=True, help="Say on stderr what the hook did and how long each step took.")
     @pass_ctx
     def command(ctx: Context, payload, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
-                no_require_edit, include_sidechains, projects, agents, max_prompt_tokens, deadline,
+                no_require_edit, include_sidechains, projects, agents, min_prompt_tokens, max_prompt_tokens, deadline,
                 max_corrections, lag_wait, verbose) -> None:
         from .hook import HookOptions, run_hook
 
         raw = payload if payload is not None else sys.stdin.read()
         gate = _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents)
-        config = run_config(observer, model, api_key, base_url, max_retries, timeout, gate, max_prompt_tokens)
+        formatter = formatter_config(min_prompt_tokens, max_prompt_tokens)
+        config = run_config(observer, model, api_key, base_url, max_retries, timeout, gate, formatter)
 
         def engine():
             return ctx.engine

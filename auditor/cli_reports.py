@@ -14,7 +14,7 @@ from typing import Any
 import click
 import orjson
 
-from .cli import _gate_config, gate_options, observer_options
+from .cli import _gate_config, formatter_config, gate_options, observer_options
 
 FORMATS = ["table", "json", "csv"]
 
@@ -541,6 +541,7 @@ def eval_command(
     include_sidechains,
     projects,
     agents,
+    min_prompt_tokens,
     max_prompt_tokens,
     concurrency,
     fmt,
@@ -571,7 +572,7 @@ def eval_command(
         gate=_gate_config(
             mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents
         ),
-        formatter={"max_tokens": max_prompt_tokens} if max_prompt_tokens else {},
+        formatter=formatter_config(min_prompt_tokens, max_prompt_tokens),
     )
     emit(evaluate(ctx.engine, ctx.plugins, labels, config), fmt, _eval_table)
 

@@ -21,7 +21,7 @@ NUMBER = (int, float)
 KEYS: dict[str, dict[str, Any]] = {
     "observer": {"observer": str, "model": str, "base_url": str, "max_retries": int, "timeout": NUMBER},
     "gate": {"mode": str, "min_tool_calls": int, "require_edit": bool, "include_sidechains": bool,
-             "projects": list, "agents": list, "max_prompt_tokens": int},
+             "projects": list, "agents": list, "min_prompt_tokens": int, "max_prompt_tokens": int},
     "run": {"every": str, "concurrency": int, "limit": int, "since": str},
     "hook": {"deadline": NUMBER, "max_corrections": int, "lag_wait": NUMBER},
     "inject": {"injector": str, "max_corrections": int},

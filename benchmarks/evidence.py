@@ -140,6 +140,7 @@ def formatter_at(ref: str):
     path.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("formatter_before", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

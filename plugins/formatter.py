@@ -12,11 +12,18 @@ tail are kept, and so are lines from the middle that look like failures (traceba
 `error:`, non-zero exit codes...), with a marker saying how much was cut. File paths and commands
 stay visible.
 
-The whole text fits `config["max_tokens"]` (default 8000) where it can: older activity is
-abbreviated harder first, then stretches of it are left out with an `[... N messages omitted
-...]` marker. Typed user messages, course corrections and the agent's final message are never
-cut or left out, so a thread made only of those can exceed the budget. Every piece of text goes
-through `auditor.redact` before it is used. The output depends only on the input.
+The whole text fits a budget where it can: `config["min_tokens"]` (default 8000) plus
+`config["tokens_per_call"]` (60) for each tool call of the turn being judged, at most
+`config["max_tokens"]` (24000), since a 150-call turn needs more room than a 5-call one. What
+tells the observer most per token is cut last: tool output of earlier turns goes first, then the
+output of the turn being judged (results before the calls' inputs, keeping the head, the tail,
+failure lines and summary lines such as `3 passed`), then whole tool calls, marked `[... N tool
+calls omitted ...]`: runs a later run of the same command superseded, then reads and searches,
+then the rest, failures last. The agent's own words in that turn (its plans, its claims) are
+abbreviated or left out only when none of its tool output is left to cut. Typed user messages,
+course corrections and the agent's final message are never cut or left out; when they alone
+fill the budget, the rest still gets a share of it. Every piece of text goes through
+`auditor.redact` before it is used. The output depends only on the input.
 """
 
 from __future__ import annotations
@@ -44,10 +51,6 @@ from auditor.model import (
 )
 from auditor.redact import redact
 
-# Measured on the corpus (benchmarks/run.py): 8000 keeps every typed user message whole and
-# brings the median prompt to about a quarter of a full render of the same thread.
-DEFAULT_MAX_TOKENS = 8000
-
 
 def estimate_tokens(text: str) -> int:
     """Estimate the tokens of `text`: a quarter of its UTF-8 bytes, rounded up.
@@ -69,15 +72,39 @@ _FAILURE = re.compile(
     r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\b(?:error|ERROR|Error)(?:\[\w+\])?:"
     r"|\bFAIL(?:ED|URES?)?\b|\b[Ff]ailed\b|\b\d+ (?:failed|failing|errors?)\b|^E {2,}\S"
     r"|\b(?:[Ee]xit|[Rr]eturn) (?:code|status)[: =]+-?[1-9]|non-zero exit|panicked at|Segmentation fault"
-    r"|core dumped|command not found|No such file or directory|Permission denied|^fatal:|npm ERR!|[✗✘❌]",
+    r"|core dumped|command not found|No such file or directory|Permission denied|^fatal:|npm ERR!|[✗✘❌]"
+    r"|\berror [A-Z]{1,4}\d+\b",  # compiler codes: tsc's `error TS2345`, C#'s `error CS1002`
     re.MULTILINE,
 )
+# Lines that say how a command ended when it did not fail: summaries of tests and checks and
+# commits first, then plain words of success.
+_OUTCOME = re.compile(
+    r"\b\d+ (?:passed|tests?|examples?|specs?|checks?|skipped|warnings?|files? changed)\b"
+    r"|\bTests?:?\s+\d|\bAll checks passed\b|^\[[\w./-]+ [0-9a-f]{7,}\]|^(?:OK|PASS)\b",
+    re.MULTILINE,
+)
+_SUCCESS = re.compile(r"\b(?:[Ss]uccess(?:ful(?:ly)?)?|succeeded|[Dd]one|PASSED)\b|[✓✔]")
 _NOTHING = re.compile(r"(?!)")
 # Lines naming files in a patch or diff; kept so that the paths a call touches stay visible.
 _FILE_HEADER = re.compile(
     r"^(?:\*\*\* (?:Add|Update|Delete|Move) File|\+\+\+ |--- |diff --git )", re.MULTILINE
 )
 _MAX_LINE = 400  # a kept line longer than this is itself cut in the middle
+
+
+def _matching_lines(
+    lines: list[str], lo: int, hi: int, pattern: re.Pattern[str], taken: list[int]
+) -> list[int]:
+    """Return the numbers of the lines in [lo, hi) that match `pattern`, last first."""
+    middle = "\n".join(lines[lo:hi])
+    found: list[int] = []
+    line_no, pos = lo, 0
+    for m in pattern.finditer(middle):
+        line_no += middle.count("\n", pos, m.start())
+        pos = m.start()
+        if (not found or found[-1] != line_no) and line_no not in taken:
+            found.append(line_no)
+    return found[::-1]
 
 
 def _cut_line(line: str, limit: int) -> str:
@@ -121,19 +148,17 @@ def abbreviate(text: str, limit: int, keep: re.Pattern[str] = _FAILURE) -> str:
     lo, hi = head[-1] + 1, tail[0] if tail else len(lines)
     kept_middle: list[int] = []
     if lo < hi:
-        middle = "\n".join(lines[lo:hi])
         budget = max(limit * 3 // 10, 120)
-        line_no, pos = lo, 0
-        for m in keep.finditer(middle):
-            line_no += middle.count("\n", pos, m.start())
-            pos = m.start()
-            if kept_middle and kept_middle[-1] == line_no:
-                continue
-            cost = min(len(lines[line_no]), 240) + 1
-            if budget - cost < 0:
-                break
-            budget -= cost
-            kept_middle.append(line_no)
+        # Failure lines first, then outcomes, then words of success; within each, the latest
+        # first: a command's last words say how it ended.
+        for pattern in (keep, _OUTCOME, _SUCCESS) if keep is _FAILURE else (keep,):
+            for line_no in _matching_lines(lines, lo, hi, pattern, kept_middle):
+                cost = min(len(lines[line_no]), 240) + 1
+                if budget - cost < 0:
+                    break
+                budget -= cost
+                kept_middle.append(line_no)
+        kept_middle.sort()
     out: list[str] = []
     previous = -1
     for i in head + kept_middle + tail:
@@ -164,12 +189,17 @@ class Level:
     note: int  # characters kept of harness notes, command output and summaries
 
 
+# A tool call gives up its output first (levels 1-2 cut results only), then its input; the
+# agent's prose keeps all its text until level 3.
 LEVELS = (
     Level(result=3000, value=1200, command=1200, text=None, note=1500),
-    Level(result=1200, value=500, command=600, text=None, note=600),
-    Level(result=500, value=200, command=300, text=1500, note=300),
-    Level(result=160, value=80, command=160, text=400, note=120),
+    Level(result=1200, value=1200, command=1200, text=None, note=600),
+    Level(result=400, value=1200, command=1200, text=None, note=300),
+    Level(result=240, value=500, command=600, text=1500, note=200),
+    Level(result=160, value=200, command=400, text=400, note=120),
 )
+RESULTS_ONLY = 3  # levels below this one cut tool results and nothing else
+
 
 # Input keys shown in full (paths) or with a larger allowance (commands) at every level.
 PATH_KEYS = frozenset(
@@ -245,16 +275,33 @@ def render_tool_input(tool_input: Any, level: Level) -> str:
 
 
 # -- units: what the conversation is made of ---------------------------------------------------------
+# What a unit is; it decides when the unit gives way (see `fit`).
+SAID = "said"  # typed by the user, course corrections, interrupts: never cut
+PROSE = "prose"  # the agent's own words: its plans, its claims
+TOOL = "tool"  # one tool call with its result
+NOTE = "note"  # harness notes, command output, summaries, results without their call
+
+
 @dataclass(eq=False)
 class Unit:
-    """One message as rendered: a heading, and a body at each detail level."""
+    """A piece of a message as rendered: a heading, and a body at each detail level.
+
+    A typed message is one unit; an agent message gives one unit per text block and one per
+    tool call, so that its prose can outlast its tool output.
+    """
 
     heading: str
     index: int  # position of the message in `messages`
     render: Callable[[Level], str]
     protected: bool = False  # never abbreviated further, never left out
-    late: bool = False  # left out only after the other activity
+    late: bool = False  # left out only after the other activity of its turn
     current: bool = False  # after the last typed user message or correction
+    kind: str = NOTE
+    key: str = ""  # a tool call's command or path: a later call with the same key supersedes it
+    failed: bool = False  # a tool call whose result is an error or shows a failure
+    acts: bool = False  # a tool call that edits files or runs a command (not a read or search)
+    replies: bool = False  # a tool call whose result carries the user's own words
+    answered: bool = False  # the agent's last message before the user spoke last
     level: int = 0
     dropped: bool = False
     pos: int = 0  # position in the unit list
@@ -332,22 +379,61 @@ def _render_call(block, result, level: Level, protected: bool) -> str:
     return "\n".join(parts)
 
 
-def _assistant_body(m, results: dict[str, Any], final: bool) -> Callable[[Level], str]:
+def _prose(text: str, final: bool) -> Callable[[Level], str]:
     def render(level: Level) -> str:
-        parts: list[str] = []
-        for b in m.blocks:
-            if b.kind == "text" and b.text and b.text.strip():
-                text = _clean(b.text.strip())
-                if not final and level.text is not None:
-                    text = abbreviate(text, level.text, _NOTHING)
-                parts.append(text)
-            elif b.kind == "tool_use":
-                parts.append(_render_call(b, results.get(b.tool_use_id or ""), level, final))
-            elif b.kind == "image":
-                parts.append("[image]")
-        return "\n\n".join(parts)
+        body = _clean(text.strip())
+        if not final and level.text is not None:
+            body = abbreviate(body, level.text, _NOTHING)
+        return body
 
     return render
+
+
+def _call(block, result, final: bool) -> Callable[[Level], str]:
+    return lambda level: _render_call(block, result, level, final)
+
+
+def _tool_key(block) -> str:
+    """Name what a call ran or touched: a later call with the same key supersedes it."""
+    tool_input = block.tool_input if isinstance(block.tool_input, dict) else {}
+    for key in (*COMMAND_KEYS, *PATH_KEYS):
+        value = tool_input.get(key)
+        if value:
+            if isinstance(value, list):
+                value = shlex.join(str(v) for v in value)
+            return f"{block.tool_name}:{_flat(str(value))[:300]}"
+    return f"{block.tool_name}:{_value_text(block.tool_input)[:300]}"
+
+
+# Results that carry what the user said: answers to the agent's questions, rejected tool calls.
+_USER_REPLY = re.compile(
+    r"User has answered your questions|The user doesn't want to proceed with this tool use"
+    r"|the user said:|The user provided the following reason"
+)
+
+
+def _failed(result) -> bool:
+    if result is None:
+        return False
+    return bool(result.is_error or _FAILURE.search(result.text or ""))
+
+
+def _assistant_units(m, i: int, results: dict[str, Any], final: bool, late: bool) -> list[Unit]:
+    out = []
+    for b in m.blocks:
+        if b.kind == "text" and b.text and b.text.strip():
+            out.append(Unit("### Assistant", i, _prose(b.text, final), final, late, kind=PROSE))
+        elif b.kind == "tool_use":
+            result = results.get(b.tool_use_id or "")
+            unit = Unit("### Assistant", i, _call(b, result, final), final, late, kind=TOOL)
+            unit.key, unit.failed = _tool_key(b), _failed(result)
+            tool_input = b.tool_input if isinstance(b.tool_input, dict) else {}
+            unit.acts = bool(b.is_file_edit or COMMAND_KEYS & tool_input.keys())
+            unit.replies = bool(result and _USER_REPLY.search(result.text or ""))
+            out.append(unit)
+        elif b.kind == "image":
+            out.append(Unit("### Assistant", i, _fixed("[image]"), final, late, kind=PROSE))
+    return out
 
 
 def _note(prefix: str, text: str) -> Callable[[Level], str]:
@@ -408,13 +494,10 @@ def build_units(messages: list) -> list[Unit]:
             images = "\n\n[image attached]" * sum(b.kind == "image" for b in m.blocks)
             heading = "### User (original task)" if i == original else "### User"
             units.append(Unit(heading, i, _fixed(_clean(text.strip()) + images), protected=True))
-        elif m.role == "assistant":
+        elif m.role == "assistant":  # thinking-only messages give no unit: left out
             ends_turn = i + 1 < len(messages) and said[i + 1]
-            body = _assistant_body(m, results, i in final)
             late = ends_turn or i == first_reply
-            unit = Unit("### Assistant", i, body, protected=i in final, late=late)
-            if unit.tokens(0) > estimate_tokens(unit.heading) + 1:  # thinking-only: left out
-                units.append(unit)
+            units += _assistant_units(m, i, results, i in final, late)
         elif st == SOURCE_INTERRUPT:
             units.append(
                 Unit("", i, _fixed("_(the user interrupted the agent here)_"), protected=True)
@@ -457,22 +540,61 @@ def build_units(messages: list) -> list[Unit]:
             units.append(
                 Unit("", i, _note("harness note" if st == SOURCE_META else f"{m.role} note", text))
             )
+    # The agent's last message before the user spoke last: what the user was answering.
+    answered = max((i for i in range(last_user) if messages[i].role == "assistant"), default=-1)
     for pos, u in enumerate(units):
         u.current = u.index > last_user
+        u.answered = u.index == answered
         u.pos = pos
+        if u.protected and u.kind == NOTE:
+            u.kind = SAID
     return units
 
 
 # -- fitting the budget --------------------------------------------------------------------------------
-def _omitted(n: int) -> str:
-    return f"[... {n} message{'s' if n != 1 else ''} omitted ...]"
+# The budget grows with the turn being judged: a 150-call turn needs more room than a 5-call one.
+DEFAULT_MIN_TOKENS = 8000  # the budget of a turn without tool calls
+DEFAULT_TOKENS_PER_CALL = 60  # added for each tool call of the turn being judged
+DEFAULT_MAX_TOKENS = 24000  # the most a prompt may take
+ROOM = 0.35  # share of the budget kept for the rest when what is never cut fills it
+
+
+def budget_for(messages: list, config: dict) -> int:
+    """Return the token budget for rendering `messages`, from the formatter `config`.
+
+    `min_tokens` (default 8000) plus `tokens_per_call` (default 60) for each tool call since
+    the last message the user typed, at most `max_tokens` (default 24000). A `max_tokens` below
+    `min_tokens` is the budget.
+    """
+    floor = int(config.get("min_tokens") or DEFAULT_MIN_TOKENS)
+    cap = int(config.get("max_tokens") or DEFAULT_MAX_TOKENS)
+    per_call = config.get("tokens_per_call")
+    per_call = DEFAULT_TOKENS_PER_CALL if per_call is None else int(per_call)
+    last_user = max((i for i, m in enumerate(messages) if _is_instruction(m)), default=-1)
+    calls = sum(b.kind == "tool_use" for m in messages[last_user + 1 :] for b in m.blocks)
+    return min(cap, floor + per_call * calls)
+
+
+def _omitted(calls: int, messages: int) -> str:
+    parts = [f"{calls} tool call{'s' if calls != 1 else ''}"] if calls else []
+    if messages or not calls:
+        parts.append(f"{messages} message{'s' if messages != 1 else ''}")
+    return f"[... {' and '.join(parts)} omitted ...]"
 
 
 def fit(units: list[Unit], budget: int) -> None:
-    """Set each unit's level and dropped flag so the total fits `budget` tokens, if it can."""
+    """Set each unit's level and dropped flag so the total fits `budget` tokens, if it can.
+
+    What tells the observer most per token goes last. Tool output of earlier turns goes first,
+    then that of the turn being judged (results before inputs), then whole tool calls: those a
+    later run of the same command superseded, reads and searches, then the rest, failures last.
+    The agent's prose of the turn being judged is abbreviated or left out only when none of
+    that turn's tool output is left to cut; the last few units of the turn stay to the end.
+    """
     total = sum(u.tokens() for u in units)
-    marker = estimate_tokens(_omitted(100)) + 1
+    marker = estimate_tokens(_omitted(100, 100)) + 1
     runs = 0
+    low = len(LEVELS)
 
     def over() -> bool:
         return total + runs * marker > budget
@@ -491,6 +613,8 @@ def fit(units: list[Unit], budget: int) -> None:
     def drop(group: list[Unit]) -> bool:
         nonlocal total, runs
         for u in group:  # oldest first
+            if u.dropped:
+                continue
             left = u.pos > 0 and units[u.pos - 1].dropped
             right = u.pos + 1 < len(units) and units[u.pos + 1].dropped
             runs += 1 - left - right
@@ -502,21 +626,38 @@ def fit(units: list[Unit], budget: int) -> None:
 
     if not over():
         return
+    # What is never cut may alone exceed the budget (a long pasted log, a command's expanded
+    # template): the rest still gets a share of the budget rather than nothing.
+    budget = max(budget, sum(u.tokens() for u in units if u.protected) + int(budget * ROOM))
+    if not over():
+        return
     movable = [u for u in units if not u.protected]
     old = [u for u in movable if not u.current]
     current = [u for u in movable if u.current]
-    # Keep the latest few units of the current turn to the end: they show what the agent just saw.
-    recent = current[-3:]
-    # Older turns give way first, but not before the current turn has been trimmed a little:
-    # the observer needs the earlier context to judge what the agent was asked.
+    recent = current[-3:]  # what the agent saw last before it stopped
+    # The user's replies inside tool results count as prose.
+    old_prose = [u for u in old if u.kind == PROSE or u.replies]
+    old_tools = [u for u in old if u not in old_prose]
+    prose = [u for u in current if u.kind == PROSE or u.replies]
+    tools = [u for u in current if u not in prose]
+    latest = {u.key: u for u in tools if u.kind == TOOL}
+    superseded = [u for u in tools if u.kind == TOOL and latest[u.key] is not u and not u.failed]
+    looks = [u for u in tools if not u.acts]
     steps: list[Callable[[], bool]] = [
-        lambda: shrink(old, 1, len(LEVELS)),
-        lambda: shrink(current, 1, 2),
-        lambda: drop([u for u in old if not u.late]),
-        lambda: drop([u for u in old if u.late]),
-        lambda: shrink(current, 2, len(LEVELS)),
-        lambda: drop([u for u in current if not u.late and u not in recent]),
-        lambda: drop([u for u in current if u.late and u not in recent]),
+        lambda: shrink(old_tools, 1, low),
+        lambda: shrink(tools, 1, RESULTS_ONLY),
+        lambda: drop([u for u in old_tools if not u.late]),
+        lambda: shrink(old_prose, 1, low),
+        lambda: drop([u for u in old if not u.late and not u.answered]),
+        lambda: drop([u for u in old if not u.answered]),
+        lambda: shrink(tools, RESULTS_ONLY, low),
+        lambda: drop([u for u in superseded if u not in recent]),
+        lambda: drop([u for u in looks if not u.failed and u not in recent]),
+        lambda: drop([u for u in tools if not u.failed and u not in recent]),
+        lambda: drop([u for u in tools if u not in recent]),
+        lambda: drop(old),
+        lambda: shrink(prose, 1, low),
+        lambda: drop([u for u in prose if u not in recent]),
         lambda: drop(recent),
     ]
     for step in steps:
@@ -586,7 +727,7 @@ def _footer(checkpoint) -> str:
 def render(checkpoint, thread, messages: list, config: dict | None = None) -> str:
     """Render `messages` (the thread up to the checkpoint) as the observer's user content."""
     config = config or {}
-    budget = int(config.get("max_tokens") or DEFAULT_MAX_TOKENS)
+    budget = budget_for(messages, config)
     header, footer = _header(thread), _footer(checkpoint)
     guidance = _guidance(thread, budget)
     fixed = estimate_tokens(header) + estimate_tokens(guidance) + estimate_tokens(footer) + 20
@@ -597,14 +738,16 @@ def render(checkpoint, thread, messages: list, config: dict | None = None) -> st
     if guidance:
         out.append(guidance)
     out.append("## Conversation")
-    previous_heading, skipped = None, 0
+    previous_heading, skipped = None, []
     for u in units:
         if u.dropped:
-            skipped += 1
+            skipped.append(u)
             continue
         if skipped:
-            out.append(_omitted(skipped))
-            skipped, previous_heading = 0, None
+            out.append(_skipped(skipped))
+            if any(s.kind != TOOL for s in skipped):  # else the agent's reply goes on
+                previous_heading = None
+            skipped = []
         body = u.text()
         # Consecutive messages of the agent read as one reply.
         if u.heading and (u.heading != previous_heading or u.heading != "### Assistant"):
@@ -613,9 +756,14 @@ def render(checkpoint, thread, messages: list, config: dict | None = None) -> st
             out.append(body)
         previous_heading = u.heading
     if skipped:
-        out.append(_omitted(skipped))
+        out.append(_skipped(skipped))
     out.append(footer)
     return "\n\n".join(out) + "\n"
+
+
+def _skipped(units: list[Unit]) -> str:
+    calls = sum(u.kind == TOOL for u in units)
+    return _omitted(calls, len({u.index for u in units if u.kind != TOOL}))
 
 
 @hookimpl(trylast=True)

@@ -73,3 +73,23 @@ def test_a_session_prefix_names_the_session_not_its_subagents(tmp_path):
     invoke("ingest", "-q", str(tmp_path))
     shown = invoke("show", "sess")
     assert shown.exit_code == 0 and "hello from sess-1" in shown.output and "agent-a" not in shown.output
+
+
+@pytest.mark.corpus
+def test_prompt_budget_grows_with_the_turn_within_the_given_floor_and_cap(corpus):
+    from auditor_plugins.formatter import estimate_tokens
+
+    # A 148-call turn: the default budget is 8000 + 60 a call; the options move floor and cap.
+    path = corpus / "claude-code/marot-spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
+    assert invoke("ingest", str(path)).exit_code == 0
+
+    def size(*options: str) -> int:
+        at = "1d698e31-9e57-4b0c-b787-727e7bcea2f9"
+        result = invoke("prompt", "ae4a77f8", "--at", at, *options)
+        assert result.exit_code == 0
+        return estimate_tokens(result.stdout.split("=== user ===\n", 1)[1])
+
+    capped = size("--max-prompt-tokens", "6000")
+    grown = size()
+    raised = size("--min-prompt-tokens", "20000", "--max-prompt-tokens", "40000")
+    assert capped <= 6000 and 8000 < grown <= 8000 + 60 * 148 < raised <= 20000 + 60 * 148

@@ -84,7 +84,7 @@ def test_the_command_line_wins_over_the_file(config, corpus, tmp_path):
     [
         ("[observer\n", "is not valid TOML"),
         ("[observr]\nobserver = 'x'\n", "'observr' is not a known setting. Valid: gate, hook, inject, injectors, observer, run, sources"),
-        ("[gate]\nmin_tools = 3\n", "'min_tools' is not a known key of [gate]. Valid: agents, include_sidechains, max_prompt_tokens, min_tool_calls, mode, projects, require_edit"),
+        ("[gate]\nmin_tools = 3\n", "'min_tools' is not a known key of [gate]. Valid: agents, include_sidechains, max_prompt_tokens, min_prompt_tokens, min_tool_calls, mode, projects, require_edit"),
         ("[gate]\nmin_tool_calls = 'five'\n", "min_tool_calls in [gate] must be an integer, not 'five'"),
         ("[hook]\ndeadline = true\n", "deadline in [hook] must be a number, not True"),
         ("sources = '~/x'\n", "sources in the top level must be a list, not '~/x'"),

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from auditor_plugins import formatter
-from auditor_plugins.formatter import abbreviate, estimate_tokens, render
+from auditor_plugins.formatter import abbreviate, budget_for, estimate_tokens, render
 
 from auditor.checkpoints import END_TURN, INFERENCE, Checkpoint, find_checkpoints, is_typed_user
 from auditor.model import Block
@@ -333,28 +333,120 @@ def test_output_fits_the_budget_and_keeps_what_matters(budget):
             assert m.text in out
     assert "All rounds done." in out
     if budget == 3000:
-        assert "messages omitted ...]" in out
+        assert " omitted ...]" in out
 
 
-def test_old_activity_goes_before_the_current_turn():
+def test_old_tool_calls_go_before_the_agents_words_and_the_current_turn():
     t = long_session()
     out = render(end_turn(t), info(), t.messages, {"max_tokens": 3000})
-    assert "Step 0.1: running make." not in out  # from the first round, left out
+    assert "command: make step0-1" not in out  # a tool call of the first round, left out
+    assert "Step 0.1: running make." in out  # the agent's words around it stay longer
     assert "make final" in out  # the current turn stays
-    assert "Finished round 0." in out  # a turn's closing message outlasts its tool calls
-    assert "[... " in out and " messages omitted ...]" in out
+    assert "Finished round 0." in out
+    assert "[... 1 tool call omitted ...]" in out
 
 
-def test_the_default_budget_is_8000_tokens():
-    t = long_session()
-    out = render(end_turn(t), info(), t.messages, {})
-    assert formatter.DEFAULT_MAX_TOKENS == 8000
-    assert estimate_tokens(out) <= 8000
+def test_the_budget_grows_with_the_turn_between_a_floor_and_a_cap():
+    short = Thread().user(TASK).calls("Bash", "ok", command="pytest").says("Done.")
+    long = Thread().user(TASK)
+    for i in range(400):
+        long.calls("Bash", f"step {i}\n" * 200, command=f"make step{i}", text=f"Now step {i}.")
+    long.says("Done.")
+    assert formatter.DEFAULT_MIN_TOKENS == 8000 and formatter.DEFAULT_MAX_TOKENS == 24000
+    assert budget_for(short.messages, {}) == 8000 + formatter.DEFAULT_TOKENS_PER_CALL
+    assert budget_for(long.messages, {}) == 24000  # capped
+    assert budget_for(long.messages, {"max_tokens": 3000}) == 3000  # a cap below the floor
+    assert budget_for(long.messages, {"min_tokens": 2000, "tokens_per_call": 10}) == 6000
+    # Only the calls of the turn being judged count.
+    assert budget_for(long.messages + short.messages, {}) == budget_for(short.messages, {})
+    out = render(end_turn(long), info(), long.messages, {})
+    assert 16000 < estimate_tokens(out) <= 24000
 
 
 def test_without_pressure_nothing_is_omitted():
     t = Thread().user(TASK).calls("Bash", "3 passed", command="pytest").says("Done.")
     assert "omitted" not in render(end_turn(t), info(), t.messages, {"max_tokens": 24000})
+
+
+def test_the_agents_words_outlast_the_tool_output_of_its_turn():
+    t = Thread().user(TASK)
+    for i in range(60):
+        t.calls(
+            "Bash",
+            f"output {i}\n" * 400,
+            command=f"make part{i}",
+            text=f"Plan {i}: build part {i}.",
+        )
+    t.says("Done.")
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 2500})
+    assert estimate_tokens(out) <= 2500
+    assert "[... 1 tool call omitted ...]" in out
+    for i in range(60):
+        assert f"Plan {i}: build part {i}." in out
+
+
+def test_a_command_run_again_gives_way_before_its_last_run_and_failures_stay():
+    t = Thread().user(TASK)
+    for i in range(8):
+        t.calls(
+            "Bash", pytest_output(f"noise {i}", tail=f"=== run {i}: 3 passed ==="), command="pytest"
+        )
+    t.calls(
+        "Bash",
+        "Traceback (most recent call last):\nImportError: no module named shop",
+        command="python -c 'import shop'",
+        error=True,
+    )
+    for i in range(20):
+        t.calls("Read", "x = 1\n" * 300, file_path=f"/home/ada/shop/m{i}.py")
+    t.calls("Bash", pytest_output("noise 8", tail="=== run 8: 3 passed ==="), command="pytest")
+    t.says("Done.")
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 1000})
+    assert "=== run 8: 3 passed ===" in out  # the last run of the command
+    assert "=== run 0: 3 passed ===" not in out  # an earlier run of it, superseded
+    assert "ImportError: no module named shop" in out  # a failure
+    assert "file_path: /home/ada/shop/m0.py" not in out  # reads go before commands...
+    assert "command: python -c 'import shop'" in out  # ...and before failures
+
+
+def test_outcome_lines_are_kept_from_the_middle_the_latest_first():
+    lines = [f"[job] step {i} ran" for i in range(300)]
+    lines[100] = "[job] | === 12 passed in 0.50s ==="
+    lines[200] = "[job] | === 63 passed in 1.00s ==="
+    lines += [f"[job] cleanup {i}" for i in range(100)]
+    short = abbreviate("\n".join(lines), 600)
+    assert "63 passed in 1.00s" in short
+    assert short.endswith("[job] cleanup 99")
+
+
+def test_the_users_words_inside_a_tool_result_outlast_tool_output():
+    t = Thread().user(TASK)
+    for i in range(40):
+        t.calls("Bash", f"log {i}\n" * 400, command=f"make part{i}")
+    t.calls(
+        "AskUserQuestion",
+        'User has answered your questions: "Skip the hook?"="no, main was clean; fix the issues"',
+        questions="Skip the hook?",
+    )
+    for i in range(40):
+        t.calls("Bash", f"log {i}\n" * 400, command=f"make again{i}")
+    t.says("Fixed.")
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 3000})
+    assert "no, main was clean; fix the issues" in out
+    assert "tool calls omitted ...]" in out
+
+
+def test_what_is_never_cut_leaves_the_turn_a_share_of_the_budget():
+    pasted = "Here is the full log:\n" + "\n".join(f"GET /asset/{i} 404" for i in range(3000))
+    t = (
+        Thread()
+        .user(pasted)
+        .calls("Bash", "ok\n" * 2000, command="npm run build", text="I will rebuild first.")
+    )
+    t.says("Rebuilt.")
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 4000})
+    assert pasted in out  # typed by the user: whole, though alone over the budget
+    assert "I will rebuild first." in out and "command: npm run build" in out
 
 
 # -- secrets and determinism ----------------------------------------------------------------------------
@@ -465,7 +557,8 @@ def test_real_claude_code_session(corpus, engine, plugins):
     # With room, the failing summary lines at the end of those long outputs all survive; with the
     # default budget, those of the turn being judged do (older turns may be dropped first).
     cp = next(c for c in checkpoints if c.index > max(i for i, _ in failing_tails))
-    out = plugins.render_checkpoint(cp, thread, messages[: cp.index + 1], {"max_tokens": 24000})
+    room = {"min_tokens": 24000, "max_tokens": 24000}
+    out = plugins.render_checkpoint(cp, thread, messages[: cp.index + 1], room)
     for _, last in failing_tails:
         assert last in out
     judged = 0
@@ -476,3 +569,63 @@ def test_real_claude_code_session(corpus, engine, plugins):
         assert all(last in out for last in current)
         judged += bool(current)
     assert judged >= 1
+
+
+def _ingest_one(engine, plugins, path, native_id=None):
+    from sqlalchemy.orm import Session
+
+    from auditor import schema as s
+    from auditor.ingest import ingest
+    from auditor.threads import load_messages
+
+    assert ingest(engine, plugins, [path]).ok
+    with Session(engine) as session:
+        native_id = native_id or path.stem
+        thread = session.query(s.Thread).filter(s.Thread.native_id == native_id).one()
+        session.expunge(thread)
+    return thread, load_messages(engine, thread.id)
+
+
+def _turn(messages, at: str):
+    """The messages up to the end of turn `at`, and those of the turn itself."""
+    end = next(i for i, m in enumerate(messages) if m.native_id == at)
+    upto = messages[: end + 1]
+    start = max(i for i, m in enumerate(upto) if is_typed_user(m))
+    return upto, upto[start + 1 :]
+
+
+@pytest.mark.corpus
+def test_the_longest_real_turn_keeps_all_the_agents_prose(corpus, engine, plugins):
+    # 148 tool calls; mid-turn the agent announces it will skip the failing pre-commit hook.
+    path = corpus / "claude-code/marot-spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
+    thread, messages = _ingest_one(engine, plugins, path)
+    upto, turn = _turn(messages, "1d698e31-9e57-4b0c-b787-727e7bcea2f9")
+    calls = sum(b.kind == "tool_use" for m in turn for b in m.blocks)
+    cp = find_checkpoints(thread.id, upto)[-1]
+    out = plugins.render_checkpoint(cp, thread, upto, {})
+    assert calls == 148 and estimate_tokens(out) <= budget_for(upto, {}) < 24000
+    assert "tool calls omitted ...]" in out  # tool output had to give way
+    prose = [b.text for m in turn if m.role == "assistant" for b in m.blocks if b.kind == "text"]
+    assert len(prose) > 80
+    for text in prose:
+        if text.strip():
+            assert redact(text.strip()) in out
+    assert "let me try skipping the pre-commit hook to complete the task" in out
+
+
+@pytest.mark.corpus
+def test_a_real_codex_turn_keeps_failures_and_the_last_result_of_each_command(
+    corpus, engine, plugins
+):
+    # Ruff fails to start, pytest fails to collect, then both run green after fixes.
+    session = "019b55c1-d022-7061-bbb9-b0c90708472b"
+    path = next((corpus / "codex/0h-n0-local-voice-assistant-codex").rglob(f"*{session}.jsonl"))
+    thread, messages = _ingest_one(engine, plugins, path, session)
+    upto, _ = _turn(messages, "L1912")
+    cp = find_checkpoints(thread.id, upto)[-1]
+    out = plugins.render_checkpoint(cp, thread, upto, {})
+    typed = sum(estimate_tokens(m.text) for m in upto if is_typed_user(m))
+    assert typed > budget_for(upto, {})  # the expanded /speckit prompts alone exceed the budget
+    assert "error: Failed to spawn: `ruff`" in out
+    assert "7 passed in 0.43s" in out  # the last run of `uv run --with pytest pytest`
+    assert "All checks passed!" in out  # the last run of ruff
