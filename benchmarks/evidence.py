@@ -8,8 +8,8 @@ result of a command) and whether it should have been. For each label this script
 1. ingests the label's transcript into a scratch store and renders the checkpoint exactly as
    `auditor prompt THREAD --at MESSAGE_ID` does (find_thread, load_messages, checkpoint_at, the
    formatter hook);
-2. renders the same checkpoint uncut: every unit of the conversation through the formatter's own
-   unit renderers at a level that abbreviates nothing (header and closing line included);
+2. renders the same checkpoint uncut, through the same hook with the formatter option
+   `uncut` (nothing abbreviated, nothing left out);
 3. counts an evidence string as kept when it occurs in the prompt after the prompt's own
    transformations of text: `auditor.redact.redact` is applied to the string, and runs of
    whitespace are collapsed on both sides (the prompt re-indents tool inputs, fences output and
@@ -95,21 +95,6 @@ def load_checkpoints(engine, labels: list[dict]) -> list[Checkpoint]:
 
 def tokens(text: str) -> int:
     return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
-
-
-def uncut(formatter) -> Render:
-    """Render through the formatter's units at a level that cuts nothing."""
-    level = formatter.Level(result=10**9, value=10**9, command=10**9, text=None, note=10**9)
-
-    def render(checkpoint, thread, messages, config) -> str:
-        out = [formatter._header(thread), "## Conversation"]
-        for unit in formatter.build_units(messages):
-            body = unit.render(level)
-            out.append(f"{unit.heading}\n\n{body}" if unit.heading else body)
-        out.append(formatter._footer(checkpoint))
-        return "\n\n".join(out) + "\n"
-
-    return render
 
 
 def seed_cut(checkpoint, thread, messages, config) -> str:
@@ -222,9 +207,10 @@ def main() -> int:
     ingest(engine, pm, sorted({args.corpus / label["file"] for label in labels}))
     checkpoints = load_checkpoints(engine, labels)
 
-    from auditor_plugins import formatter
-
-    full = [uncut(formatter)(c.checkpoint, c.thread, c.messages, {}) for c in checkpoints]
+    full = [
+        pm.render_checkpoint(c.checkpoint, c.thread, c.messages, {"uncut": True})
+        for c in checkpoints
+    ]
     broken = [
         (c.label["at"], e)
         for c, text in zip(checkpoints, full, strict=True)

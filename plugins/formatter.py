@@ -22,7 +22,8 @@ calls omitted ...]`: runs a later run of the same command superseded, then reads
 then the rest, failures last. The agent's own words in that turn (its plans, its claims) are
 abbreviated or left out only when none of its tool output is left to cut. Typed user messages,
 course corrections and the agent's final message are never cut or left out; when they alone
-fill the budget, the rest still gets a share of it. Every piece of text goes through
+fill the budget, the rest still gets a share of it. `config["uncut"]` renders everything in
+full (to measure the cuts against). Every piece of text goes through
 `auditor.redact` before it is used. The output depends only on the input.
 """
 
@@ -199,6 +200,7 @@ LEVELS = (
     Level(result=160, value=200, command=400, text=400, note=120),
 )
 RESULTS_ONLY = 3  # levels below this one cut tool results and nothing else
+UNCUT = Level(result=2**31, value=2**31, command=2**31, text=None, note=2**31)  # level -1
 
 
 # Input keys shown in full (paths) or with a larger allowance (commands) at every level.
@@ -315,9 +317,9 @@ class Unit:
 
     def sized(self, level: int) -> tuple[str, int]:
         if self.protected:
-            level = 0
+            level = min(level, 0)
         if level not in self._cache:
-            body = self.render(LEVELS[level])
+            body = self.render(LEVELS[level] if level >= 0 else UNCUT)
             self._cache[level] = (body, estimate_tokens(self.heading) + estimate_tokens(body) + 1)
         return self._cache[level]
 
@@ -732,7 +734,11 @@ def render(checkpoint, thread, messages: list, config: dict | None = None) -> st
     guidance = _guidance(thread, budget)
     fixed = estimate_tokens(header) + estimate_tokens(guidance) + estimate_tokens(footer) + 20
     units = build_units(messages)
-    fit(units, budget - fixed)
+    if config.get("uncut"):  # everything in full: what the budget is measured against
+        for u in units:
+            u.level = -1
+    else:
+        fit(units, budget - fixed)
 
     out = [header]
     if guidance:

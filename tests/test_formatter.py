@@ -449,6 +449,14 @@ def test_what_is_never_cut_leaves_the_turn_a_share_of_the_budget():
     assert "I will rebuild first." in out and "command: npm run build" in out
 
 
+
+def test_uncut_renders_everything_in_full():
+    t = long_session()
+    out = render(end_turn(t), info(), t.messages, {"uncut": True, "max_tokens": 1000})
+    assert "log line 150 of step 7" in out and "omitted" not in out and "cut ...]" not in out
+    assert estimate_tokens(out) > 100_000
+
+
 # -- secrets and determinism ----------------------------------------------------------------------------
 def test_secrets_are_redacted_everywhere():
     key = "sk-proj-Xq3vT9bL2mK8pR4wZ7yN1cF6hJ0dS5aE-gU_iO2lP9"
