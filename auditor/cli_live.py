@@ -83,8 +83,10 @@ def _hook_command(agent: str, title: str):
         formatter = formatter_config(min_prompt_tokens, max_prompt_tokens)
         config = run_config(observer, model, api_key, base_url, max_retries, timeout, gate, formatter)
 
-        def engine():
-            return ctx.engine
+        def engine(wait_until: float):
+            from .db import open_db
+
+            return open_db(ctx.db_option, wait_until=wait_until)
 
         def plugins():
             if ctx.config_error is not None:
@@ -93,7 +95,7 @@ def _hook_command(agent: str, title: str):
 
         outcome = run_hook(agent, raw, sys.stdout, engine_factory=engine, plugins_factory=plugins,
                            run_config=config, options=HookOptions(deadline, max_corrections, lag_wait))
-        if verbose:
+        if verbose or not outcome.recorded:  # a failure the store could not take is said here
             steps = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in outcome.timings.items())
             click.echo(f"auditor hook {agent}: {outcome.status}: {outcome.detail} ({steps})", err=True)
         # Everything is answered and stored: skip the interpreter's teardown (hundreds of ms

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from functools import lru_cache
+import time
+from functools import lru_cache, partial
 from pathlib import Path
 
 import orjson
@@ -53,24 +54,45 @@ def _config(url: str):
     return cfg
 
 
-def _on_sqlite_connect(dbapi_conn, _record) -> None:
+BUSY_TIMEOUT = 30.0  # seconds a statement waits for another writer's lock
+
+
+def _wait_ms(wait_until: float | None) -> int:
+    """The busy timeout in ms: BUSY_TIMEOUT, or the time left until `wait_until`."""
+    if wait_until is None:
+        return int(BUSY_TIMEOUT * 1000)
+    return max(0, min(int(BUSY_TIMEOUT * 1000), int((wait_until - time.monotonic()) * 1000)))
+
+
+def _on_sqlite_connect(dbapi_conn, _record, wait_until: float | None = None) -> None:
     cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout={_wait_ms(wait_until)}")  # first: the next ones may wait
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA cache_size=-65536")  # 64 MiB: index inserts stay in memory on big stores
     cur.close()
 
 
-def create(url: str) -> Engine:
-    """Create an engine for `url` with auditor's connection settings, without migrating."""
+def create(url: str, wait_until: float | None = None) -> Engine:
+    """Create an engine for `url` with auditor's connection settings, without migrating.
+
+    With `wait_until` (a `time.monotonic()` instant), no statement waits for another writer's
+    lock past that instant: the busy timeout is set from the time left before each one.
+    """
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30}, json_serializer=_dumps)
-        event.listen(engine, "connect", _on_sqlite_connect)
+        timeout = _wait_ms(wait_until) / 1000
+        engine = create_engine(url, connect_args={"timeout": timeout}, json_serializer=_dumps)
+        event.listen(engine, "connect", partial(_on_sqlite_connect, wait_until=wait_until))
+        if wait_until is not None:
+
+            def _bound_wait(conn, cursor, *_args) -> None:
+                cursor.connection.execute(f"PRAGMA busy_timeout={_wait_ms(wait_until)}")
+
+            event.listen(engine, "before_cursor_execute", _bound_wait)
         return engine
     return create_engine(url, json_serializer=_dumps)
 
@@ -100,7 +122,7 @@ def _quick_head() -> str | None:
     """The head revision read from the migration files without Alembic, or None if unsure."""
     revisions, parents = set(), set()
     for path in Path(_script_location(), "versions").glob("*.py"):
-        found = dict((k, v) for k, v in _REVISION.findall(path.read_text(encoding="utf-8")))
+        found = dict(_REVISION.findall(path.read_text(encoding="utf-8")))
         if "revision" in found:
             revisions.add(found["revision"])
             if "down_revision" in found:
@@ -161,11 +183,17 @@ def _lock_for_migration(conn) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def open_db(db: str | os.PathLike | None = None, *, migrate: bool = True) -> Engine:
-    """Open the database named by `db`/`$AUDITOR_DB`/the default, migrated to head."""
+def open_db(
+    db: str | os.PathLike | None = None, *, migrate: bool = True, wait_until: float | None = None
+) -> Engine:
+    """Open the database named by `db`/`$AUDITOR_DB`/the default, migrated to head.
+
+    `wait_until`: a `time.monotonic()` instant past which no wait for a lock goes on (see
+    `create`); the Stop hook passes its deadline.
+    """
     url = resolve_url(db)
     try:
-        engine = create(url)
+        engine = create(url, wait_until)
         if migrate:
             upgrade(engine)
     except DatabaseError:

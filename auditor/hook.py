@@ -45,6 +45,7 @@ class HookOutcome:
     run_id: int | None = None
     verdict_id: int | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    recorded: bool = True  # False: a failure the store could not take in time (say it elsewhere)
 
 
 class DeadlinePassed(Exception):
@@ -115,6 +116,7 @@ class Hook:
         self.engine_factory, self.plugins_factory = engine_factory, plugins_factory
         self.run_config, self.options = run_config, options
         self.started = time.monotonic()
+        self.wait_until = self.started + options.deadline  # no wait for the store goes past it
         self.timings: dict[str, float] = {}
         self.engine = self.plugins = None
         self.auditor = None
@@ -178,11 +180,11 @@ class Hook:
         try:
             p = _payload(self.agent, raw)
         except ValueError:
-            self.engine = self.engine_factory()  # so that the bad input is recorded
+            self.engine = self.engine_factory(self.wait_until)  # so that the bad input is recorded
             raise
         if p.active:
             return HookOutcome("skipped", "stop_hook_active: the agent already goes on because of a Stop hook")
-        self.engine = self.engine_factory()
+        self.engine = self.engine_factory(self.wait_until)
         self.plugins = self.plugins_factory()
         t = self._lap("open", t)
         self._ingest(p.transcript)
@@ -328,7 +330,8 @@ def run_hook(
 
     Whatever the outcome, the agent may stop unless a block was written to `stream`. Errors
     are recorded (a failed run, or an error verdict for a failed observer call) when the
-    store can be reached.
+    store can take them before the deadline; otherwise `recorded` is False. The store is
+    opened with `engine_factory(wait_until)`: no wait for its locks may go past `wait_until`.
     """
     options = options or HookOptions()
     hook = Hook(agent, engine_factory, plugins_factory, run_config, options)
@@ -340,15 +343,26 @@ def run_hook(
         if isinstance(exc, KeyboardInterrupt):
             error = "interrupted"
         else:
-            error = str(exc) if isinstance(exc, DeadlinePassed) else f"{type(exc).__name__}: {exc}"
+            error = str(exc) if isinstance(exc, DeadlinePassed) else _describe(exc)
         outcome = HookOutcome("failed", error)
         if hook.engine is not None:
             try:
                 outcome.run_id = record_failure(hook, error)
             except Exception as again:  # noqa: BLE001 - the store itself is the problem
-                outcome.detail += f" (and it could not be recorded: {type(again).__name__}: {again})"
+                outcome.detail += f" (and it could not be recorded: {_describe(again)})"
+                outcome.recorded = False
+        else:
+            outcome.recorded = False
     outcome.timings = {**hook.timings, "total": time.monotonic() - hook.started}
     return outcome
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an error: the driver's own message, without SQLAlchemy's SQL dump."""
+    orig = getattr(exc, "orig", None)  # sqlalchemy.exc.DBAPIError
+    if isinstance(orig, Exception):
+        exc = orig
+    return f"{type(exc).__name__}: {exc}"
 
 
 class _Watchdog:

@@ -4,6 +4,8 @@ corpus, the hook input on stdin, and the observer a local server speaking the An
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
 import time
 import uuid
 
@@ -246,3 +248,44 @@ def test_the_hook_reads_only_the_new_tail_of_the_transcript(stub, session, corpu
     assert rows(engine, s.IngestError) == []
     [source] = rows(engine, s.SourceFile)
     assert (source.lines, source.offset) == (29, session.stat().st_size)
+
+
+def hold_write_lock(path, seconds: float) -> threading.Thread:
+    """Another writer holding the store's write lock for `seconds` (a long ingest, say)."""
+    ready = threading.Event()
+
+    def hold():
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        ready.set()
+        time.sleep(seconds)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    ready.wait(10)
+    return holder
+
+
+def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, tmp_path):
+    open_db(tmp_path / "auditor.db")
+    holder = hold_write_lock(tmp_path / "auditor.db", 12)
+    started = time.monotonic()
+    result = hook(stub, session, "--deadline", "3")
+    took = time.monotonic() - started
+    assert (result.returncode, result.stdout) == (0, "")
+    assert took < 6, f"the hook took {took:.1f}s past a 3s deadline"
+    # The failure could not be recorded in time: it is said on stderr, and dropped.
+    assert result.stderr.startswith("auditor hook claude-code: failed: ")
+    assert "could not be recorded: " in result.stderr and "database is locked" in result.stderr
+    holder.join()
+    assert rows(open_db(tmp_path / "auditor.db"), s.Run) == []
+
+
+def test_a_store_locked_for_a_moment_is_waited_for(stub, session, tmp_path):
+    open_db(tmp_path / "auditor.db")
+    holder = hold_write_lock(tmp_path / "auditor.db", 1.5)
+    result = hook(stub, session, "--deadline", "10")
+    holder.join()
+    assert (result.returncode, result.stdout, result.stderr) == (0, block(CORRECTION), "")
