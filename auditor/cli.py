@@ -417,6 +417,25 @@ def events(ctx: Context, as_json: bool, types, limit: int, thread, run_id, since
         click.echo(format_event(row))
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--limit", type=int, default=20, show_default=True, help="Show at most N runs, newest first (0: all).")
+@pass_ctx
+@handle_errors
+def runs(ctx: Context, as_json: bool, limit: int) -> None:
+    """List audit runs, newest first: status, totals, cost. A run killed before it could finish
+    is shown as interrupted, with when it was last heard of."""
+    from .runs import list_runs
+
+    rows = list_runs(ctx.engine, limit or None)
+    if as_json:
+        _echo_json(rows)
+        return
+    from .render import runs_table
+
+    runs_table(rows)
+
+
 @cli.group()
 def db() -> None:
     """Inspect or migrate the database."""

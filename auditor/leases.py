@@ -25,7 +25,7 @@ def new_owner() -> str:
     return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def _dead(owner: str) -> bool:
+def dead(owner: str) -> bool:
     """True when `owner` names a process of this machine that has exited."""
     parts = owner.rsplit(":", 2)
     if len(parts) != 3 or parts[0] != HOST or not parts[1].isdigit():
@@ -59,7 +59,7 @@ def take(conn: Connection, key: str, checkpoint_id: int, owner: str, seconds: fl
     holder = conn.execute(select(c.c.owner).where(c.c.key == key)).scalar()
     if holder == owner:
         return True
-    if holder is not None and _dead(holder):
+    if holder is not None and dead(holder):
         conn.execute(update(c).where(c.c.key == key, c.c.owner == holder).values(**values))
         return True
     return False

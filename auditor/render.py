@@ -77,6 +77,27 @@ def threads_table(rows: list[dict]) -> None:
     console.print(f"{len(rows)} threads", style="dim")
 
 
+def runs_table(rows: list[dict]) -> None:
+    table = Table(header_style="bold")
+    for col in ("id", "started", "status", "observer", "audited", "corrections", "errors", "cost", "note"):
+        table.add_column(col, overflow="fold", no_wrap=col != "note")
+    for r in rows:
+        kind = f"hook {r['hook']}" if r["hook"] else "dry run" if r["dry_run"] else ""
+        table.add_row(
+            str(r["id"]),
+            (r["started_at"] or "")[:19].replace("T", " "),
+            r["status"],
+            f"{r['observer']} {r['model']}",
+            str(r["audited"]),
+            str(r["corrections"]),
+            str(r["errors"]),
+            f"${r['cost_usd']:.4f}",
+            "; ".join(x for x in (kind, r["error"] or "") if x),
+        )
+    console.print(table)
+    console.print(f"{len(rows)} runs", style="dim")
+
+
 def plugins_table(infos: list[dict], formats: dict, failures: list[dict]) -> None:
     table = Table(header_style="bold")
     for col in ("plugin", "module", "package", "hooks"):

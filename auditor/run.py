@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select, update
 
-from . import answers, critique, events, leases
+from . import answers, critique, events, leases, runs
 from . import schema as s
 from .checkpoints import Checkpoint, find_checkpoints
 from .errors import AuditorError
@@ -155,6 +155,7 @@ class Auditor:
         self.gate_config = {"mode": "end-turn", **config.gate}
         self.summary = RunSummary(None, self.observer_name, self.model)
         self.owner = leases.new_owner()
+        self._heartbeat: runs.Heartbeat | None = None
         self.lease = config.lease or config.timeout * 4 + 65
 
     # -- planning (sync, cheap) -----------------------------------------------------------
@@ -304,11 +305,15 @@ class Auditor:
     # -- executing ------------------------------------------------------------------------
     def _start_run(self) -> None:
         with self.engine.begin() as conn:
+            runs.mark_interrupted(conn)  # runs killed earlier, so that none stays `running`
+            now = _now()
             self.summary.run_id = conn.execute(
                 s.Run.__table__.insert()
                 .values(
-                    started_at=_now(),
+                    started_at=now,
                     status="running",
+                    owner=self.owner,
+                    heartbeat_at=now,
                     observer=self.observer_name,
                     model=self.model,
                     prompt_version=self.prompt.version,
@@ -320,8 +325,11 @@ class Auditor:
             ).scalar_one()
             events.record(conn, "run-started", run_id=self.summary.run_id,
                           data={"observer": self.observer_name, "model": self.model, "critique": self.config.critique})
+        self._heartbeat = runs.Heartbeat(self.engine, self.summary.run_id)
 
     def _finish_run(self, status: str, error: str | None = None) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         self.summary.status = status
         sm = self.summary
         with self.engine.begin() as conn:

@@ -220,6 +220,9 @@ class Run(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     status: Mapped[str] = mapped_column(String(16))  # running | done | interrupted | failed
+    # Who runs it (a lease owner: host:pid:suffix) and when it last showed life (auditor.runs).
+    owner: Mapped[str | None] = mapped_column(String(255))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     observer: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(128))
     prompt_version: Mapped[str | None] = mapped_column(String(64))

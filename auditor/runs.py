@@ -1,0 +1,99 @@
+"""Runs and their heartbeat: a run that was killed (SIGKILL, a crash, a machine gone down)
+never writes its end, so each run beats while it works and a run that stopped beating, or
+whose process is gone, is marked interrupted wherever runs are listed or a new one starts."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy.exc import OperationalError
+
+from . import events, leases
+from . import schema as s
+
+HEARTBEAT = 60.0  # seconds between two beats of a working run
+STALE = 5 * HEARTBEAT  # a run silent that long has stopped, wherever it ran
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _aware(when: datetime | None) -> datetime | None:
+    return when.replace(tzinfo=UTC) if when is not None and when.tzinfo is None else when
+
+
+class Heartbeat:
+    """Write `heartbeat_at` of run `run_id` every `every` seconds until `stop()`."""
+
+    def __init__(self, engine: Engine, run_id: int, every: float = HEARTBEAT):
+        self.engine, self.run_id, self.every = engine, run_id, every
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(
+            target=self._beat, name=f"run-{run_id}-heartbeat", daemon=True
+        )
+        self._thread.start()
+
+    def _beat(self) -> None:
+        r = s.Run.__table__
+        while not self._stopped.wait(self.every):
+            # The store locked for longer than the busy timeout: the next beat may pass.
+            with contextlib.suppress(OperationalError), self.engine.begin() as conn:
+                conn.execute(
+                    update(r)
+                    .where(r.c.id == self.run_id, r.c.status == "running")
+                    .values(heartbeat_at=_now())
+                )
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+def mark_interrupted(conn: Connection) -> list[int]:
+    """Mark interrupted the runs still `running` whose process is gone or that stopped beating
+    STALE seconds ago; return their ids."""
+    r = s.Run.__table__
+    now = _now()
+    marked = []
+    for run in conn.execute(select(r).where(r.c.status == "running")).all():
+        last = _aware(run.heartbeat_at or run.started_at)
+        gone = run.owner is not None and leases.dead(run.owner)
+        if not gone and last is not None and now - last < timedelta(seconds=STALE):
+            continue
+        why = (
+            f"process {run.owner.split(':')[1]} is gone"
+            if gone
+            else f"no heartbeat for {int((now - last).total_seconds())} s"
+        )
+        error = f"stopped without finishing ({why}; killed or crashed): last heard of at {last:%Y-%m-%d %H:%M:%S} UTC"
+        done = conn.execute(
+            update(r)
+            .where(r.c.id == run.id, r.c.status == "running")
+            .values(status="interrupted", ended_at=last, error=error)
+        )
+        if done.rowcount:
+            marked.append(run.id)
+            events.record(
+                conn, "run-finished", run_id=run.id, subject=error, data={"status": "interrupted"}
+            )
+    return marked
+
+
+def list_runs(engine: Engine, limit: int | None = 20) -> list[dict[str, Any]]:
+    """Return the latest runs, newest first, after marking the killed ones interrupted."""
+    r = s.Run.__table__
+    with engine.begin() as conn:
+        mark_interrupted(conn)
+        rows = conn.execute(select(r).order_by(r.c.id.desc()).limit(limit)).mappings().all()
+    out = []
+    for row in rows:
+        item = {k: v for k, v in row.items() if k != "config"}
+        for k in ("started_at", "ended_at", "heartbeat_at"):
+            item[k] = _aware(row[k]).isoformat() if row[k] is not None else None
+        item["hook"] = ((row["config"] or {}).get("hook") or {}).get("agent")
+        out.append(item)
+    return out
