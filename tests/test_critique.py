@@ -89,7 +89,7 @@ def test_a_silent_first_pass_on_strong_signals_gets_a_linked_second_verdict(stor
     )
     assert second.critique_of == first.id and second.checkpoint_id == first.checkpoint_id
     assert (
-        second.prompt_version == "critique-v1"
+        second.prompt_version == "critique-v2"
         and second.prompt_hash == load_critique_prompt().sha256
     )
     assert second.needs_correction is True and second.input_tokens > first.input_tokens
