@@ -34,6 +34,27 @@ class GateDecision:
     reason: str  # e.g. "passed", "too-few-tool-calls (3 < 5)", "no-file-edit"
 
 
+def loop_guard(checkpoint: Checkpoint, config: dict) -> GateDecision | None:
+    """Return the decision of the loop guards at `checkpoint`, or None when none holds it back.
+
+    The core checks these before any gate plugin, so that no gate can switch them off:
+    - `after-correction`: never right after a course correction (the agent's answer to it is
+      not audited until the user writes again), else one correction could call for the next;
+    - `user-wrote-again`: in every-inference mode, an end of turn the user already answered
+      (seed 002: a correction is sent only if the user has not written since).
+    The other guards live where their facts are: a Stop hook never blocks again when
+    `stop_hook_active` says the agent already goes on because of one (`auditor.hook`), and
+    delivery holds back repeated text and more than `max_consecutive` corrections between two
+    typed messages (`auditor.inject`).
+    """
+    if checkpoint.after_correction:
+        return GateDecision(False, "after-correction")
+    every_inference = config.get("mode") == "every-inference"
+    if every_inference and checkpoint.kind == END_TURN and checkpoint.user_wrote_after:
+        return GateDecision(False, "user-wrote-again")
+    return None
+
+
 def is_typed_user(m) -> bool:
     """True for a message a person typed (not tool output, not harness text, not a correction)."""
     return m.role == "user" and m.source_type == SOURCE_TYPED

@@ -76,6 +76,9 @@ def gate_checkpoint(
 
     Return an `auditor.checkpoints.GateDecision` (audit or not, and why), or None to leave the
     decision to the next plugin. The first non-None result wins; the built-in gate runs last.
+    Not called where the core's loop guards hold the checkpoint back (right after a course
+    correction; in every-inference mode, an end of turn the user already answered): no gate
+    can audit those.
     """
 
 

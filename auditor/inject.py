@@ -12,9 +12,10 @@ Loop guards, checked before every delivery:
 - `duplicate`: the same correction text is never sent twice to a thread;
 - `too-many-corrections`: at most `max_consecutive` corrections (default 2) between two
   messages the user typed.
-Two more guards live where their facts are: the gate never audits right after a
-course-correction message, and the Stop hooks never block again when `stop_hook_active` says
-the agent is already continuing because of a hook.
+Two more guards live where their facts are: the core never audits right after a
+course-correction message, whatever gate is installed (`checkpoints.loop_guard`), and the Stop
+hooks never block again when `stop_hook_active` says the agent is already continuing because of
+a hook.
 """
 
 from __future__ import annotations

@@ -138,7 +138,13 @@ class Plugins:
         return strongest(found)
 
     def gate(self, checkpoint, thread, messages, config: dict, signals: list | None = None):
-        """Return the winning plugin's GateDecision for a checkpoint."""
+        """Return the GateDecision for a checkpoint: the core's loop guards, else the winning
+        plugin's (see `checkpoints.loop_guard`; no gate plugin can audit what they hold back)."""
+        from .checkpoints import loop_guard
+
+        held = loop_guard(checkpoint, config)
+        if held is not None:
+            return held
         return self.pm.hook.gate_checkpoint(
             checkpoint=checkpoint, thread=thread, messages=messages, config=config, signals=signals or []
         )

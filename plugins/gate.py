@@ -3,8 +3,6 @@
 Rules, in order (each configurable through the run's gate config):
 - `agents` / `projects`: optional allow-lists (agent names; cwd prefixes);
 - sidechains (subagent threads) are skipped unless `include_sidechains`;
-- never right after a course-correction message (loop prevention);
-- in every-inference mode, an end of turn after which the user already wrote is skipped;
 - at least `min_tool_calls` tool calls (default 5) since the last typed user message;
 - at least one file edit since then, when `require_edit` (default on);
 - ...unless a signal named in `audit_on_signals` fired (default:
@@ -12,11 +10,15 @@ Rules, in order (each configurable through the run's gate config):
   `[]` turns the rule off;
 - when `skip_quiet_below_edits` is N > 0 (default 0, off): skip a checkpoint where no signal
   fired and fewer than N file edits were made.
+
+The loop guards (never right after a course correction; in every-inference mode, never an end
+of turn the user already answered) are not here: the core applies them before any gate
+(`auditor.checkpoints.loop_guard`), so a gate of one's own cannot switch them off.
 """
 
 from __future__ import annotations
 
-from auditor.checkpoints import END_TURN, GateDecision
+from auditor.checkpoints import GateDecision
 from auditor.hookspecs import hookimpl
 
 DEFAULTS = {
@@ -38,10 +40,6 @@ def decide(checkpoint, thread, config: dict, signals: list = ()) -> GateDecision
         return GateDecision(False, "project-not-allowed")
     if thread.is_sidechain and not cfg["include_sidechains"]:
         return GateDecision(False, "sidechain")
-    if checkpoint.after_correction:
-        return GateDecision(False, "after-correction")
-    if cfg.get("mode") == "every-inference" and checkpoint.kind == END_TURN and checkpoint.user_wrote_after:
-        return GateDecision(False, "user-wrote-again")
     forcing = [s.name for s in signals if s.name in (cfg["audit_on_signals"] or ())]
     # The reason names the signal only where it changed the outcome.
     if checkpoint.tool_calls < cfg["min_tool_calls"]:

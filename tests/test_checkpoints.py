@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from audit_helpers import agent, numbered, result, user
 from auditor_plugins.gate import decide
 
-from auditor.checkpoints import END_TURN, INFERENCE, find_checkpoints
+from auditor.checkpoints import END_TURN, INFERENCE, find_checkpoints, loop_guard
 
 EDIT = ("Edit", True)
 READ = ("Read", False)
@@ -63,14 +63,15 @@ def test_gate_reasons():
     assert decide(cp2, thread, {"require_edit": False}).audit
 
 
-def test_gate_never_audits_right_after_a_correction():
+def test_the_loop_guard_holds_back_the_turn_right_after_a_correction():
     messages = numbered([user("fix it", "course-correction"), *busy_turn(6), agent("done")])
     (cp,) = find_checkpoints(1, messages)
-    assert decide(cp, thread, {}).reason == "after-correction"
+    assert loop_guard(cp, {}).reason == "after-correction"
+    assert decide(cp, thread, {}).audit  # the gate no longer decides it: the core does
 
 
-def test_every_inference_gate_skips_an_end_of_turn_the_user_already_answered():
+def test_the_loop_guard_skips_an_end_of_turn_the_user_already_answered_in_every_inference_mode():
     messages = numbered([user("fix it"), *busy_turn(6), agent("done"), user("great")])
-    cp = [c for c in find_checkpoints(1, messages, "every-inference") if c.kind == END_TURN][0]
-    assert decide(cp, thread, {"mode": "every-inference"}).reason == "user-wrote-again"
-    assert decide(cp, thread, {"mode": "end-turn"}).audit
+    cp = next(c for c in find_checkpoints(1, messages, "every-inference") if c.kind == END_TURN)
+    assert loop_guard(cp, {"mode": "every-inference"}).reason == "user-wrote-again"
+    assert loop_guard(cp, {"mode": "end-turn"}) is None  # auditing history: every turn counts

@@ -209,7 +209,8 @@ def test_claimed_success_after_failure_is_audited_under_the_tool_call_threshold(
 def test_the_forcing_rule_never_overrides_loop_prevention_or_allow_lists():
     cp = short_turn()
     cp.after_correction = True
-    assert decide(cp, thread, {}, [CLAIM]).reason == "after-correction"
+    # Checked by the core before any gate, the built-in one included.
+    assert get_plugin_manager().gate(cp, thread, [], {}, [CLAIM]).reason == "after-correction"
     assert (
         decide(short_turn(), thread, {"agents": ["codex"]}, [CLAIM]).reason
         == "agent-not-allowed (claude-code)"
