@@ -347,6 +347,7 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
 @handle_errors
 def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tokens, mode) -> None:
     """Print the exact system prompt and user content the observer would get at a checkpoint."""
+    from . import guidance
     from .checkpoints import checkpoint_at
     from .errors import UnknownName
     from .prompt import load_prompt
@@ -359,7 +360,9 @@ def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tok
     except KeyError:
         raise UnknownName(f"message of thread {th.native_id}", at, []) from None
     upto = messages[: cp.index + 1]
-    user = ctx.plugins.render_checkpoint(cp, th, upto, formatter_config(min_prompt_tokens, max_prompt_tokens))
+    with ctx.engine.connect() as conn:
+        view = guidance.for_checkpoint(conn, th, upto)
+    user = ctx.plugins.render_checkpoint(cp, view, upto, formatter_config(min_prompt_tokens, max_prompt_tokens))
     system = load_prompt()
     signals = ctx.plugins.signals(cp, th, upto, {})
     decision = ctx.plugins.gate(cp, th, upto, {"mode": mode}, signals)

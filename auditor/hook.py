@@ -150,6 +150,15 @@ class Hook:
                 select(t).where(t.c.agent == self.agent, t.c.native_id == native_id)
             ).first()
 
+    def _guidance(self, p: _Payload, thread) -> None:
+        """Read the instruction files of the agent's directory from disk, as they are now."""
+        from . import guidance
+
+        cwd = p.info.get("cwd")
+        with self.engine.begin() as conn:
+            for where in dict.fromkeys(d for d in (cwd if isinstance(cwd, str) else None, thread.cwd) if d):
+                guidance.collect_disk(conn, thread.id, where, self.agent)
+
     def _messages(self, p: _Payload, thread) -> list:
         """The stored thread, waiting a little for a transcript file that lags the payload."""
         from .model import Block
@@ -192,6 +201,7 @@ class Hook:
         thread = self._thread(p.thread)
         if thread is None:
             return HookOutcome("skipped", f"thread {p.thread} is not in the store (transcript: {p.transcript})")
+        self._guidance(p, thread)
         messages = self._messages(p, thread)
         t = self._lap("load", t)
         from .checkpoints import find_checkpoints

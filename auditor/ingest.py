@@ -21,7 +21,7 @@ import orjson
 from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from . import events
+from . import events, guidance
 from . import schema as s
 from .errors import FormatError
 from .model import Cursor, Message, Problem, ThreadInfo, Usage
@@ -143,6 +143,7 @@ class Ingester:
         self._thread_ids: dict[tuple[str, str], int] = {}
         self._thread_infos: dict[tuple[str, str], tuple] = {}
         self.touched_threads: set[int] = set()
+        self._last_message = 0  # the last message row before this run
         self._c: Connection | None = None
         self._remember_stmt = None
         self._thread_stmts: dict[tuple, object] = {}
@@ -178,6 +179,8 @@ class Ingester:
         progress: Callable[[FileResult], None] | None = None,
     ) -> IngestSummary:
         summary = IngestSummary()
+        with self.engine.connect() as conn:  # guidance is looked for in the messages after it
+            self._last_message = conn.execute(select(func.max(s.Message.id))).scalar() or 0
 
         def walk_error(path: str, message: str) -> None:
             line = f"{path}: {message}"
@@ -440,6 +443,7 @@ class Ingester:
             )
         )
         ids = sorted(self.touched_threads)
+        guidance.collect(conn, ids, self._last_message)
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             refresh_threads(conn, chunk)

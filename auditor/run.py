@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select, update
 
-from . import answers, critique, events, leases, runs
+from . import answers, critique, events, guidance, leases, runs
 from . import schema as s
 from .checkpoints import Checkpoint, find_checkpoints
 from .errors import AuditorError
@@ -205,7 +205,8 @@ class Auditor:
             self.summary.gated_out[key] = self.summary.gated_out.get(key, 0) + 1
             return None
         self.summary.gated_in += 1
-        user = self.plugins.render_checkpoint(cp, thread, upto, self.config.formatter)
+        view = guidance.for_checkpoint(conn, thread, upto)
+        user = self.plugins.render_checkpoint(cp, view, upto, self.config.formatter)
         job = Job(cp_id, thread.id, cp.message_id, user, self._input_hash(user), signals=signals)
         if self.config.critique and critique.strong_signals(signals, self.config.critique_min_score):
             self.summary.critique_candidates += 1

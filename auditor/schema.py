@@ -145,6 +145,28 @@ class ToolCall(Base):
     edited_paths: Mapped[list | None] = mapped_column(JSON)
 
 
+class GuidanceFile(Base):
+    """An instruction file the agent was given (CLAUDE.md, AGENTS.md...), as read once.
+
+    `origin` says where the text came from: `disk` (read by auditor from the thread's working
+    directory, its parents up to the repository root, or the user's own file) or `read` (the
+    agent read it with a tool call; `message_native_id` is the result's message). A file whose
+    text changed gets a row per version; `read_at` is when each version was first read.
+    """
+
+    __tablename__ = "guidance_files"
+    __table_args__ = (UniqueConstraint("thread_id", "path", "sha256"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
+    path: Mapped[str] = mapped_column(Text)
+    origin: Mapped[str] = mapped_column(String(16))
+    sha256: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+    read_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    message_native_id: Mapped[str | None] = mapped_column(String(255))
+
+
 class TokenUsage(Base):
     """Tokens billed for one model call of an agent; one row per billing key."""
 

@@ -718,8 +718,13 @@ def _header(thread) -> str:
 
 
 def _guidance(thread, budget: int) -> str:
-    files = getattr(thread, "guidance", None) or {}
-    files = {name: text for name, text in files.items() if text and text.strip()}
+    # `guidance_files` (auditor.guidance.GuidanceText: path, text, source), else a name -> text map
+    listed = getattr(thread, "guidance_files", None)
+    if listed is None:
+        listed = [(name, text, None) for name, text in (getattr(thread, "guidance", None) or {}).items()]
+    else:
+        listed = [(g.path, g.text, g.source) for g in listed]
+    files = [(name, text, source) for name, text, source in listed if text and text.strip()]
     if not files:
         return ""
     share = max(budget // len(files), 800)  # a quarter of the token budget, in characters
@@ -731,9 +736,11 @@ def _guidance(thread, budget: int) -> str:
         "",
         "<guidance_files>",
     ]
-    for name, text in files.items():
+    for name, text, source in files:
         body = abbreviate(quote(_clean(text.strip())), share, rule)
-        parts += [f'<file name="{_flat(_clean(name)).replace(chr(34), chr(39))}">', body, "</file>"]
+        attrs = "".join(f' {key}="{_flat(_clean(value)).replace(chr(34), chr(39))}"'
+                        for key, value in (("name", name), ("source", source)) if value)
+        parts += [f"<file{attrs}>", body, "</file>"]
     parts.append("</guidance_files>")
     return "\n".join(parts)
 
