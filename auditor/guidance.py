@@ -14,8 +14,10 @@ three places:
   `cat` / `sed -n` / `head` / `nl` in a shell). Its result is what the agent saw. A read of a
   file the agent had already changed in the same thread is its own work, not guidance, and is
   left out.
-- **the transcript's own record**: Codex's `AGENTS.md` instructions and Claude Code's injected
-  CLAUDE.md are parsed by their formats into `threads.guidance`; nothing to do here.
+- **the transcript's own record**: Codex's `AGENTS.md` instructions, Claude Code's injected
+  CLAUDE.md and Amp's AGENTS.md entries that carry their text are parsed by their formats into
+  `threads.guidance`. Amp entries that only name a file (`meta["guidance_paths"]`) are read
+  from disk where they are.
 
 The first two are kept in `guidance_files` with their sha256 and when they were read (a file
 that changed gets a row per version). `for_checkpoint` gives the formatter what applies at a
@@ -162,6 +164,17 @@ def discover(
 
     for path in candidates:
         visit(path, 0)
+    return out
+
+
+def read_paths(paths: Iterable[Any]) -> list[GuidanceText]:
+    """The files at `paths` (absolute, as a transcript names them) that are here to read."""
+    now, out = datetime.now(UTC), []
+    for p in paths:
+        if isinstance(p, str) and os.path.isabs(p):
+            text = _read(Path(p))
+            if text is not None:
+                out.append(GuidanceText(os.path.normpath(p), text, DISK, now))
     return out
 
 
@@ -386,7 +399,9 @@ def collect(conn: Connection, thread_ids: Iterable[int], since_message: int = 0)
     ids = sorted(set(thread_ids))
     on_disk: dict[tuple[str, str], list[GuidanceText]] = {}
     for i in range(0, len(ids), 500):
-        threads = conn.execute(select(t.id, t.agent, t.cwd).where(t.id.in_(ids[i : i + 500]))).all()
+        threads = conn.execute(
+            select(t.id, t.agent, t.cwd, t.meta).where(t.id.in_(ids[i : i + 500]))
+        ).all()
         reads = reads_in_threads(conn, {th.id: th.cwd for th in threads}, since_message)
         for th in threads:
             texts = reads.get(th.id, [])
@@ -395,7 +410,8 @@ def collect(conn: Connection, thread_ids: Iterable[int], since_message: int = 0)
                 if key not in on_disk:
                     on_disk[key] = discover(th.cwd, th.agent)
                 texts = on_disk[key] + texts
-            store(conn, th.id, texts)
+            named = (th.meta or {}).get("guidance_paths") if isinstance(th.meta, dict) else None
+            store(conn, th.id, read_paths(named or []) + texts)
 
 
 def collect_disk(conn: Connection, thread_id: int, cwd: str | None, agent: str | None) -> int:

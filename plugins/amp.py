@@ -3,7 +3,10 @@
 Shape: `{v, id: "T-...", created, title?, env: {initial: {workingDirectory, trees: [...]}}, meta,
 messages: [{role: user|assistant|info, messageId, content: [...], state?, usage?, meta?, source?}]}`.
 Blocks: `text`, `thinking`, `tool_use {id, name, input}`, `tool_result {toolUseID, run: {status,
-result: {output, exitCode}}}`, `summary` (compaction, role `info`), `image`.
+result: {output, exitCode}}}`, `summary` (compaction, role `info`), `image`. The AGENTS.md
+files Amp loaded are named in `discoveredGuidanceFiles` (`[{uri, lineCount}]`) of user messages
+and tool results: their text goes to `guidance` where the entry has it, else their paths to
+`meta["guidance_paths"]`, read from disk by `auditor.guidance`.
 
 The file is rewritten as a whole while the thread goes on, so it is not appendable: a changed
 file is read again from the start (message ids are stable, so nothing is stored twice).
@@ -16,6 +19,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import orjson
 
@@ -248,12 +252,16 @@ class AmpFormat:
         platform = initial.get("platform")
         if isinstance(platform, dict) and platform.get("client"):
             meta["client"] = platform["client"]
+        guidance, unread = _guidance_files(doc["messages"])
+        if unread:
+            meta["guidance_paths"] = unread  # named without their text: read from disk
         yield ThreadInfo(
             thread,
             AGENT,
             cwd=initial.get("workingDirectory"),
             git_branch=_git_branch(initial.get("trees")),
             title=doc.get("title") if isinstance(doc.get("title"), str) else None,
+            guidance=guidance or None,
             meta=meta or None,
         )
         for index, msg in enumerate(doc["messages"]):
@@ -302,6 +310,38 @@ class AmpFormat:
             usage_key=key,
             stop_reason=stop,
         )
+
+
+def _listed(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _guidance_files(messages: list) -> tuple[dict[str, str], list[str]]:
+    """The AGENTS.md files Amp found for the thread (`discoveredGuidanceFiles` of user messages
+    and of tool results): path -> text where the entry carries its text, and the other paths."""
+    entries = []
+    for msg in messages:
+        if not isinstance(msg, dict):
+            continue
+        entries += _listed(msg.get("discoveredGuidanceFiles"))
+        for block in msg.get("content") or []:
+            run = block.get("run") if isinstance(block, dict) else None
+            result = run.get("result") if isinstance(run, dict) else None
+            if isinstance(result, dict):
+                entries += _listed(result.get("discoveredGuidanceFiles"))
+    texts: dict[str, str] = {}
+    paths: list[str] = []
+    for entry in entries:
+        uri = entry.get("uri") if isinstance(entry, dict) else None
+        if not isinstance(uri, str) or not uri:
+            continue
+        path = unquote(urlsplit(uri).path) if uri.startswith("file:") else uri
+        content = entry.get("content")
+        if isinstance(content, str) and content.strip():
+            texts[path] = content
+        elif path not in paths:
+            paths.append(path)
+    return texts, [p for p in paths if p not in texts]
 
 
 @hookimpl(trylast=True)

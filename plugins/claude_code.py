@@ -27,7 +27,9 @@ file is beside the log (head and tail kept past 200 KB). Images are named, never
 
 Thread info: title from `custom-title`, else `ai-title`, else a `summary` whose leaf is in the
 file (most summaries describe other sessions: kept in `meta["summaries"]`), else a subagent's
-description; CLAUDE.md text injected as context goes to `guidance["CLAUDE.md"]`.
+description; the instruction files Claude Code put into the context (CLAUDE.md sections of a
+context message, `nested_memory` attachments such as a subdirectory's AGENTS.md) go to
+`guidance`, by path.
 
 `cursor.state` (small, JSON) carries what a read from the middle of the file needs: the session
 id, the thread's title and meta, the last inline-sidechain and skipped-record links, and the

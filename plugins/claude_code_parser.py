@@ -90,13 +90,7 @@ class _Thread:
         )
 
     def info(self) -> ThreadInfo:
-        guidance = None
-        if self.claude_md:
-            if len(self.claude_md) == 1:
-                text = next(iter(self.claude_md.values()))
-            else:
-                text = "\n\n".join(f"Contents of {p}:\n\n{c}" for p, c in self.claude_md.items())
-            guidance = {"CLAUDE.md": text}
+        guidance = dict(self.claude_md) if self.claude_md else None  # path -> text
         self.sent = self.snapshot()
         return ThreadInfo(
             native_id=self.native_id,
@@ -601,7 +595,8 @@ class Parser:
         if isinstance(content, dict):
             path = path or content.get("path")
             content = content.get("content")
-        if isinstance(path, str) and path.endswith(".md") and "CLAUDE" in path and isinstance(content, str):
+        loaded = att.get("type") == "nested_memory" or (isinstance(path, str) and "CLAUDE" in path)
+        if loaded and isinstance(path, str) and path.endswith(".md") and isinstance(content, str):
             t = self._thread_for(rec, rec.get("uuid"))
             t.claude_md = {**(t.claude_md or {}), path: content}
 

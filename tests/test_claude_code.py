@@ -521,7 +521,7 @@ def test_made_up_session_records(tmp_path):
     last = infos[-1]
     assert {i.native_id for i in infos} == {SID}
     assert last.title == "Fixing the bug"  # an ai-title outranks a summary of this session
-    assert last.guidance == {"CLAUDE.md": "Always run the tests."}
+    assert last.guidance == {"/p/CLAUDE.md": "Always run the tests."}
     assert last.meta["permission_mode"] == "acceptEdits" and "elsewhere" in last.meta["summaries"]
     assert (last.cwd, last.git_branch, last.version) == ("/p", "main", "2.1.0")
 

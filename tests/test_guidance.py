@@ -249,3 +249,46 @@ def test_the_hooks_request_to_the_observer_carries_the_claude_md_of_its_director
         rows = conn.execute(select(s.GuidanceFile.path, s.GuidanceFile.origin, s.GuidanceFile.sha256)).all()
     on_disk = (project / "CLAUDE.md").read_bytes()
     assert (str(project / "CLAUDE.md"), DISK, hashlib.sha256(on_disk).hexdigest()) in rows
+
+
+# -- as the formats carry them ----------------------------------------------------------------
+def test_claude_codes_nested_memory_of_an_agents_md_is_guidance(tmp_path, engine, plugins):
+    base = {"sessionId": "s2", "cwd": "/repo", "timestamp": "2026-01-01T00:00:00Z"}
+    lines = [
+        {**base, "type": "user", "uuid": "u1", "message": {"role": "user", "content": "fix the parser"}},
+        {**base, "type": "attachment", "uuid": "a1", "parentUuid": "u1",
+         "attachment": {"type": "nested_memory", "path": "/repo/parser/AGENTS.md",
+                        "content": {"path": "/repo/parser/AGENTS.md", "type": "Project",
+                                    "content": "Parser changes need a fixture in tests/fixtures."}}},
+    ]
+    session = write(tmp_path / "s2.jsonl", "".join(json.dumps(r) + "\n" for r in lines))
+    ingest(engine, plugins, [session])
+    thread = find_thread(engine, "s2")
+    assert thread.guidance == {"/repo/parser/AGENTS.md": "Parser changes need a fixture in tests/fixtures."}
+    with engine.connect() as conn:
+        view = for_checkpoint(conn, thread, load_messages(engine, thread.id))
+    assert [(g.path, g.source) for g in view.guidance_files] == [("/repo/parser/AGENTS.md", "recorded in the transcript")]
+
+
+def test_amps_discovered_guidance_files_with_their_text_or_read_from_disk(tmp_path, engine, plugins):
+    root = Path(__file__).resolve().parent.parent
+    doc = json.loads((root / "data" / "samples" / "amp-thread-export.json").read_text())
+    sub = write(tmp_path / "repo" / "web" / "AGENTS.md", "Use the design tokens; no raw colours.")
+    doc["messages"][0]["discoveredGuidanceFiles"] = [
+        {"uri": "file:///home/dev/textkit/AGENTS.md", "lineCount": 1, "content": "Run `just test` first."},
+    ]
+    result = next(b for m in doc["messages"] for b in m["content"] if b.get("type") == "tool_result")
+    result["run"].setdefault("result", {})["discoveredGuidanceFiles"] = [
+        {"uri": sub.as_uri(), "lineCount": 1},
+        {"uri": "file:///gone/AGENTS.md", "lineCount": 3},
+    ]
+    path = write(tmp_path / "T-amp.json", json.dumps(doc))
+    ingest(engine, plugins, [path])
+    thread = find_thread(engine, doc["id"])
+    assert thread.guidance == {"/home/dev/textkit/AGENTS.md": "Run `just test` first."}
+    with engine.connect() as conn:
+        view = for_checkpoint(conn, thread, load_messages(engine, thread.id))
+    assert [(g.path, g.origin, g.text) for g in view.guidance_files] == [
+        ("/home/dev/textkit/AGENTS.md", "transcript", "Run `just test` first."),
+        (str(sub), DISK, "Use the design tokens; no raw colours."),
+    ]
