@@ -89,8 +89,16 @@ def find_checkpoints(thread_id: int, messages: list, mode: str = END_TURN) -> li
             m = messages[pending_end]
             if not _has_tool_use(m):
                 out.append(
-                    Checkpoint(thread_id, pending_end, m.native_id, END_TURN, tool_calls, edits,
-                               after_correction, user_wrote_after)
+                    Checkpoint(
+                        thread_id,
+                        pending_end,
+                        m.native_id,
+                        END_TURN,
+                        tool_calls,
+                        edits,
+                        after_correction,
+                        user_wrote_after,
+                    )
                 )
         pending_end = None
 
@@ -110,16 +118,24 @@ def find_checkpoints(thread_id: int, messages: list, mode: str = END_TURN) -> li
         if mode != END_TURN and _is_tool_result(m):
             nxt = messages[i + 1] if i + 1 < len(messages) else None
             if nxt is not None and nxt.role == "assistant":
-                out.append(Checkpoint(thread_id, i, m.native_id, INFERENCE, tool_calls, edits, after_correction))
+                out.append(
+                    Checkpoint(
+                        thread_id, i, m.native_id, INFERENCE, tool_calls, edits, after_correction
+                    )
+                )
     close_turn(user_wrote_after=False)
     if mode == END_TURN:
         return out
     return sorted(out, key=lambda c: c.index)
 
 
-def checkpoint_at(thread_id: int, messages: list, native_id: str, mode: str = END_TURN) -> Checkpoint:
+def checkpoint_at(
+    thread_id: int, messages: list, native_id: str, mode: str = END_TURN
+) -> Checkpoint:
     """Return the checkpoint that ends at the message `native_id` (any message may be named)."""
-    for cp in find_checkpoints(thread_id, messages, "every-inference" if mode != END_TURN else mode):
+    for cp in find_checkpoints(
+        thread_id, messages, "every-inference" if mode != END_TURN else mode
+    ):
         if cp.message_id == native_id:
             return cp
     for i, m in enumerate(messages):

@@ -98,12 +98,19 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--format", "format_name", metavar="NAME", help="Force a transcript format instead of detecting it (see `auditor plugins`).")
+@click.option(
+    "--format",
+    "format_name",
+    metavar="NAME",
+    help="Force a transcript format instead of detecting it (see `auditor plugins`).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only errors.")
 @pass_ctx
 @handle_errors
-def ingest(ctx: Context, paths: tuple[str, ...], format_name: str | None, as_json: bool, quiet: bool) -> None:
+def ingest(
+    ctx: Context, paths: tuple[str, ...], format_name: str | None, as_json: bool, quiet: bool
+) -> None:
     """Read transcripts under PATHS into the store, incrementally.
 
     PATHS are files or directories (walked for *.jsonl and *.json). Files already read and
@@ -186,19 +193,46 @@ def _parse_since(value: str | None):
     try:
         dt = datetime.fromisoformat(value)
     except ValueError:
-        raise click.BadParameter(f"{value!r}: use an ISO date (2026-11-01) or a span like 12h, 7d") from None
+        raise click.BadParameter(
+            f"{value!r}: use an ISO date (2026-11-01) or a span like 12h, 7d"
+        ) from None
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def observer_options(fn):
     """The options every command that calls an observer takes."""
     opts = [
-        click.option("--observer", "-o", metavar="NAME", help="Observer backend (see `auditor observers`). Default: $AUDITOR_OBSERVER, else gemini if GEMINI_API_KEY is set, else claude if ANTHROPIC_API_KEY is set, else the offline embedded model."),
+        click.option(
+            "--observer",
+            "-o",
+            metavar="NAME",
+            help="Observer backend (see `auditor observers`). Default: $AUDITOR_OBSERVER, else gemini if GEMINI_API_KEY is set, else claude if ANTHROPIC_API_KEY is set, else the offline embedded model.",
+        ),
         click.option("--model", "-m", help="Observer model (default: the backend's own)."),
-        click.option("--key", "api_key", metavar="KEY", help="API key (default: the provider's environment variable). Never stored."),
-        click.option("--base-url", help="Provider base URL (e.g. a local OpenAI-compatible server for --observer local)."),
-        click.option("--max-retries", type=int, default=3, show_default=True, help="Retries on 429/5xx/timeouts, with backoff."),
-        click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per observer call."),
+        click.option(
+            "--key",
+            "api_key",
+            metavar="KEY",
+            help="API key (default: the provider's environment variable). Never stored.",
+        ),
+        click.option(
+            "--base-url",
+            help="Provider base URL (e.g. a local OpenAI-compatible server for --observer local).",
+        ),
+        click.option(
+            "--max-retries",
+            type=int,
+            default=3,
+            show_default=True,
+            help="Retries on 429/5xx/timeouts, with backoff.",
+        ),
+        click.option(
+            "--timeout",
+            type=float,
+            default=120.0,
+            show_default=True,
+            help="Seconds per observer call.",
+        ),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -207,12 +241,42 @@ def observer_options(fn):
 
 def gate_options(fn):
     opts = [
-        click.option("--mode", type=click.Choice(["end-turn", "every-inference"]), default="end-turn", show_default=True, help="end-turn: audit where the agent ended its turn; every-inference: also after each round of tool results."),
-        click.option("--min-tool-calls", type=int, default=5, show_default=True, help="Gate: tool calls needed since the last user message."),
-        click.option("--no-require-edit", is_flag=True, help="Gate: audit even when no file was edited since the last user message."),
-        click.option("--include-sidechains", is_flag=True, help="Gate: audit subagent threads too."),
-        click.option("--project", "projects", multiple=True, metavar="PATH", help="Gate: only threads whose cwd starts with PATH (repeatable)."),
-        click.option("--agent", "agents", multiple=True, metavar="NAME", help="Gate: only threads of these agents (repeatable)."),
+        click.option(
+            "--mode",
+            type=click.Choice(["end-turn", "every-inference"]),
+            default="end-turn",
+            show_default=True,
+            help="end-turn: audit where the agent ended its turn; every-inference: also after each round of tool results.",
+        ),
+        click.option(
+            "--min-tool-calls",
+            type=int,
+            default=5,
+            show_default=True,
+            help="Gate: tool calls needed since the last user message.",
+        ),
+        click.option(
+            "--no-require-edit",
+            is_flag=True,
+            help="Gate: audit even when no file was edited since the last user message.",
+        ),
+        click.option(
+            "--include-sidechains", is_flag=True, help="Gate: audit subagent threads too."
+        ),
+        click.option(
+            "--project",
+            "projects",
+            multiple=True,
+            metavar="PATH",
+            help="Gate: only threads whose cwd starts with PATH (repeatable).",
+        ),
+        click.option(
+            "--agent",
+            "agents",
+            multiple=True,
+            metavar="NAME",
+            help="Gate: only threads of these agents (repeatable).",
+        ),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -221,8 +285,18 @@ def gate_options(fn):
 
 def prompt_token_options(fn):
     opts = [
-        click.option("--min-prompt-tokens", type=int, default=None, help="Formatter: token budget of a turn without tool calls (default 8000); it grows by 60 tokens for each tool call of the turn being judged."),
-        click.option("--max-prompt-tokens", type=int, default=None, help="Formatter: the most tokens the rendered thread may take (default 24000)."),
+        click.option(
+            "--min-prompt-tokens",
+            type=int,
+            default=None,
+            help="Formatter: token budget of a turn without tool calls (default 8000); it grows by 60 tokens for each tool call of the turn being judged.",
+        ),
+        click.option(
+            "--max-prompt-tokens",
+            type=int,
+            default=None,
+            help="Formatter: the most tokens the rendered thread may take (default 24000).",
+        ),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -235,7 +309,9 @@ def formatter_config(min_prompt_tokens: int | None, max_prompt_tokens: int | Non
     return {key: value for key, value in pairs if value}
 
 
-def _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents) -> dict:
+def _gate_config(
+    mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents
+) -> dict:
     return {
         "mode": mode,
         "min_tool_calls": min_tool_calls,
@@ -249,25 +325,106 @@ def _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, proj
 @cli.command()
 @observer_options
 @gate_options
-@click.option("--thread", "threads", multiple=True, metavar="THREAD", help="Only this thread (repeatable).")
-@click.option("--since", metavar="WHEN", help="Only threads active since WHEN (ISO date, or 12h / 7d).")
+@click.option(
+    "--thread", "threads", multiple=True, metavar="THREAD", help="Only this thread (repeatable)."
+)
+@click.option(
+    "--since", metavar="WHEN", help="Only threads active since WHEN (ISO date, or 12h / 7d)."
+)
 @click.option("--limit", type=int, help="Make at most N observer calls.")
-@click.option("--concurrency", "-j", type=int, default=4, show_default=True, help="Observer calls in flight at once.")
-@click.option("--dry-run", is_flag=True, help="Gate and format only: print how many checkpoints pass and the estimated tokens and cost, calling no model.")
+@click.option(
+    "--concurrency",
+    "-j",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Observer calls in flight at once.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Gate and format only: print how many checkpoints pass and the estimated tokens and cost, calling no model.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option("--every", metavar="SPAN", help="Repeat until Ctrl-C: ingest the sources, then run, every SPAN (15m, 1h, 90s).")
-@click.option("--source", "sources", multiple=True, type=click.Path(), metavar="PATH", help="With --every: ingest PATH on each tick (repeatable; default: `sources` in the config file).")
-@click.option("--signal", "signal_options", multiple=True, metavar="NAME.KEY=VALUE", help="Signal option, e.g. tool-loop.min_repeats=4; NAME=off turns a signal off (repeatable; see docs/plugins.md).")
-@click.option("--audit-on", "audit_on", multiple=True, metavar="SIGNAL", help="Gate: always audit where SIGNAL fires, under the thresholds too (repeatable; default: claimed-success-after-failure; `none` for none).")
-@click.option("--skip-quiet-below", type=int, default=0, show_default=True, metavar="N", help="Gate: skip checkpoints where no signal fired and fewer than N files were edited (0: off).")
-@click.option("--critique", is_flag=True, help="Second pass: where the observer stayed silent but a signal scored high, ask it again with a more critical prompt (a separate verdict, with its own cost).")
-@click.option("--critique-min-score", type=float, default=0.7, show_default=True, help="With --critique: the signal score that calls for a second pass.")
+@click.option(
+    "--every",
+    metavar="SPAN",
+    help="Repeat until Ctrl-C: ingest the sources, then run, every SPAN (15m, 1h, 90s).",
+)
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    type=click.Path(),
+    metavar="PATH",
+    help="With --every: ingest PATH on each tick (repeatable; default: `sources` in the config file).",
+)
+@click.option(
+    "--signal",
+    "signal_options",
+    multiple=True,
+    metavar="NAME.KEY=VALUE",
+    help="Signal option, e.g. tool-loop.min_repeats=4; NAME=off turns a signal off (repeatable; see docs/plugins.md).",
+)
+@click.option(
+    "--audit-on",
+    "audit_on",
+    multiple=True,
+    metavar="SIGNAL",
+    help="Gate: always audit where SIGNAL fires, under the thresholds too (repeatable; default: claimed-success-after-failure; `none` for none).",
+)
+@click.option(
+    "--skip-quiet-below",
+    type=int,
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Gate: skip checkpoints where no signal fired and fewer than N files were edited (0: off).",
+)
+@click.option(
+    "--critique",
+    is_flag=True,
+    help="Second pass: where the observer stayed silent but a signal scored high, ask it again with a more critical prompt (a separate verdict, with its own cost).",
+)
+@click.option(
+    "--critique-min-score",
+    type=float,
+    default=0.7,
+    show_default=True,
+    help="With --critique: the signal score that calls for a second pass.",
+)
 @pass_ctx
 @handle_errors
-def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
-        no_require_edit, include_sidechains, projects, agents, min_prompt_tokens, max_prompt_tokens, threads, since, limit,
-        concurrency, dry_run, as_json, every, sources, signal_options, audit_on, skip_quiet_below,
-        critique, critique_min_score) -> None:
+def run(
+    ctx: Context,
+    observer,
+    model,
+    api_key,
+    base_url,
+    max_retries,
+    timeout,
+    mode,
+    min_tool_calls,
+    no_require_edit,
+    include_sidechains,
+    projects,
+    agents,
+    min_prompt_tokens,
+    max_prompt_tokens,
+    threads,
+    since,
+    limit,
+    concurrency,
+    dry_run,
+    as_json,
+    every,
+    sources,
+    signal_options,
+    audit_on,
+    skip_quiet_below,
+    critique,
+    critique_min_score,
+) -> None:
     """Audit stored threads: gate -> format -> observe -> record.
 
     Every checkpoint's gate decision is recorded with its reason; every observer call is
@@ -291,10 +448,18 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
     if base_url:
         options["base_url"] = base_url
     config = RunConfig(
-        observer=observer, model=model, observer_options=options, threads=list(threads),
-        since=_parse_since(since), limit=limit, concurrency=concurrency, timeout=timeout,
+        observer=observer,
+        model=model,
+        observer_options=options,
+        threads=list(threads),
+        since=_parse_since(since),
+        limit=limit,
+        concurrency=concurrency,
+        timeout=timeout,
         dry_run=dry_run,
-        gate=_gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents),
+        gate=_gate_config(
+            mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents
+        ),
         formatter=formatter_config(min_prompt_tokens, max_prompt_tokens),
     )
     from .signals import parse_options
@@ -310,7 +475,14 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
 
         paths = list(sources) or (ctx.config.sources if ctx.config else [])
         try:
-            run_every(ctx.engine, ctx.plugins, config, every, paths, report=lambda line: click.echo(line, err=True))
+            run_every(
+                ctx.engine,
+                ctx.plugins,
+                config,
+                every,
+                paths,
+                report=lambda line: click.echo(line, err=True),
+            )
         except KeyboardInterrupt:
             click.echo("Stopped at once: every answer received so far is stored.", err=True)
             sys.exit(130)
@@ -324,7 +496,10 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
         try:
             summary = run_audit(ctx.engine, ctx.plugins, config, progress)
         except KeyboardInterrupt:
-            click.echo("Interrupted: every answer received so far is stored; run again to carry on.", err=True)
+            click.echo(
+                "Interrupted: every answer received so far is stored; run again to carry on.",
+                err=True,
+            )
             sys.exit(130)
     if as_json:
         _echo_json(summary.as_dict())
@@ -333,14 +508,22 @@ def run(ctx: Context, observer, model, api_key, base_url, max_retries, timeout, 
             click.echo(line, err=True)
         run_summary(summary, dry_run)
         if critique:
-            click.echo(f"critique: {summary.critique_candidates} checkpoints with strong signals; "
-                       f"{summary.critiques} second passes, {summary.critique_corrections} corrections")
+            click.echo(
+                f"critique: {summary.critique_candidates} checkpoints with strong signals; "
+                f"{summary.critiques} second passes, {summary.critique_corrections} corrections"
+            )
     sys.exit(1 if summary.errors else 0)
 
 
 @cli.command()
 @click.argument("thread")
-@click.option("--at", "at", required=True, metavar="MESSAGE_ID", help="Native id of the message the checkpoint ends at (e.g. a Claude Code uuid).")
+@click.option(
+    "--at",
+    "at",
+    required=True,
+    metavar="MESSAGE_ID",
+    help="Native id of the message the checkpoint ends at (e.g. a Claude Code uuid).",
+)
 @prompt_token_options
 @click.option("--mode", type=click.Choice(["end-turn", "every-inference"]), default="end-turn")
 @pass_ctx
@@ -362,11 +545,16 @@ def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tok
     upto = messages[: cp.index + 1]
     with ctx.engine.connect() as conn:
         view = guidance.for_checkpoint(conn, th, upto)
-    user = ctx.plugins.render_checkpoint(cp, view, upto, formatter_config(min_prompt_tokens, max_prompt_tokens))
+    user = ctx.plugins.render_checkpoint(
+        cp, view, upto, formatter_config(min_prompt_tokens, max_prompt_tokens)
+    )
     system = load_prompt()
     signals = ctx.plugins.signals(cp, th, upto, {})
     decision = ctx.plugins.gate(cp, th, upto, {"mode": mode}, signals)
-    click.echo(f"<!-- prompt {system.version} sha256:{system.sha256[:16]}; gate: {decision.reason} -->", err=True)
+    click.echo(
+        f"<!-- prompt {system.version} sha256:{system.sha256[:16]}; gate: {decision.reason} -->",
+        err=True,
+    )
     from .signals import format_signals
 
     click.echo("<!-- signals: " + "; ".join(format_signals(signals)) + " -->", err=True)
@@ -388,7 +576,14 @@ def observers(ctx: Context, as_json: bool) -> None:
             problem = obs.check({})
         except Exception as exc:  # a backend's check must not hide the others
             problem = f"{type(exc).__name__}: {exc}"
-        rows.append({"name": name, "default_model": obs.default_model, "ready": problem is None, "problem": problem})
+        rows.append(
+            {
+                "name": name,
+                "default_model": obs.default_model,
+                "ready": problem is None,
+                "problem": problem,
+            }
+        )
     if as_json:
         _echo_json(rows)
         return
@@ -399,8 +594,20 @@ def observers(ctx: Context, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--type", "types", multiple=True, metavar="TYPE", help="Only events of this type (repeatable): ingested, gated, audited, critiqued, corrected, injected, injection-failed, run-started, run-finished, error.")
-@click.option("--limit", type=int, default=50, show_default=True, help="Show at most N events, newest first (0: all).")
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    metavar="TYPE",
+    help="Only events of this type (repeatable): ingested, gated, audited, critiqued, corrected, injected, injection-failed, run-started, run-finished, error.",
+)
+@click.option(
+    "--limit",
+    type=int,
+    default=50,
+    show_default=True,
+    help="Show at most N events, newest first (0: all).",
+)
 @click.option("--thread", metavar="THREAD", help="Only events about this thread.")
 @click.option("--run", "run_id", type=int, metavar="ID", help="Only events of this run.")
 @click.option("--since", metavar="WHEN", help="Only events since WHEN (ISO date, or 12h / 7d).")
@@ -412,7 +619,9 @@ def events(ctx: Context, as_json: bool, types, limit: int, thread, run_id, since
     from .threads import find_thread
 
     thread_id = find_thread(ctx.engine, thread).id if thread else None
-    rows = list_events(ctx.engine, list(types), limit or None, _parse_since(since), thread_id, run_id)
+    rows = list_events(
+        ctx.engine, list(types), limit or None, _parse_since(since), thread_id, run_id
+    )
     if as_json:
         _echo_json(rows)
         return
@@ -422,7 +631,13 @@ def events(ctx: Context, as_json: bool, types, limit: int, thread, run_id, since
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--limit", type=int, default=20, show_default=True, help="Show at most N runs, newest first (0: all).")
+@click.option(
+    "--limit",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Show at most N runs, newest first (0: all).",
+)
 @pass_ctx
 @handle_errors
 def runs(ctx: Context, as_json: bool, limit: int) -> None:
@@ -485,7 +700,9 @@ def plugins(ctx: Context, as_json: bool) -> None:
     """List installed plugins, their hooks, and the transcript formats they add."""
     pl = ctx.plugins
     infos = [vars(i) for i in pl.describe()]
-    formats = {name: {"agent": f.agent, "appendable": f.appendable} for name, f in pl.formats().items()}
+    formats = {
+        name: {"agent": f.agent, "appendable": f.appendable} for name, f in pl.formats().items()
+    }
     failures = [vars(f) for f in pl.failures]
     if as_json:
         _echo_json({"plugins": infos, "formats": formats, "failed": failures})

@@ -26,7 +26,9 @@ from .hook import DEADLINE, LAG_WAIT
 COMMANDS: list = []
 
 
-def run_config(observer, model, api_key, base_url, max_retries, timeout, gate: dict, formatter: dict):
+def run_config(
+    observer, model, api_key, base_url, max_retries, timeout, gate: dict, formatter: dict
+):
     """The RunConfig of the observer and gate options shared with `auditor run`."""
     from .run import RunConfig
 
@@ -36,7 +38,12 @@ def run_config(observer, model, api_key, base_url, max_retries, timeout, gate: d
     if base_url:
         options["base_url"] = base_url
     return RunConfig(
-        observer=observer, model=model, observer_options=options, timeout=timeout, concurrency=1, gate=gate,
+        observer=observer,
+        model=model,
+        observer_options=options,
+        timeout=timeout,
+        concurrency=1,
+        gate=gate,
         formatter=formatter,
     )
 
@@ -65,23 +72,66 @@ def _hook_command(agent: str, title: str):
     @click.argument("payload", required=False)
     @observer_options
     @gate_options
-    @click.option("--deadline", type=float, default=DEADLINE, show_default=True,
-                  help="Seconds the whole hook may take; past it the agent stops normally and the miss is recorded.")
-    @click.option("--max-corrections", type=int, default=2, show_default=True,
-                  help="Corrections in a row between two messages the user typed.")
-    @click.option("--lag-wait", type=float, default=LAG_WAIT, show_default=True,
-                  help="Seconds to wait for a transcript file that lags behind the hook input.")
-    @click.option("--verbose", "-v", is_flag=True, help="Say on stderr what the hook did and how long each step took.")
+    @click.option(
+        "--deadline",
+        type=float,
+        default=DEADLINE,
+        show_default=True,
+        help="Seconds the whole hook may take; past it the agent stops normally and the miss is recorded.",
+    )
+    @click.option(
+        "--max-corrections",
+        type=int,
+        default=2,
+        show_default=True,
+        help="Corrections in a row between two messages the user typed.",
+    )
+    @click.option(
+        "--lag-wait",
+        type=float,
+        default=LAG_WAIT,
+        show_default=True,
+        help="Seconds to wait for a transcript file that lags behind the hook input.",
+    )
+    @click.option(
+        "--verbose",
+        "-v",
+        is_flag=True,
+        help="Say on stderr what the hook did and how long each step took.",
+    )
     @pass_ctx
-    def command(ctx: Context, payload, observer, model, api_key, base_url, max_retries, timeout, mode, min_tool_calls,
-                no_require_edit, include_sidechains, projects, agents, min_prompt_tokens, max_prompt_tokens, deadline,
-                max_corrections, lag_wait, verbose) -> None:
+    def command(
+        ctx: Context,
+        payload,
+        observer,
+        model,
+        api_key,
+        base_url,
+        max_retries,
+        timeout,
+        mode,
+        min_tool_calls,
+        no_require_edit,
+        include_sidechains,
+        projects,
+        agents,
+        min_prompt_tokens,
+        max_prompt_tokens,
+        deadline,
+        max_corrections,
+        lag_wait,
+        verbose,
+    ) -> None:
         from .hook import HookOptions, run_hook
 
         raw = payload if payload is not None else sys.stdin.read()
-        gate = _gate_config(mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents)
+        gate = _gate_config(
+            mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents
+        )
         formatter = formatter_config(min_prompt_tokens, max_prompt_tokens)
-        config = run_config(observer, model, api_key, base_url, max_retries, timeout, gate, formatter)
+        config = run_config(
+            observer, model, api_key, base_url, max_retries, timeout, gate, formatter
+        )
 
         def engine(wait_until: float):
             from .db import open_db
@@ -93,11 +143,20 @@ def _hook_command(agent: str, title: str):
                 raise ctx.config_error  # recorded as the hook's failure; the agent stops normally
             return ctx.plugins
 
-        outcome = run_hook(agent, raw, sys.stdout, engine_factory=engine, plugins_factory=plugins,
-                           run_config=config, options=HookOptions(deadline, max_corrections, lag_wait))
+        outcome = run_hook(
+            agent,
+            raw,
+            sys.stdout,
+            engine_factory=engine,
+            plugins_factory=plugins,
+            run_config=config,
+            options=HookOptions(deadline, max_corrections, lag_wait),
+        )
         if verbose or not outcome.recorded:  # a failure the store could not take is said here
             steps = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in outcome.timings.items())
-            click.echo(f"auditor hook {agent}: {outcome.status}: {outcome.detail} ({steps})", err=True)
+            click.echo(
+                f"auditor hook {agent}: {outcome.status}: {outcome.detail} ({steps})", err=True
+            )
         # Everything is answered and stored: skip the interpreter's teardown (hundreds of ms
         # once an SDK is loaded), which the agent would wait for.
         sys.stdout.flush()
@@ -113,20 +172,62 @@ _hook_command("codex", "Codex CLI")
 
 @hook.command("install")
 @click.argument("agent", type=click.Choice(["claude-code", "codex"]))
-@click.option("--project", "scope", flag_value="project", default=True,
-              help="In the project's settings (.claude/settings.json, .codex/hooks.json). The default.")
-@click.option("--local", "scope", flag_value="local", help="Claude Code: in .claude/settings.local.json (not committed).")
-@click.option("--user", "scope", flag_value="user", help="In your user settings (~/.claude/settings.json, ~/.codex/hooks.json).")
-@click.option("--dir", "project_dir", type=click.Path(file_okay=False, path_type=Path), default=".",
-              show_default=True, help="The project directory.")
-@click.option("--observer", "-o", metavar="NAME", help="Observer the hook uses (else the usual fallback order).")
+@click.option(
+    "--project",
+    "scope",
+    flag_value="project",
+    default=True,
+    help="In the project's settings (.claude/settings.json, .codex/hooks.json). The default.",
+)
+@click.option(
+    "--local",
+    "scope",
+    flag_value="local",
+    help="Claude Code: in .claude/settings.local.json (not committed).",
+)
+@click.option(
+    "--user",
+    "scope",
+    flag_value="user",
+    help="In your user settings (~/.claude/settings.json, ~/.codex/hooks.json).",
+)
+@click.option(
+    "--dir",
+    "project_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The project directory.",
+)
+@click.option(
+    "--observer",
+    "-o",
+    metavar="NAME",
+    help="Observer the hook uses (else the usual fallback order).",
+)
 @click.option("--model", "-m", help="Observer model.")
-@click.option("--deadline", type=float, default=DEADLINE, show_default=True, help="The hook's deadline in seconds.")
-@click.option("--print", "print_only", is_flag=True, help="Print the merged settings instead of writing them.")
+@click.option(
+    "--deadline",
+    type=float,
+    default=DEADLINE,
+    show_default=True,
+    help="The hook's deadline in seconds.",
+)
+@click.option(
+    "--print", "print_only", is_flag=True, help="Print the merged settings instead of writing them."
+)
 @pass_ctx
 @handle_errors
-def install(ctx: Context, agent: str, scope: str, project_dir: Path, observer, model, deadline: float,
-            print_only: bool) -> None:
+def install(
+    ctx: Context,
+    agent: str,
+    scope: str,
+    project_dir: Path,
+    observer,
+    model,
+    deadline: float,
+    print_only: bool,
+) -> None:
     """Add the Stop hook running `auditor hook AGENT` to the agent's settings file.
 
     Merges into the file: other settings and hooks are kept, an auditor entry already there
@@ -161,17 +262,39 @@ COMMANDS.append(hook)
 
 @click.command()
 @click.option("--run", "run_id", type=int, metavar="ID", help="Only the corrections of this run.")
-@click.option("--injector", "-i", "via", default="stdout", show_default=True, metavar="NAME",
-              help="How to deliver: stdout, webhook, amp-thread, or a plugin's injector.")
+@click.option(
+    "--injector",
+    "-i",
+    "via",
+    default="stdout",
+    show_default=True,
+    metavar="NAME",
+    help="How to deliver: stdout, webhook, amp-thread, or a plugin's injector.",
+)
 @click.option("--url", help="webhook: the URL to POST each correction to.")
-@click.option("--path", "target_path", type=click.Path(dir_okay=False), help="amp-thread: the thread file (default: the file the thread was read from).")
+@click.option(
+    "--path",
+    "target_path",
+    type=click.Path(dir_okay=False),
+    help="amp-thread: the thread file (default: the file the thread was read from).",
+)
 @click.option("--timeout", type=float, help="webhook: seconds per attempt.")
 @click.option("--retries", type=int, help="webhook: attempts after the first failure.")
-@click.option("--max-corrections", type=int, default=2, show_default=True, help="Corrections in a row between two messages the user typed.")
-@click.option("--dry-run", is_flag=True, help="Say what would be delivered; deliver and record nothing.")
+@click.option(
+    "--max-corrections",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Corrections in a row between two messages the user typed.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Say what would be delivered; deliver and record nothing."
+)
 @pass_ctx
 @handle_errors
-def inject(ctx: Context, run_id, via, url, target_path, timeout, retries, max_corrections, dry_run) -> None:
+def inject(
+    ctx: Context, run_id, via, url, target_path, timeout, retries, max_corrections, dry_run
+) -> None:
     """Deliver the pending corrections of stored verdicts (e.g. from a scheduled run).
 
     A correction is pending until an injector delivered it or a loop guard held it back;
@@ -191,11 +314,22 @@ def inject(ctx: Context, run_id, via, url, target_path, timeout, retries, max_co
             f"For stored corrections use one of: {', '.join(usable)}"
         )
     options = ctx.config.injector_options(via) if ctx.config else {}
-    for key, value in (("url", url), ("path", target_path), ("timeout", timeout), ("retries", retries)):
+    for key, value in (
+        ("url", url),
+        ("path", target_path),
+        ("timeout", timeout),
+        ("retries", retries),
+    ):
         if value is not None:
             options[key] = value
-    deliveries = inject_pending(ctx.engine, injector, options, run_id=run_id,
-                                max_consecutive=max_corrections, dry_run=dry_run)
+    deliveries = inject_pending(
+        ctx.engine,
+        injector,
+        options,
+        run_id=run_id,
+        max_consecutive=max_corrections,
+        dry_run=dry_run,
+    )
     counts: dict[str, int] = {}
     for d in deliveries:
         counts[d.status] = counts.get(d.status, 0) + 1
@@ -207,7 +341,9 @@ def inject(ctx: Context, run_id, via, url, target_path, timeout, retries, max_co
             click.echo(f"delivered {where} to {d.target}", err=True)
         else:
             click.echo(f"{d.status} {where}: {d.error}", err=True)
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing pending"
+    summary = (
+        ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing pending"
+    )
     click.echo(f"{via}: {summary}", err=True)
     sys.exit(1 if counts.get(FAILED) else 0)
 
@@ -237,11 +373,21 @@ def config_command(ctx: Context, as_json: bool, example: bool) -> None:
         raise ctx.config_error
     cfg = ctx.config or load()
     if as_json:
-        _echo_json({"path": str(cfg.path), "exists": cfg.exists, "settings": cfg.data,
-                    "defaults": cfg.default_map()})
+        _echo_json(
+            {
+                "path": str(cfg.path),
+                "exists": cfg.exists,
+                "settings": cfg.data,
+                "defaults": cfg.default_map(),
+            }
+        )
         return
     where = "from $AUDITOR_CONFIG" if os.environ.get(ENV_VAR) else "the per-user default"
-    state = "found" if cfg.exists else "not found: every setting has its built-in default (auditor config --example shows one)"
+    state = (
+        "found"
+        if cfg.exists
+        else "not found: every setting has its built-in default (auditor config --example shows one)"
+    )
     click.echo(f"config file: {cfg.path} ({where}; {state})")
     if not cfg.exists:
         return
@@ -251,7 +397,9 @@ def config_command(ctx: Context, as_json: bool, example: bool) -> None:
             continue
         if section == "injectors":
             for name, table in values.items():
-                click.echo(f"[injectors.{name}] " + ", ".join(f"{k} = {v!r}" for k, v in table.items()))
+                click.echo(
+                    f"[injectors.{name}] " + ", ".join(f"{k} = {v!r}" for k, v in table.items())
+                )
             continue
         click.echo(f"[{section}] " + ", ".join(f"{k} = {v!r}" for k, v in values.items()))
 

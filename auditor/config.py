@@ -19,15 +19,36 @@ ENV_VAR = "AUDITOR_CONFIG"
 NUMBER = (int, float)
 # section -> key -> accepted type(s). Sections other than these (and [injectors.NAME]) are errors.
 KEYS: dict[str, dict[str, Any]] = {
-    "observer": {"observer": str, "model": str, "base_url": str, "max_retries": int, "timeout": NUMBER},
-    "gate": {"mode": str, "min_tool_calls": int, "require_edit": bool, "include_sidechains": bool,
-             "projects": list, "agents": list, "min_prompt_tokens": int, "max_prompt_tokens": int},
+    "observer": {
+        "observer": str,
+        "model": str,
+        "base_url": str,
+        "max_retries": int,
+        "timeout": NUMBER,
+    },
+    "gate": {
+        "mode": str,
+        "min_tool_calls": int,
+        "require_edit": bool,
+        "include_sidechains": bool,
+        "projects": list,
+        "agents": list,
+        "min_prompt_tokens": int,
+        "max_prompt_tokens": int,
+    },
     "run": {"every": str, "concurrency": int, "limit": int, "since": str},
     "hook": {"deadline": NUMBER, "max_corrections": int, "lag_wait": NUMBER},
     "inject": {"injector": str, "max_corrections": int},
 }
 TOP_KEYS = {"sources": list}
-INJECTOR_KEYS = {"url": str, "timeout": NUMBER, "retries": int, "backoff": NUMBER, "headers": dict, "path": str}
+INJECTOR_KEYS = {
+    "url": str,
+    "timeout": NUMBER,
+    "retries": int,
+    "backoff": NUMBER,
+    "headers": dict,
+    "path": str,
+}
 
 EXAMPLE = """\
 # auditor's config file. Every key is optional; command-line options win over it.
@@ -101,14 +122,22 @@ class Config:
         out: dict[str, Any] = {
             "run": {**observer, **gate, **self.section("run")},
             "hook": {"claude-code": hook, "codex": dict(hook)},
-            "inject": {("via" if k == "injector" else k): v for k, v in self.section("inject").items()},
+            "inject": {
+                ("via" if k == "injector" else k): v for k, v in self.section("inject").items()
+            },
         }
         return {k: v for k, v in out.items() if v}
 
 
 def _type_name(expected) -> str:
-    names = {str: "a string", int: "an integer", bool: "true or false", list: "a list",
-             dict: "a table", NUMBER: "a number"}
+    names = {
+        str: "a string",
+        int: "an integer",
+        bool: "true or false",
+        list: "a list",
+        dict: "a table",
+        NUMBER: "a number",
+    }
     return names.get(expected, str(expected))
 
 
@@ -119,9 +148,13 @@ def _check(path: Path, where: str, table: dict, keys: dict[str, Any]) -> None:
                 f"{path}: {key!r} is not a known key of {where}. Valid: {', '.join(sorted(keys))}"
             )
         expected = keys[key]
-        ok = isinstance(value, expected) and not (expected in (int, NUMBER) and isinstance(value, bool))
+        ok = isinstance(value, expected) and not (
+            expected in (int, NUMBER) and isinstance(value, bool)
+        )
         if not ok:
-            raise ConfigError(f"{path}: {key} in {where} must be {_type_name(expected)}, not {value!r}")
+            raise ConfigError(
+                f"{path}: {key} in {where} must be {_type_name(expected)}, not {value!r}"
+            )
 
 
 def validate(path: Path, data: dict[str, Any]) -> None:

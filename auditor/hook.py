@@ -83,9 +83,15 @@ def _payload(agent: str, raw: str) -> _Payload:
         path = data.get("agent_transcript_path") or path
     transcript = Path(path).expanduser() if isinstance(path, str) and path else None
     last = data.get("last_assistant_message")
-    info = {k: data[k] for k in ("session_id", "hook_event_name", "turn_id", "agent_id", "cwd") if k in data}
+    info = {
+        k: data[k]
+        for k in ("session_id", "hook_event_name", "turn_id", "agent_id", "cwd")
+        if k in data
+    }
     last = last if isinstance(last, str) and last.strip() else None
-    return _Payload(session, thread, transcript, last, event, data.get("stop_hook_active") is True, info)
+    return _Payload(
+        session, thread, transcript, last, event, data.get("stop_hook_active") is True, info
+    )
 
 
 def _norm(text: str) -> str:
@@ -110,7 +116,9 @@ def _caught_up(messages: list, last_message: str) -> bool:
 class Hook:
     """One run of a Stop hook."""
 
-    def __init__(self, agent: str, engine_factory, plugins_factory, run_config, options: HookOptions):
+    def __init__(
+        self, agent: str, engine_factory, plugins_factory, run_config, options: HookOptions
+    ):
         self.agent = agent
         self.format_name, self.injector_name = AGENTS[agent]
         self.engine_factory, self.plugins_factory = engine_factory, plugins_factory
@@ -156,7 +164,9 @@ class Hook:
 
         cwd = p.info.get("cwd")
         with self.engine.begin() as conn:
-            for where in dict.fromkeys(d for d in (cwd if isinstance(cwd, str) else None, thread.cwd) if d):
+            for where in dict.fromkeys(
+                d for d in (cwd if isinstance(cwd, str) else None, thread.cwd) if d
+            ):
                 guidance.collect_disk(conn, thread.id, where, self.agent)
 
     def _messages(self, p: _Payload, thread) -> list:
@@ -179,8 +189,16 @@ class Hook:
         digest = hashlib.sha256(p.last_message.encode()).hexdigest()[:16]
         seq = (messages[-1].seq + 1) if messages else 0
         messages.append(
-            StoredMessage(0, f"hook:{digest}", "assistant", "agent", datetime.now(UTC), None,
-                          seq, [Block("text", text=p.last_message)])
+            StoredMessage(
+                0,
+                f"hook:{digest}",
+                "assistant",
+                "agent",
+                datetime.now(UTC),
+                None,
+                seq,
+                [Block("text", text=p.last_message)],
+            )
         )
         return messages
 
@@ -192,7 +210,9 @@ class Hook:
             self.engine = self.engine_factory(self.wait_until)  # so that the bad input is recorded
             raise
         if p.active:
-            return HookOutcome("skipped", "stop_hook_active: the agent already goes on because of a Stop hook")
+            return HookOutcome(
+                "skipped", "stop_hook_active: the agent already goes on because of a Stop hook"
+            )
         self.engine = self.engine_factory(self.wait_until)
         self.plugins = self.plugins_factory()
         t = self._lap("open", t)
@@ -200,7 +220,9 @@ class Hook:
         t = self._lap("ingest", t)
         thread = self._thread(p.thread)
         if thread is None:
-            return HookOutcome("skipped", f"thread {p.thread} is not in the store (transcript: {p.transcript})")
+            return HookOutcome(
+                "skipped", f"thread {p.thread} is not in the store (transcript: {p.transcript})"
+            )
         self._guidance(p, thread)
         messages = self._messages(p, thread)
         t = self._lap("load", t)
@@ -208,12 +230,18 @@ class Hook:
 
         checkpoints = find_checkpoints(thread.id, messages, "end-turn")
         last_agent = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
-        if not checkpoints or checkpoints[-1].index != last_agent or checkpoints[-1].user_wrote_after:
+        if (
+            not checkpoints
+            or checkpoints[-1].index != last_agent
+            or checkpoints[-1].user_wrote_after
+        ):
             return HookOutcome("skipped", "the thread does not end with an end of turn")
         cp = checkpoints[-1]
         return self._audit(p, thread, messages, cp, stream, t)
 
-    def _audit(self, p: _Payload, thread, messages: list, cp, stream: TextIO, t: float) -> HookOutcome:
+    def _audit(
+        self, p: _Payload, thread, messages: list, cp, stream: TextIO, t: float
+    ) -> HookOutcome:
         import asyncio
 
         from .run import Auditor
@@ -240,17 +268,25 @@ class Hook:
             self.job, self.call_started = job, time.monotonic()
             budget = self.remaining() - MARGIN
             if budget <= 0:
-                raise DeadlinePassed(f"deadline exceeded: no time left for the observer call within {self.options.deadline:g}s")
+                raise DeadlinePassed(
+                    f"deadline exceeded: no time left for the observer call within {self.options.deadline:g}s"
+                )
             verdict_id = asyncio.run(a.call(job, deadline=budget))
             self.job = None
             t = self._lap("observer", t)
             if verdict_id is None and job.answered is None:
                 a._finish_run("done")
-                return HookOutcome("silent", "another auditor process is auditing this checkpoint", a.summary.run_id)
+                return HookOutcome(
+                    "silent",
+                    "another auditor process is auditing this checkpoint",
+                    a.summary.run_id,
+                )
             verdict_id = verdict_id or job.answered
         outcome = self._deliver(p, thread, messages, cp, verdict_id, stream)
-        a._finish_run("failed" if outcome.status == "failed" else "done",
-                      outcome.detail if outcome.status == "failed" else None)
+        a._finish_run(
+            "failed" if outcome.status == "failed" else "done",
+            outcome.detail if outcome.status == "failed" else None,
+        )
         outcome.run_id = a.summary.run_id
         self._lap("deliver", t)
         return outcome
@@ -265,7 +301,9 @@ class Hook:
         with self.engine.begin() as conn:
             conn.execute(update(s.Run).where(s.Run.id == a.summary.run_id).values(config=config))
 
-    def _deliver(self, p: _Payload, thread, messages: list, cp, verdict_id: int, stream: TextIO) -> HookOutcome:
+    def _deliver(
+        self, p: _Payload, thread, messages: list, cp, verdict_id: int, stream: TextIO
+    ) -> HookOutcome:
         from . import inject
         from . import schema as s
         from .threads import load_messages
@@ -273,30 +311,59 @@ class Hook:
         with self.engine.connect() as conn:
             v = conn.execute(s.Verdict.__table__.select().where(s.Verdict.id == verdict_id)).one()
         if v.status == "error":
-            return HookOutcome("failed", f"observer call failed: {v.problem}", verdict_id=verdict_id)
+            return HookOutcome(
+                "failed", f"observer call failed: {v.problem}", verdict_id=verdict_id
+            )
         if v.status != "ok" or not v.needs_correction:
             detail = "no correction" if v.status == "ok" else f"invalid answer: {v.problem}"
             return HookOutcome("silent", detail, verdict_id=verdict_id)
         # The user may have written while the observer thought (seed 002): read what came since.
         self._ingest(p.transcript)
         stored = [m for m in messages if m.id]  # without a stand-in for a lagging file
-        stored += load_messages(self.engine, thread.id, after_id=max((m.id for m in stored), default=0))
+        stored += load_messages(
+            self.engine, thread.id, after_id=max((m.id for m in stored), default=0)
+        )
         ref = cp.message_id
         if p.last_message and not any(m.native_id == ref for m in stored):
             # The turn was judged on the payload's message; the file may have it by now.
-            ref = next((m.native_id for m in reversed(stored) if m.role == "assistant"
-                        and _same_text(m, p.last_message)), ref)
+            ref = next(
+                (
+                    m.native_id
+                    for m in reversed(stored)
+                    if m.role == "assistant" and _same_text(m, p.last_message)
+                ),
+                ref,
+            )
         correction = inject.Correction(
-            verdict_id, v.checkpoint_id, thread.id, thread.native_id, thread.agent, v.message,
-            ref, v.observer, v.model, v.created_at, thread.cwd, str(p.transcript) if p.transcript else None,
+            verdict_id,
+            v.checkpoint_id,
+            thread.id,
+            thread.native_id,
+            thread.agent,
+            v.message,
+            ref,
+            v.observer,
+            v.model,
+            v.created_at,
+            thread.cwd,
+            str(p.transcript) if p.transcript else None,
         )
         injector = self.plugins.injector(self.injector_name)
-        d = inject.deliver(self.engine, injector, correction, stored, {"stream": stream},
-                           max_consecutive=self.options.max_corrections)
+        d = inject.deliver(
+            self.engine,
+            injector,
+            correction,
+            stored,
+            {"stream": stream},
+            max_consecutive=self.options.max_corrections,
+        )
         if d.status == inject.DELIVERED:
             return HookOutcome("blocked", v.message, verdict_id=verdict_id)
-        return HookOutcome("failed" if d.status == inject.FAILED else "silent",
-                           f"correction not delivered: {d.error}", verdict_id=verdict_id)
+        return HookOutcome(
+            "failed" if d.status == inject.FAILED else "silent",
+            f"correction not delivered: {d.error}",
+            verdict_id=verdict_id,
+        )
 
 
 def record_failure(hook: Hook, error: str) -> int | None:
@@ -317,10 +384,13 @@ def record_failure(hook: Hook, error: str) -> int | None:
         return conn.execute(
             s.Run.__table__.insert()
             .values(
-                started_at=_now(), ended_at=_now(), status="failed",
+                started_at=_now(),
+                ended_at=_now(),
+                status="failed",
                 observer=(auditor.observer_name if auditor else run_config.observer) or "",
                 model=(auditor.model if auditor else run_config.model) or "",
-                config={**run_config.for_record(), "hook": {"agent": agent}}, error=error,
+                config={**run_config.for_record(), "hook": {"agent": agent}},
+                error=error,
             )
             .returning(s.Run.id)
         ).scalar_one()
@@ -399,5 +469,7 @@ class _Watchdog:
     def __exit__(self, *exc) -> None:
         if self.armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self.previous if self.previous is not None else signal.SIG_DFL)
+            signal.signal(
+                signal.SIGALRM, self.previous if self.previous is not None else signal.SIG_DFL
+            )
             self.armed = False

@@ -44,7 +44,9 @@ def register_observers(register: Callable[[object], None]) -> None:
 
 
 @hookspec
-def compute_signals(checkpoint: object, thread: object, messages: list, config: dict) -> list | None:
+def compute_signals(
+    checkpoint: object, thread: object, messages: list, config: dict
+) -> list | None:
     """Compute cheap local signals at a checkpoint: no model, no network.
 
     Called once per candidate checkpoint by `auditor run` (also `--dry-run`), before the gate,
@@ -83,7 +85,9 @@ def gate_checkpoint(
 
 
 @hookspec(firstresult=True)
-def format_checkpoint(checkpoint: object, thread: object, messages: list, config: dict) -> str | None:
+def format_checkpoint(
+    checkpoint: object, thread: object, messages: list, config: dict
+) -> str | None:
     """Render the thread up to a checkpoint as the markdown the observer reads.
 
     Called once per checkpoint that passed the gate by `auditor run` (and `--dry-run`), and

@@ -30,8 +30,18 @@ from .plugins import Plugins
 HEAD_BYTES = 64 * 1024
 COMMIT_ROWS = 20000  # commit the group of files once this many messages are pending...
 COMMIT_SECONDS = 2.0  # ...or this long after the group began
-_INFO_FIELDS = ("cwd", "git_branch", "title", "version", "parent_native_id", "parent_tool_use_id",
-                "is_sidechain", "agent_type", "guidance", "meta")
+_INFO_FIELDS = (
+    "cwd",
+    "git_branch",
+    "title",
+    "version",
+    "parent_native_id",
+    "parent_tool_use_id",
+    "is_sidechain",
+    "agent_type",
+    "guidance",
+    "meta",
+)
 FINGERPRINT_BYTES = 4096
 BATCH = 2000
 MAX_ERRORS_PER_FILE = 20
@@ -89,7 +99,9 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def iter_files(paths: Iterable[str | os.PathLike], on_error: Callable[[str, str], None]) -> Iterator[Path]:
+def iter_files(
+    paths: Iterable[str | os.PathLike], on_error: Callable[[str, str], None]
+) -> Iterator[Path]:
     """Yield the transcript files under `paths` (files given directly are always yielded)."""
     for p in paths:
         path = Path(p).expanduser()
@@ -103,7 +115,7 @@ def iter_files(paths: Iterable[str | os.PathLike], on_error: Callable[[str, str]
             on_error(str(path), "permission denied: cannot read this directory")
             continue
 
-        def _walk_error(exc: OSError) -> None:
+        def _walk_error(exc: OSError, path: Path = path) -> None:
             on_error(str(exc.filename or path), f"cannot read directory: {exc.strerror or exc}")
 
         for root, dirs, files in os.walk(path.resolve(), onerror=_walk_error):
@@ -139,7 +151,9 @@ class Ingester:
         self.plugins = plugins
         self.forced = plugins.format(format_name) if format_name else None
         # Formats with a lower `detect_priority` are tried first; generic ones set it high.
-        self.formats = sorted(plugins.formats().values(), key=lambda f: getattr(f, "detect_priority", 0))
+        self.formats = sorted(
+            plugins.formats().values(), key=lambda f: getattr(f, "detect_priority", 0)
+        )
         self._thread_ids: dict[tuple[str, str], int] = {}
         self._thread_infos: dict[tuple[str, str], tuple] = {}
         self.touched_threads: set[int] = set()
@@ -165,7 +179,11 @@ class Ingester:
     def _commit(self, force: bool = False) -> None:
         if self._c is None:
             return
-        if force or self._pending >= COMMIT_ROWS or time.monotonic() - self._pending_since > COMMIT_SECONDS:
+        if (
+            force
+            or self._pending >= COMMIT_ROWS
+            or time.monotonic() - self._pending_since > COMMIT_SECONDS
+        ):
             try:
                 self._c.commit()
             finally:
@@ -275,9 +293,11 @@ class Ingester:
             # A problem already on record (a live file re-read while still being written) is not
             # recorded again.
             e = s.IngestError
-            known = set(
-                conn.execute(select(e.line, e.error).where(e.path == rows[0][0])).all()
-            ) if len({r[0] for r in rows}) == 1 else set()
+            known = (
+                set(conn.execute(select(e.line, e.error).where(e.path == rows[0][0])).all())
+                if len({r[0] for r in rows}) == 1
+                else set()
+            )
             rows = [r for r in rows if (r[1], r[2]) not in known]
         if rows:
             now = _now()
@@ -286,7 +306,15 @@ class Ingester:
                 [{"path": p, "line": ln, "error": e, "created_at": now} for p, ln, e in rows],
             )
 
-    def _remember(self, path: str, st, fmt: str | None, cursor: Cursor, conn: Connection | None, errors: int = 0):
+    def _remember(
+        self,
+        path: str,
+        st,
+        fmt: str | None,
+        cursor: Cursor,
+        conn: Connection | None,
+        errors: int = 0,
+    ):
         head = tail = None
         if cursor.offset:
             head, tail = _fingerprints(Path(path), cursor.offset)
@@ -319,14 +347,20 @@ class Ingester:
         if stmt is not None:
             return stmt
         table = s.Thread.__table__
-        stmt = _insert(conn, table).values({c: bindparam(c, type_=table.c[c].type) for c in columns})
+        stmt = _insert(conn, table).values(
+            {c: bindparam(c, type_=table.c[c].type) for c in columns}
+        )
         set_ = {c: stmt.excluded[c] for c in merged}
         if "meta" in set_:
             # Later records fill in or update keys; they do not drop what earlier ones said.
             if conn.dialect.name == "sqlite":
-                set_["meta"] = func.json_patch(func.coalesce(table.c.meta, "{}"), stmt.excluded.meta)
+                set_["meta"] = func.json_patch(
+                    func.coalesce(table.c.meta, "{}"), stmt.excluded.meta
+                )
             elif conn.dialect.name == "postgresql":
-                set_["meta"] = func.coalesce(table.c.meta, text("'{}'::json")).op("||")(stmt.excluded.meta)
+                set_["meta"] = func.coalesce(table.c.meta, text("'{}'::json")).op("||")(
+                    stmt.excluded.meta
+                )
         # With nothing to merge, a no-op update so that RETURNING gives the existing row's id.
         stmt = stmt.on_conflict_do_update(
             index_elements=["agent", "native_id"], set_=set_ or {"agent": stmt.excluded.agent}
@@ -334,7 +368,9 @@ class Ingester:
         self._thread_stmts[cache_key] = stmt
         return stmt
 
-    def _thread_id(self, conn: Connection, agent: str, info: ThreadInfo | None, native_id: str, file_id: int) -> int:
+    def _thread_id(
+        self, conn: Connection, agent: str, info: ThreadInfo | None, native_id: str, file_id: int
+    ) -> int:
         key = (agent, native_id)
         if key in self._thread_ids:
             if info is None:
@@ -407,7 +443,11 @@ class Ingester:
                         batch.flush(conn)
             except Exception as exc:  # a parser bug: keep what was read, report where it stopped
                 errors.append(
-                    (spath, cursor.line or None, f"{fmt.name} parser failed: {type(exc).__name__}: {exc}")
+                    (
+                        spath,
+                        cursor.line or None,
+                        f"{fmt.name} parser failed: {type(exc).__name__}: {exc}",
+                    )
                 )
                 result.status = "failed"
             batch.flush(conn)
@@ -451,7 +491,9 @@ class Ingester:
             # told apart from the parent's by comparing with it).
             t = s.Thread.__table__
             conn.execute(
-                update(t).where(t.c.id.in_(chunk) | t.c.parent_id.in_(chunk)).values(rollup_dirty=True)
+                update(t)
+                .where(t.c.id.in_(chunk) | t.c.parent_id.in_(chunk))
+                .values(rollup_dirty=True)
             )
 
 
@@ -463,9 +505,15 @@ def refresh_threads(conn: Connection, ids: list[int]) -> None:
         .where(s.Thread.id.in_(ids))
         .values(
             message_count=select(func.count()).where(m.thread_id == s.Thread.id).scalar_subquery(),
-            started_at=select(func.min(m.timestamp)).where(m.thread_id == s.Thread.id).scalar_subquery(),
-            ended_at=select(func.max(m.timestamp)).where(m.thread_id == s.Thread.id).scalar_subquery(),
-            tool_call_count=select(func.count()).where(t.thread_id == s.Thread.id).scalar_subquery(),
+            started_at=select(func.min(m.timestamp))
+            .where(m.thread_id == s.Thread.id)
+            .scalar_subquery(),
+            ended_at=select(func.max(m.timestamp))
+            .where(m.thread_id == s.Thread.id)
+            .scalar_subquery(),
+            tool_call_count=select(func.count())
+            .where(t.thread_id == s.Thread.id)
+            .scalar_subquery(),
             file_edit_count=select(func.count())
             .where(t.thread_id == s.Thread.id, t.is_file_edit.is_(True))
             .scalar_subquery(),
@@ -482,19 +530,52 @@ def refresh_threads(conn: Connection, ids: list[int]) -> None:
         models.setdefault(tid, []).append(model)
     for tid in ids:
         conn.execute(
-            update(s.Thread).where(s.Thread.id == tid).values(models=",".join(models.get(tid, [])) or None)
+            update(s.Thread)
+            .where(s.Thread.id == tid)
+            .values(models=",".join(models.get(tid, [])) or None)
         )
 
 
-_MESSAGE_COLS = ("thread_id", "source_file_id", "native_id", "parent_native_id", "seq", "line", "role",
-                 "source_type", "timestamp", "model", "usage_key", "stop_reason", "is_sidechain",
-                 "tool_use_count", "file_edit_count", "blocks")
-_USAGE_COLS = ("thread_id", "source_file_id", "key", "model", "timestamp", "input_tokens", "output_tokens",
-               "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+_MESSAGE_COLS = (
+    "thread_id",
+    "source_file_id",
+    "native_id",
+    "parent_native_id",
+    "seq",
+    "line",
+    "role",
+    "source_type",
+    "timestamp",
+    "model",
+    "usage_key",
+    "stop_reason",
+    "is_sidechain",
+    "tool_use_count",
+    "file_edit_count",
+    "blocks",
+)
+_USAGE_COLS = (
+    "thread_id",
+    "source_file_id",
+    "key",
+    "model",
+    "timestamp",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
 
 
-def _sql(cols: tuple[str, ...], table: str, conflict: str, update_cols: tuple[str, ...] = ()) -> str:
-    action = "NOTHING" if not update_cols else "UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in update_cols)
+def _sql(
+    cols: tuple[str, ...], table: str, conflict: str, update_cols: tuple[str, ...] = ()
+) -> str:
+    action = (
+        "NOTHING"
+        if not update_cols
+        else "UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in update_cols)
+    )
     marks = ", ".join("?" for _ in cols)
     return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks}) ON CONFLICT ({conflict}) DO {action}"
 
@@ -503,13 +584,24 @@ def _sql(cols: tuple[str, ...], table: str, conflict: str, update_cols: tuple[st
 # executemany with rows as tuples, values already in their stored form.
 _MESSAGES_SQL = _sql(_MESSAGE_COLS, "messages", "thread_id, native_id")
 _CALLS_SQL = _sql(
-    ("thread_id", "call_id", "source_file_id", "name", "call_message_id", "is_file_edit", "edited_paths"),
-    "tool_calls", "thread_id, call_id",
+    (
+        "thread_id",
+        "call_id",
+        "source_file_id",
+        "name",
+        "call_message_id",
+        "is_file_edit",
+        "edited_paths",
+    ),
+    "tool_calls",
+    "thread_id, call_id",
     ("source_file_id", "name", "call_message_id", "is_file_edit", "edited_paths"),
 )
 _RESULTS_SQL = _sql(
     ("thread_id", "call_id", "source_file_id", "result_message_id", "is_error", "is_file_edit"),
-    "tool_calls", "thread_id, call_id", ("result_message_id", "is_error"),
+    "tool_calls",
+    "thread_id, call_id",
+    ("result_message_id", "is_error"),
 )
 _SOURCE_SQL = (
     'SELECT id, format, size, mtime_ns, "offset", lines, head_hash, tail_hash, parser_state '
@@ -552,26 +644,66 @@ class _Batch:
             if b.kind == "tool_use" and b.tool_use_id:
                 uses += 1
                 edits += bool(b.is_file_edit)
-                self.calls.append((thread_id, b.tool_use_id, file_id, b.tool_name, msg.native_id,
-                                   bool(b.is_file_edit), _dumps(b.edited_paths)))
+                self.calls.append(
+                    (
+                        thread_id,
+                        b.tool_use_id,
+                        file_id,
+                        b.tool_name,
+                        msg.native_id,
+                        bool(b.is_file_edit),
+                        _dumps(b.edited_paths),
+                    )
+                )
             elif b.kind == "tool_result" and b.tool_use_id:
-                self.results.append((thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False))
-        self.messages.append((
-            thread_id, file_id, msg.native_id, msg.parent_id, msg.seq, msg.line, msg.role,
-            msg.source_type, self._time(msg.timestamp), msg.model, msg.usage_key, msg.stop_reason,
-            bool(msg.is_sidechain), uses, edits, _dumps([b.as_json() for b in msg.blocks]),
-        ))
+                self.results.append(
+                    (thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False)
+                )
+        self.messages.append(
+            (
+                thread_id,
+                file_id,
+                msg.native_id,
+                msg.parent_id,
+                msg.seq,
+                msg.line,
+                msg.role,
+                msg.source_type,
+                self._time(msg.timestamp),
+                msg.model,
+                msg.usage_key,
+                msg.stop_reason,
+                bool(msg.is_sidechain),
+                uses,
+                edits,
+                _dumps([b.as_json() for b in msg.blocks]),
+            )
+        )
 
     def add_usage(self, thread_id: int, file_id: int, u: Usage) -> None:
-        self.usage.append((
-            thread_id, file_id, u.key, u.model, self._time(u.timestamp), u.input_tokens,
-            u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens,
-        ))
+        self.usage.append(
+            (
+                thread_id,
+                file_id,
+                u.key,
+                u.model,
+                self._time(u.timestamp),
+                u.input_tokens,
+                u.output_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+                u.reasoning_tokens,
+            )
+        )
 
     def flush(self, conn: Connection) -> None:
         qmark = conn.dialect.paramstyle == "qmark"
-        for sql, rows in ((_MESSAGES_SQL, self.messages), (_CALLS_SQL, self.calls),
-                          (_RESULTS_SQL, self.results), (_USAGE_SQL, self.usage)):
+        for sql, rows in (
+            (_MESSAGES_SQL, self.messages),
+            (_CALLS_SQL, self.calls),
+            (_RESULTS_SQL, self.results),
+            (_USAGE_SQL, self.usage),
+        ):
             if rows:
                 conn.exec_driver_sql(sql if qmark else sql.replace("?", "%s"), rows)
         self.messages, self.calls, self.results, self.usage = [], [], [], []

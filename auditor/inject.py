@@ -133,13 +133,17 @@ def turn_facts(messages: list, checkpoint_message: str) -> tuple[str, bool]:
     """
     from .checkpoints import is_typed_user
 
-    index = next((i for i, m in enumerate(messages) if m.native_id == checkpoint_message), len(messages) - 1)
+    index = next(
+        (i for i, m in enumerate(messages) if m.native_id == checkpoint_message), len(messages) - 1
+    )
     key = next((m.native_id for m in reversed(messages[: index + 1]) if is_typed_user(m)), "")
     wrote_after = any(_is_turn_start(m) for m in messages[index + 1 :])
     return key, wrote_after
 
 
-def _guard(conn, c: Correction, turn_key: str, wrote_after: bool, max_consecutive: int) -> str | None:
+def _guard(
+    conn, c: Correction, turn_key: str, wrote_after: bool, max_consecutive: int
+) -> str | None:
     """Return the name (and facts) of the guard that holds `c` back, or None."""
     from sqlalchemy import func, select
 
@@ -151,7 +155,9 @@ def _guard(conn, c: Correction, turn_key: str, wrote_after: bool, max_consecutiv
     delivered = select(func.count()).where(i.status == DELIVERED)
     if conn.execute(delivered.where(i.verdict_id == c.verdict_id)).scalar():
         return "already-delivered"
-    if conn.execute(delivered.where(i.thread_id == c.thread_id, i.message_hash == c.message_hash)).scalar():
+    if conn.execute(
+        delivered.where(i.thread_id == c.thread_id, i.message_hash == c.message_hash)
+    ).scalar():
         return "duplicate: this text was already sent to the thread"
     n = conn.execute(delivered.where(i.thread_id == c.thread_id, i.turn_key == turn_key)).scalar()
     if n >= max_consecutive:
@@ -159,19 +165,34 @@ def _guard(conn, c: Correction, turn_key: str, wrote_after: bool, max_consecutiv
     return None
 
 
-def _record(conn, c: Correction, injector: str, status: str, turn_key: str, target=None, error=None) -> int:
+def _record(
+    conn, c: Correction, injector: str, status: str, turn_key: str, target=None, error=None
+) -> int:
     from . import events
     from . import schema as s
 
     kind = {DELIVERED: "injected", FAILED: "injection-failed"}.get(status)
     if kind:
-        events.record(conn, kind, thread_id=c.thread_id, checkpoint_id=c.checkpoint_id,
-                      verdict_id=c.verdict_id, subject=target or error, data={"injector": injector})
+        events.record(
+            conn,
+            kind,
+            thread_id=c.thread_id,
+            checkpoint_id=c.checkpoint_id,
+            verdict_id=c.verdict_id,
+            subject=target or error,
+            data={"injector": injector},
+        )
     return conn.execute(
         s.Injection.__table__.insert()
         .values(
-            verdict_id=c.verdict_id, thread_id=c.thread_id, injector=injector, target=target,
-            turn_key=turn_key, message_hash=c.message_hash, status=status, error=error,
+            verdict_id=c.verdict_id,
+            thread_id=c.thread_id,
+            injector=injector,
+            target=target,
+            turn_key=turn_key,
+            message_hash=c.message_hash,
+            status=status,
+            error=error,
             created_at=_now(),
         )
         .returning(s.Injection.id)
@@ -205,7 +226,9 @@ def deliver(
     key = hashlib.sha256(f"inject\0{correction.verdict_id}".encode()).hexdigest()
     with engine.begin() as conn:
         if not leases.take(conn, key, correction.checkpoint_id, owner, LEASE_SECONDS):
-            return Delivery(correction, name, SKIPPED, error="busy: another process is delivering it")
+            return Delivery(
+                correction, name, SKIPPED, error="busy: another process is delivering it"
+            )
         held = _guard(conn, correction, turn_key, wrote_after, max_consecutive)
         if held:
             _record(conn, correction, name, SKIPPED, turn_key, error=held)
@@ -227,7 +250,9 @@ def deliver(
             leases.release(conn, key, owner)
 
 
-def pending(engine, run_id: int | None = None, verdict_ids: list[int] | None = None) -> list[Correction]:
+def pending(
+    engine, run_id: int | None = None, verdict_ids: list[int] | None = None
+) -> list[Correction]:
     """Return the corrections no injector has delivered or held back yet, oldest first."""
     from sqlalchemy import exists, select
 
@@ -236,8 +261,20 @@ def pending(engine, run_id: int | None = None, verdict_ids: list[int] | None = N
     v, t, c, f, i = s.Verdict, s.Thread, s.Checkpoint, s.SourceFile, s.Injection
     handled = exists().where(i.verdict_id == v.id, i.status.in_((DELIVERED, SKIPPED)))
     q = (
-        select(v.id, v.checkpoint_id, v.thread_id, t.native_id, t.agent, v.message, c.message_native_id,
-               v.observer, v.model, v.created_at, t.cwd, f.path)
+        select(
+            v.id,
+            v.checkpoint_id,
+            v.thread_id,
+            t.native_id,
+            t.agent,
+            v.message,
+            c.message_native_id,
+            v.observer,
+            v.model,
+            v.created_at,
+            t.cwd,
+            f.path,
+        )
         .join(t, t.id == v.thread_id)
         .join(c, c.id == v.checkpoint_id)
         .outerjoin(f, f.id == t.source_file_id)
@@ -270,7 +307,14 @@ def inject_pending(
         if correction.thread_id not in threads:
             threads[correction.thread_id] = load_messages(engine, correction.thread_id)
         out.append(
-            deliver(engine, injector, correction, threads[correction.thread_id], options,
-                    max_consecutive=max_consecutive, dry_run=dry_run)
+            deliver(
+                engine,
+                injector,
+                correction,
+                threads[correction.thread_id],
+                options,
+                max_consecutive=max_consecutive,
+                dry_run=dry_run,
+            )
         )
     return out

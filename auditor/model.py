@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 import orjson
 
@@ -132,7 +132,7 @@ class Problem:
     line: int | None = None
 
 
-Record = Union[ThreadInfo, Message, Usage, Problem]
+Record = ThreadInfo | Message | Usage | Problem
 
 
 @dataclass
@@ -207,7 +207,9 @@ def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem
                 obj = orjson.loads(body)
             except orjson.JSONDecodeError as exc:
                 if not complete:
-                    yield Problem(f"truncated last line ({len(raw)} bytes, no newline): {exc}", line_no)
+                    yield Problem(
+                        f"truncated last line ({len(raw)} bytes, no newline): {exc}", line_no
+                    )
                     return
                 cursor.offset += len(raw)
                 cursor.line = line_no

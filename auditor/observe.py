@@ -98,7 +98,9 @@ def validate(result: ObserveResult) -> Verdict:
     if result.tool_name is None:
         return Verdict(False, None, None, "the model answered without calling course_correct")
     if result.tool_name != TOOL_NAME:
-        return Verdict(False, None, None, f"the model called {result.tool_name!r} instead of {TOOL_NAME!r}")
+        return Verdict(
+            False, None, None, f"the model called {result.tool_name!r} instead of {TOOL_NAME!r}"
+        )
     args = result.arguments
     if isinstance(args, str):
         import json

@@ -133,7 +133,9 @@ class Plugins:
         for result in results:
             for sig in result or []:
                 if not isinstance(sig, Signal):
-                    raise PluginError(f"A compute_signals hook returned {sig!r}; return auditor.signals.Signal objects.")
+                    raise PluginError(
+                        f"A compute_signals hook returned {sig!r}; return auditor.signals.Signal objects."
+                    )
                 found.append(sig)
         return strongest(found)
 
@@ -146,14 +148,22 @@ class Plugins:
         if held is not None:
             return held
         return self.pm.hook.gate_checkpoint(
-            checkpoint=checkpoint, thread=thread, messages=messages, config=config, signals=signals or []
+            checkpoint=checkpoint,
+            thread=thread,
+            messages=messages,
+            config=config,
+            signals=signals or [],
         )
 
     def render_checkpoint(self, checkpoint, thread, messages, config: dict) -> str:
         """Return the observer's user content for a checkpoint."""
-        out = self.pm.hook.format_checkpoint(checkpoint=checkpoint, thread=thread, messages=messages, config=config)
+        out = self.pm.hook.format_checkpoint(
+            checkpoint=checkpoint, thread=thread, messages=messages, config=config
+        )
         if out is None:
-            raise PluginError("No formatter plugin rendered the checkpoint; is the built-in 'formatter' plugin disabled?")
+            raise PluginError(
+                "No formatter plugin rendered the checkpoint; is the built-in 'formatter' plugin disabled?"
+            )
         return out
 
     # -- listing ------------------------------------------------------------------------
@@ -206,4 +216,3 @@ def get_plugin_manager(extra: list[object] | None = None) -> Plugins:
         pm.trace.root.setwriter(lambda msg: sys.stderr.write(msg))
         pm.enable_tracing()
     return Plugins(pm, failures, dists)
-

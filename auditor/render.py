@@ -56,8 +56,26 @@ def _short(n: int) -> str:
 
 def threads_table(rows: list[dict]) -> None:
     table = Table(show_lines=False, header_style="bold")
-    for col in ("id", "agent", "thread", "project", "started", "msgs", "tools", "edits", "model", "in", "out", "cache r/w"):
-        table.add_column(col, overflow="fold", no_wrap=col not in ("project",), min_width=4 if col == "project" else None)
+    for col in (
+        "id",
+        "agent",
+        "thread",
+        "project",
+        "started",
+        "msgs",
+        "tools",
+        "edits",
+        "model",
+        "in",
+        "out",
+        "cache r/w",
+    ):
+        table.add_column(
+            col,
+            overflow="fold",
+            no_wrap=col not in ("project",),
+            min_width=4 if col == "project" else None,
+        )
     for r in rows:
         table.add_row(
             str(r["id"]),
@@ -79,7 +97,17 @@ def threads_table(rows: list[dict]) -> None:
 
 def runs_table(rows: list[dict]) -> None:
     table = Table(header_style="bold")
-    for col in ("id", "started", "status", "observer", "audited", "corrections", "errors", "cost", "note"):
+    for col in (
+        "id",
+        "started",
+        "status",
+        "observer",
+        "audited",
+        "corrections",
+        "errors",
+        "cost",
+        "note",
+    ):
         table.add_column(col, overflow="fold", no_wrap=col != "note")
     for r in rows:
         kind = f"hook {r['hook']}" if r["hook"] else "dry run" if r["dry_run"] else ""
@@ -129,7 +157,11 @@ def show_thread(thread, messages, full: bool = False) -> None:
     console.print(Panel(head, expand=False))
     for m in messages:
         when = m.timestamp.strftime("%Y-%m-%d %H:%M:%S") if m.timestamp else ""
-        label = f"{m.role}" + (f" · {m.source_type}" if m.source_type else "") + f"  [{m.native_id}] {when}"
+        label = (
+            f"{m.role}"
+            + (f" · {m.source_type}" if m.source_type else "")
+            + f"  [{m.native_id}] {when}"
+        )
         parts: list[str] = []
         for b in m.blocks:
             if b.kind == "text" and b.text:
@@ -137,7 +169,11 @@ def show_thread(thread, messages, full: bool = False) -> None:
             elif b.kind == "thinking" and b.text:
                 parts.append("(thinking) " + _clip(b.text, 300, full))
             elif b.kind == "tool_use":
-                raw = b.tool_input if isinstance(b.tool_input, str) else orjson.dumps(b.tool_input).decode()
+                raw = (
+                    b.tool_input
+                    if isinstance(b.tool_input, str)
+                    else orjson.dumps(b.tool_input).decode()
+                )
                 mark = " ✎" if b.is_file_edit else ""
                 parts.append(f"→ {b.tool_name}{mark} {_clip(raw, 300, full)}")
             elif b.kind == "tool_result":
@@ -149,7 +185,9 @@ def show_thread(thread, messages, full: bool = False) -> None:
         if m.source_type == SOURCE_COURSE_CORRECTION:
             # Amp's own observer also inserts corrections; everywhere else it was auditor.
             who = "Amp's observer" if thread.agent == "amp" else "auditor"
-            title = Text(f"inserted by {who} · course correction  [{m.native_id}] {when}", style="dim italic")
+            title = Text(
+                f"inserted by {who} · course correction  [{m.native_id}] {when}", style="dim italic"
+            )
             console.print(Panel(body, title=title, title_align="left", border_style="bold magenta"))
         elif m.role == "user" and m.source_type in (SOURCE_TYPED, None):
             console.print(Panel(body, title=label, title_align="left", border_style="bold cyan"))
@@ -189,9 +227,15 @@ def run_progress(enabled: bool = True) -> Iterator:
 
 def run_summary(summary, dry_run: bool) -> None:
     gated_out = ", ".join(f"{k} {v}" for k, v in sorted(summary.gated_out.items())) or "none"
-    console.print(f"checkpoints: {summary.checkpoints}; passed the gate: {summary.gated_in}; gated out: {gated_out}")
+    console.print(
+        f"checkpoints: {summary.checkpoints}; passed the gate: {summary.gated_in}; gated out: {gated_out}"
+    )
     if dry_run:
-        cost = "unknown (model not in the price table)" if summary.est_cost_usd is None else f"${summary.est_cost_usd:.4f}"
+        cost = (
+            "unknown (model not in the price table)"
+            if summary.est_cost_usd is None
+            else f"${summary.est_cost_usd:.4f}"
+        )
         console.print(
             f"dry run: {summary.audited} observer calls would be made ({summary.reused} already answered), "
             f"~{summary.est_input_tokens:,} input tokens, estimated cost {cost} with {summary.observer} {summary.model}"
@@ -200,5 +244,6 @@ def run_summary(summary, dry_run: bool) -> None:
     console.print(
         f"run {summary.run_id}: {summary.audited} audited, {summary.corrections} corrections, "
         f"{summary.invalid} invalid, {summary.errors} errors, {summary.reused} already answered; "
-        f"cost ${summary.cost_usd:.4f}" + (f" ({summary.unpriced} calls unpriced)" if summary.unpriced else "")
+        f"cost ${summary.cost_usd:.4f}"
+        + (f" ({summary.unpriced} calls unpriced)" if summary.unpriced else "")
     )

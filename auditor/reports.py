@@ -346,13 +346,20 @@ def refresh_rollup(conn) -> int:
     if stored != current:
         conn.execute(text("UPDATE threads SET rollup_dirty = 1"))
         conn.execute(text("DELETE FROM usage_rollup_state"))
-        conn.execute(text("INSERT INTO usage_rollup_state (id, thresholds) VALUES (1, :t)"), {"t": current})
+        conn.execute(
+            text("INSERT INTO usage_rollup_state (id, thresholds) VALUES (1, :t)"), {"t": current}
+        )
     dirty = conn.execute(text("SELECT count(*) FROM threads WHERE rollup_dirty")).scalar()
     if not dirty:
         return 0
     band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
-    conn.execute(text("DELETE FROM usage_rollup WHERE thread_id IN (SELECT id FROM threads WHERE rollup_dirty)"))
-    conn.execute(text(f"""
+    conn.execute(
+        text(
+            "DELETE FROM usage_rollup WHERE thread_id IN (SELECT id FROM threads WHERE rollup_dirty)"
+        )
+    )
+    conn.execute(
+        text(f"""
         INSERT INTO usage_rollup (thread_id, day, model, band, calls, input_tokens, output_tokens,
                                   cache_read_tokens, cache_write_tokens)
         SELECT u.thread_id, substr(u.timestamp, 1, 10) AS day, u.model, {band} AS band, count(*),
@@ -360,7 +367,8 @@ def refresh_rollup(conn) -> int:
         FROM threads t JOIN token_usage u ON u.thread_id = t.id
         WHERE t.rollup_dirty AND NOT ({COPIES_SQL})
         GROUP BY u.thread_id, day, u.model, band
-    """))
+    """)
+    )
     conn.execute(text("UPDATE threads SET rollup_dirty = 0 WHERE rollup_dirty"))
     return int(dirty)
 
@@ -372,10 +380,18 @@ def _rolled_up_usage(conn, by, sql, sel, group, since, until) -> dict[tuple, lis
     params: dict[str, Any] = {}
     conds = []
     if since is not None:
-        params["since"] = since.astimezone(UTC).strftime("%Y-%m-%d") if since.tzinfo else since.strftime("%Y-%m-%d")
+        params["since"] = (
+            since.astimezone(UTC).strftime("%Y-%m-%d")
+            if since.tzinfo
+            else since.strftime("%Y-%m-%d")
+        )
         conds.append("u.day >= :since")
     if until is not None:
-        params["until"] = until.astimezone(UTC).strftime("%Y-%m-%d") if until.tzinfo else until.strftime("%Y-%m-%d")
+        params["until"] = (
+            until.astimezone(UTC).strftime("%Y-%m-%d")
+            if until.tzinfo
+            else until.strftime("%Y-%m-%d")
+        )
         conds.append("u.day < :until")
     # The same key expressions as over token_usage: `u.timestamp` is the day here.
     sel = sel.replace("substr(u.timestamp, 1, 10)", "u.day")

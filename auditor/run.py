@@ -119,14 +119,21 @@ def choose_observer(plugins: Plugins, name: str | None) -> tuple[str, str]:
         plugins.observer(configured)
         return configured, "from AUDITOR_OBSERVER"
     available = plugins.observers()
-    if "gemini" in available and (os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")):
+    if "gemini" in available and (
+        os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+    ):
         return "gemini", "GEMINI_API_KEY is set"
     if "claude" in available and os.environ.get("ANTHROPIC_API_KEY"):
         return "claude", "ANTHROPIC_API_KEY is set"
     if "embedded" in available:
-        return "embedded", "no API key is set, so the offline embedded model is used (its verdicts are for trying the pipeline)"
+        return (
+            "embedded",
+            "no API key is set, so the offline embedded model is used (its verdicts are for trying the pipeline)",
+        )
     if not available:
-        raise AuditorError("No observer backend is installed. Install one: pip install 'auditor[gemini]'")
+        raise AuditorError(
+            "No observer backend is installed. Install one: pip install 'auditor[gemini]'"
+        )
     first = sorted(available)[0]
     return first, "the only installed observer"
 
@@ -198,8 +205,15 @@ class Auditor:
         before = events.gate_before(conn, cp)
         cp_id = self._record_checkpoint(conn, cp, decision)
         store_signals(conn, cp_id, thread.id, signals)
-        events.record_gate(conn, before, decision, checkpoint_id=cp_id, thread_id=thread.id,
-                           run_id=self.summary.run_id, signals=signals)
+        events.record_gate(
+            conn,
+            before,
+            decision,
+            checkpoint_id=cp_id,
+            thread_id=thread.id,
+            run_id=self.summary.run_id,
+            signals=signals,
+        )
         if not decision.audit:
             key = decision.reason.split(" (")[0]
             self.summary.gated_out[key] = self.summary.gated_out.get(key, 0) + 1
@@ -208,7 +222,9 @@ class Auditor:
         view = guidance.for_checkpoint(conn, thread, upto)
         user = self.plugins.render_checkpoint(cp, view, upto, self.config.formatter)
         job = Job(cp_id, thread.id, cp.message_id, user, self._input_hash(user), signals=signals)
-        if self.config.critique and critique.strong_signals(signals, self.config.critique_min_score):
+        if self.config.critique and critique.strong_signals(
+            signals, self.config.critique_min_score
+        ):
             self.summary.critique_candidates += 1
         job.answered = self._already_answered(conn, job)
         if job.answered is not None:
@@ -235,13 +251,20 @@ class Auditor:
         if not strong:
             return None
         v = s.Verdict.__table__
-        with (self.engine.connect() if conn is None else contextlib.nullcontext(conn)) as c:
+        with self.engine.connect() if conn is None else contextlib.nullcontext(conn) as c:
             row = c.execute(select(v.c.status, v.c.needs_correction).where(v.c.id == first)).first()
             if row is None or row.status != "ok" or row.needs_correction:
                 return None
             user = critique.render(job.user, strong)
-            follow = Job(job.checkpoint_id, job.thread_id, job.message_id, user,
-                         self._input_hash(user, self.critique_prompt), signals=job.signals, critique_of=first)
+            follow = Job(
+                job.checkpoint_id,
+                job.thread_id,
+                job.message_id,
+                user,
+                self._input_hash(user, self.critique_prompt),
+                signals=job.signals,
+                critique_of=first,
+            )
             follow.answered = self._already_answered(c, follow)
         return None if follow.answered is not None else follow
 
@@ -262,7 +285,11 @@ class Auditor:
         stmt = _insert(conn, s.Checkpoint.__table__).values(**values)
         stmt = stmt.on_conflict_do_update(
             index_elements=["thread_id", "message_native_id", "kind"],
-            set_={k: v for k, v in values.items() if k not in ("thread_id", "message_native_id", "kind")},
+            set_={
+                k: v
+                for k, v in values.items()
+                if k not in ("thread_id", "message_native_id", "kind")
+            },
         )
         return conn.execute(stmt.returning(s.Checkpoint.id)).scalar_one()
 
@@ -270,15 +297,19 @@ class Auditor:
         """Return the id of a verdict that answers `job` already, if any."""
         v = s.Verdict
         return conn.execute(
-            select(v.id).where(
+            select(v.id)
+            .where(
                 v.checkpoint_id == job.checkpoint_id,
                 v.observer == self.observer_name,
                 v.model == self.model,
                 v.prompt_hash == self._prompt_for(job).sha256,
                 v.input_hash == job.input_hash,
                 v.status.in_(("ok", "invalid")),
-                v.critique_of.is_(None) if job.critique_of is None else v.critique_of == job.critique_of,
-            ).limit(1)
+                v.critique_of.is_(None)
+                if job.critique_of is None
+                else v.critique_of == job.critique_of,
+            )
+            .limit(1)
         ).scalar()
 
     # -- leases ---------------------------------------------------------------------------
@@ -324,8 +355,16 @@ class Auditor:
                 )
                 .returning(s.Run.id)
             ).scalar_one()
-            events.record(conn, "run-started", run_id=self.summary.run_id,
-                          data={"observer": self.observer_name, "model": self.model, "critique": self.config.critique})
+            events.record(
+                conn,
+                "run-started",
+                run_id=self.summary.run_id,
+                data={
+                    "observer": self.observer_name,
+                    "model": self.model,
+                    "critique": self.config.critique,
+                },
+            )
         self._heartbeat = runs.Heartbeat(self.engine, self.summary.run_id)
 
     def _finish_run(self, status: str, error: str | None = None) -> None:
@@ -338,16 +377,37 @@ class Auditor:
                 update(s.Run)
                 .where(s.Run.id == sm.run_id)
                 .values(
-                    ended_at=_now(), status=status, checkpoints=sm.checkpoints, gated_in=sm.gated_in,
-                    audited=sm.audited, reused=sm.reused, corrections=sm.corrections,
-                    invalid=sm.invalid, errors=sm.errors, cost_usd=sm.cost_usd, error=error,
+                    ended_at=_now(),
+                    status=status,
+                    checkpoints=sm.checkpoints,
+                    gated_in=sm.gated_in,
+                    audited=sm.audited,
+                    reused=sm.reused,
+                    corrections=sm.corrections,
+                    invalid=sm.invalid,
+                    errors=sm.errors,
+                    cost_usd=sm.cost_usd,
+                    error=error,
                 )
             )
-            events.record(conn, "run-finished" if status != "failed" else "error", run_id=sm.run_id, subject=error,
-                          data={"status": status, "audited": sm.audited, "corrections": sm.corrections,
-                                "critiques": sm.critiques, "errors": sm.errors, "cost_usd": sm.cost_usd})
+            events.record(
+                conn,
+                "run-finished" if status != "failed" else "error",
+                run_id=sm.run_id,
+                subject=error,
+                data={
+                    "status": status,
+                    "audited": sm.audited,
+                    "corrections": sm.corrections,
+                    "critiques": sm.critiques,
+                    "errors": sm.errors,
+                    "cost_usd": sm.cost_usd,
+                },
+            )
 
-    def _record_verdict(self, job: Job, result: ObserveResult | None, error: str | None, latency: float) -> int:
+    def _record_verdict(
+        self, job: Job, result: ObserveResult | None, error: str | None, latency: float
+    ) -> int:
         """Store the outcome of one call and return the verdict id."""
         sm = self.summary
         prompt = self._prompt_for(job)
@@ -400,11 +460,15 @@ class Auditor:
                 sm.corrections += bool(verdict.needs_correction)
             else:
                 sm.invalid += 1
-                sm.messages.append(f"thread {job.thread_id} at {job.message_id}: invalid answer: {verdict.problem}")
+                sm.messages.append(
+                    f"thread {job.thread_id} at {job.message_id}: invalid answer: {verdict.problem}"
+                )
         if error and result is None:
             sm.messages.append(f"thread {job.thread_id} at {job.message_id}: {error}")
         with self.engine.begin() as conn:
-            verdict_id = conn.execute(s.Verdict.__table__.insert().values(**row).returning(s.Verdict.id)).scalar_one()
+            verdict_id = conn.execute(
+                s.Verdict.__table__.insert().values(**row).returning(s.Verdict.id)
+            ).scalar_one()
             events.record_verdict(conn, verdict_id, row)
         return verdict_id
 
@@ -427,7 +491,9 @@ class Auditor:
         return verdict_id
 
     async def _call(self, job: Job, deadline: float | None = None) -> int:
-        request = ObserveRequest(self._prompt_for(job).text, job.user, self.model, timeout=self.config.timeout)
+        request = ObserveRequest(
+            self._prompt_for(job).text, job.user, self.model, timeout=self.config.timeout
+        )
         options = {"model": self.model, **self.config.observer_options}
         limit = self.config.timeout * 4 + 5
         if deadline is not None and deadline < limit:
@@ -451,7 +517,9 @@ class Auditor:
         should_stop: Callable[[], bool] = lambda: False,
     ) -> RunSummary:
         """Make the calls of `plan()`; once `should_stop()` is true, no new call starts."""
-        queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=max(2, self.config.concurrency * 2))
+        queue: asyncio.Queue[Job | None] = asyncio.Queue(
+            maxsize=max(2, self.config.concurrency * 2)
+        )
         workers_n = max(1, self.config.concurrency)
 
         async def produce() -> None:
@@ -496,8 +564,6 @@ class Auditor:
         self.summary.est_cost_usd = usd
         self.summary.audited = sent
         return self.summary
-
-
 
 
 def run(

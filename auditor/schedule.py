@@ -28,7 +28,9 @@ def parse_every(value: str) -> float:
     if seconds <= 0:
         from .errors import AuditorError
 
-        raise AuditorError(f"{value!r} is not an interval: use a number with s, m, h or d, like 15m or 2h")
+        raise AuditorError(
+            f"{value!r} is not an interval: use a number with s, m, h or d, like 15m or 2h"
+        )
     return seconds
 
 
@@ -81,12 +83,16 @@ def repeat(
         if stopper.requested():
             break
         elapsed = clock() - start
-        wait = interval - (elapsed % interval) if elapsed >= n * interval else n * interval - elapsed
+        wait = (
+            interval - (elapsed % interval) if elapsed >= n * interval else n * interval - elapsed
+        )
         stopper.event.wait(wait)
     return n
 
 
-def run_every(engine, plugins, config, every: str | float, sources: list[str], report: Callable[[str], None]) -> int:
+def run_every(
+    engine, plugins, config, every: str | float, sources: list[str], report: Callable[[str], None]
+) -> int:
     """Ingest `sources` then run an audit with `config`, every `every`, until stopped.
 
     Return the number of ticks run. Raise AuditorError before the first tick when the
@@ -114,14 +120,20 @@ def run_every(engine, plugins, config, every: str | float, sources: list[str], r
             parts = [f"tick {n} {datetime.now().strftime('%H:%M:%S')}"]
             if sources:
                 got = ingest(engine, plugins, sources)
-                parts.append(f"ingested {got.new} new and {got.grown} grown files ({got.messages} messages)")
+                parts.append(
+                    f"ingested {got.new} new and {got.grown} grown files ({got.messages} messages)"
+                )
             if stopper.requested():
                 return
-            s = run(engine, plugins, config, announce=lambda line: None, should_stop=stopper.requested)
+            s = run(
+                engine, plugins, config, announce=lambda line: None, should_stop=stopper.requested
+            )
             parts.append(
                 f"run {s.run_id}: {s.audited} audited, {s.corrections} corrections, {s.errors} errors, "
                 f"{s.reused} already answered, {s.busy} left to another run"
             )
             report("; ".join(parts))
 
-        return repeat(interval, tick, stopper, on_error=lambda n, exc: report(f"tick {n} failed: {exc}"))
+        return repeat(
+            interval, tick, stopper, on_error=lambda n, exc: report(f"tick {n} failed: {exc}")
+        )

@@ -277,7 +277,9 @@ class Checkpoint(Base):
     gate_audit: Mapped[bool] = mapped_column(Boolean, default=False)
     gate_reason: Mapped[str] = mapped_column(String(128))
     gated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
+    run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="SET NULL"), index=True
+    )
 
 
 class Verdict(Base):
@@ -290,12 +292,16 @@ class Verdict(Base):
 
     __tablename__ = "verdicts"
     __table_args__ = (
-        Index("ix_verdicts_lookup", "checkpoint_id", "observer", "model", "prompt_hash", "input_hash"),
+        Index(
+            "ix_verdicts_lookup", "checkpoint_id", "observer", "model", "prompt_hash", "input_hash"
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoints.id", ondelete="CASCADE"))
-    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
+    run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="SET NULL"), index=True
+    )
     thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"), index=True)
     observer: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(128))
@@ -327,7 +333,9 @@ class Signal(Base):
     __tablename__ = "signals"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoints.id", ondelete="CASCADE"), index=True)
+    checkpoint_id: Mapped[int] = mapped_column(
+        ForeignKey("checkpoints.id", ondelete="CASCADE"), index=True
+    )
     thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(64), index=True)
     score: Mapped[float] = mapped_column()
@@ -366,7 +374,9 @@ class Injection(Base):
     __tablename__ = "injections"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    verdict_id: Mapped[int] = mapped_column(ForeignKey("verdicts.id", ondelete="CASCADE"), index=True)
+    verdict_id: Mapped[int] = mapped_column(
+        ForeignKey("verdicts.id", ondelete="CASCADE"), index=True
+    )
     thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"), index=True)
     injector: Mapped[str] = mapped_column(String(64))
     target: Mapped[str | None] = mapped_column(Text)
@@ -388,7 +398,9 @@ class Claim(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[str] = mapped_column(String(64), unique=True)
-    checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoints.id", ondelete="CASCADE"), index=True)
+    checkpoint_id: Mapped[int] = mapped_column(
+        ForeignKey("checkpoints.id", ondelete="CASCADE"), index=True
+    )
     owner: Mapped[str] = mapped_column(String(255))
     claimed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -12,7 +12,9 @@ from .errors import UnknownName
 from .model import Block
 
 
-def list_threads(engine: Engine, limit: int | None = None, agent: str | None = None) -> list[dict[str, Any]]:
+def list_threads(
+    engine: Engine, limit: int | None = None, agent: str | None = None
+) -> list[dict[str, Any]]:
     """Return one dict per thread, newest first, with token totals."""
     u = s.TokenUsage
     tokens = (
@@ -28,7 +30,13 @@ def list_threads(engine: Engine, limit: int | None = None, agent: str | None = N
     )
     t = s.Thread
     q = (
-        select(t.__table__, tokens.c.input_tokens, tokens.c.output_tokens, tokens.c.cache_read_tokens, tokens.c.cache_write_tokens)
+        select(
+            t.__table__,
+            tokens.c.input_tokens,
+            tokens.c.output_tokens,
+            tokens.c.cache_read_tokens,
+            tokens.c.cache_write_tokens,
+        )
         .outerjoin(tokens, tokens.c.thread_id == t.id)
         .order_by(t.started_at.desc().nulls_last(), t.id.desc())
     )
@@ -81,7 +89,9 @@ def find_thread(engine: Engine, ident: str):
             conds.append(t.c.id == int(ident))
         rows = conn.execute(select(t).where(or_(*conds))).all()
         if not rows:
-            rows = conn.execute(select(t).where(t.c.native_id.startswith(ident, autoescape=True)).limit(6)).all()
+            rows = conn.execute(
+                select(t).where(t.c.native_id.startswith(ident, autoescape=True)).limit(6)
+            ).all()
     if len(rows) > 1:
         # A session's prefix also matches its subagents ("<session>/agent-..."): take the session.
         shortest = min(rows, key=lambda r: len(r.native_id))
@@ -110,7 +120,9 @@ class StoredMessage:
         return "\n\n".join(b.text for b in self.blocks if b.kind == "text" and b.text)
 
 
-def load_messages(engine: Engine, thread_id: int, after_id: int | None = None) -> list[StoredMessage]:
+def load_messages(
+    engine: Engine, thread_id: int, after_id: int | None = None
+) -> list[StoredMessage]:
     """Return the messages of a thread in order (only those stored after row `after_id`, if given)."""
     m = s.Message
     q = select(m.id, m.native_id, m.role, m.source_type, m.timestamp, m.model, m.seq, m.blocks)
@@ -120,7 +132,15 @@ def load_messages(engine: Engine, thread_id: int, after_id: int | None = None) -
     with engine.connect() as conn:
         rows = conn.execute(q.order_by(m.seq, m.id)).all()
     return [
-        StoredMessage(r.id, r.native_id, r.role, r.source_type, r.timestamp, r.model, r.seq,
-                      [Block.from_json(b) for b in (r.blocks or [])])
+        StoredMessage(
+            r.id,
+            r.native_id,
+            r.role,
+            r.source_type,
+            r.timestamp,
+            r.model,
+            r.seq,
+            [Block.from_json(b) for b in (r.blocks or [])],
+        )
         for r in rows
     ]

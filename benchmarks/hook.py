@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from wire_stubs import Reply, Stub, anthropic_response
+from wire_stubs import Reply, Stub, anthropic_response  # noqa: E402 (found through sys.path above)
 
 SPOTTER = "claude-code/marot-spotter"
 BIG = "4d5611e5-241a-462a-8d15-5122611a9569"
@@ -52,7 +52,11 @@ STEP = re.compile(r"(\w[\w+]*) (\d+) ms")
 
 def auditor_argv() -> list[str]:
     script = Path(sys.executable).parent / "auditor"
-    return [str(script)] if script.is_file() else [sys.executable, "-c", "from auditor.cli import main; main()"]
+    return (
+        [str(script)]
+        if script.is_file()
+        else [sys.executable, "-c", "from auditor.cli import main; main()"]
+    )
 
 
 def last_turn(lines: list[bytes]) -> tuple[int, int]:
@@ -64,13 +68,17 @@ def last_turn(lines: list[bytes]) -> tuple[int, int]:
         msg = rec.get("message") or {}
         content = msg.get("content")
         if end is None:
-            if rec.get("type") == "assistant" and isinstance(content, list) and any(
-                b.get("type") == "text" and b.get("text", "").strip() for b in content
+            if (
+                rec.get("type") == "assistant"
+                and isinstance(content, list)
+                and any(b.get("type") == "text" and b.get("text", "").strip() for b in content)
             ):
                 end = i
             continue
         if rec.get("type") == "user" and not (
-            isinstance(content, list) and content and all(b.get("type") == "tool_result" for b in content)
+            isinstance(content, list)
+            and content
+            and all(b.get("type") == "tool_result" for b in content)
         ):
             start = i
             break
@@ -104,8 +112,16 @@ def prepare(name: str, source: Path, work: Path) -> dict:
     tail = b"".join(lines[start : end + 1])
     final = json.loads(lines[end])["message"]["content"]
     text = next(b["text"] for b in final if b.get("type") == "text")
-    return {"prefix": prefix, "head": prefix.read_bytes(), "db": db, "tail": tail, "text": text,
-            "size": len(b"".join(lines[: end + 1])), "tail_size": len(tail), "tail_lines": end + 1 - start}
+    return {
+        "prefix": prefix,
+        "head": prefix.read_bytes(),
+        "db": db,
+        "tail": tail,
+        "text": text,
+        "size": len(b"".join(lines[: end + 1])),
+        "tail_size": len(tail),
+        "tail_lines": end + 1 - start,
+    }
 
 
 def one_run(case: dict, work: Path, stub: Stub, i: int, extra: list[str]) -> dict:
@@ -117,11 +133,32 @@ def one_run(case: dict, work: Path, stub: Stub, i: int, extra: list[str]) -> dic
     shutil.copyfile(case["db"], db)
     transcript = case["prefix"]
     transcript.write_bytes(case["head"] + case["tail"])  # the last turn, as Claude Code wrote it
-    payload = json.dumps({"session_id": BIG, "transcript_path": str(transcript), "cwd": "/home/u/projects/spotter",
-                          "hook_event_name": "Stop", "stop_hook_active": False,
-                          "last_assistant_message": case["text"]})
-    env = {**os.environ, "AUDITOR_DB": str(db), "ANTHROPIC_API_KEY": "sk-ant-bench", "AUDITOR_CONFIG": str(run_dir / "none.toml")}
-    argv = auditor_argv() + ["hook", "claude-code", "--observer", "claude", "--base-url", stub.url, "-v", *extra]
+    payload = json.dumps(
+        {
+            "session_id": BIG,
+            "transcript_path": str(transcript),
+            "cwd": "/home/u/projects/spotter",
+            "hook_event_name": "Stop",
+            "stop_hook_active": False,
+            "last_assistant_message": case["text"],
+        }
+    )
+    env = {
+        **os.environ,
+        "AUDITOR_DB": str(db),
+        "ANTHROPIC_API_KEY": "sk-ant-bench",
+        "AUDITOR_CONFIG": str(run_dir / "none.toml"),
+    }
+    argv = auditor_argv() + [
+        "hook",
+        "claude-code",
+        "--observer",
+        "claude",
+        "--base-url",
+        stub.url,
+        "-v",
+        *extra,
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, input=payload, capture_output=True, text=True, env=env, check=False)
@@ -143,15 +180,22 @@ def report(name: str, case: dict, runs: list[dict], blocked: bool) -> None:
     overhead = median([r["wall"] - r.get("observer", 0) for r in runs])
     inside = median([r.get("total", 0) - r.get("observer", 0) for r in runs])
     steps = ["open", "ingest", "load", "gate+format", "deliver"]
-    print(f"\n{name}: {case['size'] / 1e6:.1f} MB session, last turn {case['tail_lines']} lines / "
-          f"{case['tail_size'] / 1e3:.0f} kB; {len(runs)} runs; outcome: {runs[-1]['line'].split(' (')[0]}")
+    print(
+        f"\n{name}: {case['size'] / 1e6:.1f} MB session, last turn {case['tail_lines']} lines / "
+        f"{case['tail_size'] / 1e3:.0f} kB; {len(runs)} runs; outcome: {runs[-1]['line'].split(' (')[0]}"
+    )
     if blocked:
         assert all(r["stdout"].startswith('{"decision": "block"') for r in runs), runs[-1]
-    print(f"  wall {wall:.0f} ms = observer {observer:.0f} ms + overhead {overhead:.0f} ms "
-          f"({'meets' if overhead < 150 else 'misses'} the 150 ms goal); "
-          f"CPU time of the whole process {median([r['cpu'] for r in runs]):.0f} ms")
-    print("  in process: " + ", ".join(f"{k} {median([r.get(k, 0) for r in runs]):.0f}" for k in steps)
-          + f" ms; sum {inside:.0f} ms; interpreter + imports {overhead - inside:.0f} ms")
+    print(
+        f"  wall {wall:.0f} ms = observer {observer:.0f} ms + overhead {overhead:.0f} ms "
+        f"({'meets' if overhead < 150 else 'misses'} the 150 ms goal); "
+        f"CPU time of the whole process {median([r['cpu'] for r in runs]):.0f} ms"
+    )
+    print(
+        "  in process: "
+        + ", ".join(f"{k} {median([r.get(k, 0) for r in runs]):.0f}" for k in steps)
+        + f" ms; sum {inside:.0f} ms; interpreter + imports {overhead - inside:.0f} ms"
+    )
 
 
 def main() -> None:
@@ -159,7 +203,14 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    stub = Stub(Reply(200, anthropic_response({"needsCorrection": True, "message": "Run the full suite before saying it passes."})))
+    stub = Stub(
+        Reply(
+            200,
+            anthropic_response(
+                {"needsCorrection": True, "message": "Run the full suite before saying it passes."}
+            ),
+        )
+    )
     with tempfile.TemporaryDirectory(prefix="auditor-hook-bench-") as tmp:
         work = Path(tmp)
         for name, source in build_sessions(args.corpus, work).items():
@@ -167,10 +218,15 @@ def main() -> None:
             one_run(case, work, stub, -1, [])  # warm the file cache and the bytecode
             audited = [one_run(case, work, stub, i, []) for i in range(args.runs)]
             report(f"{name}, audited stop", case, audited, blocked=True)
-            quiet = [one_run(case, work, stub, i, ["--min-tool-calls", "100000"]) for i in range(args.runs)]
+            quiet = [
+                one_run(case, work, stub, i, ["--min-tool-calls", "100000"])
+                for i in range(args.runs)
+            ]
             report(f"{name}, stop the gate lets go", case, quiet, blocked=False)
     stub.close()
-    print(f"\nload average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+    print(
+        f"\nload average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; python {sys.version.split()[0]}"
+    )
 
 
 if __name__ == "__main__":

@@ -59,10 +59,19 @@ def plain_parse(root: Path) -> tuple[float, int]:
 
 def run_ingest(root: Path, db: Path) -> tuple[float, int, dict]:
     """Ingest `root` into `db` in a child process; return (seconds, max RSS KiB, summary)."""
-    cmd = [sys.executable, "-c", "from auditor.cli import main; main()", "--db", str(db), "ingest", "--json", str(root)]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from auditor.cli import main; main()",
+        "--db",
+        str(db),
+        "ingest",
+        "--json",
+        str(root),
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     summary = json.loads(proc.stdout) if proc.stdout.strip() else {"stderr": proc.stderr[-500:]}
@@ -86,8 +95,12 @@ def build_copy(corpus: Path, dest: Path, target_mb: int) -> None:
             data = src.read_bytes()
             # New ids: rewrite every UUID's first group so sessions, messages and files are new.
             prefix = f"{k:08x}".encode()
-            data = UUID.sub(lambda m: prefix + m.group(0)[8:], data)
-            name = UUID.sub(lambda m: prefix + m.group(0)[8:], rel.as_posix().encode()).decode()
+
+            def fresh(m: re.Match, prefix: bytes = prefix) -> bytes:
+                return prefix + m.group(0)[8:]
+
+            data = UUID.sub(fresh, data)
+            name = UUID.sub(fresh, rel.as_posix().encode()).decode()
             out = dest / f"copy{k:03d}" / name
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(data)
@@ -124,10 +137,14 @@ def measure(label: str, root: Path, work: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
     ap.add_argument("--target-mb", type=int, default=500)
-    ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument(
+        "--work", type=Path, default=None, help="scratch directory (default: a temp dir)"
+    )
     args = ap.parse_args()
     if not args.corpus.is_dir():
         sys.exit(f"no corpus at {args.corpus}")
@@ -147,8 +164,16 @@ def main() -> None:
         for r in results:
             print(json.dumps(r))
         if len(results) == 2:
-            print(json.dumps({"peak_rss_growth": round(results[1]["peak_rss_MB"] / results[0]["peak_rss_MB"], 2),
-                              "size_growth": round(results[1]["MB"] / results[0]["MB"], 1)}))
+            print(
+                json.dumps(
+                    {
+                        "peak_rss_growth": round(
+                            results[1]["peak_rss_MB"] / results[0]["peak_rss_MB"], 2
+                        ),
+                        "size_growth": round(results[1]["MB"] / results[0]["MB"], 1),
+                    }
+                )
+            )
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 AGENTS = ("claude-code", "codex", "amp")
 COPIED = ("threads", "token_usage", "checkpoints", "verdicts")
 
-from auditor.hookspecs import hookimpl
+from auditor.hookspecs import hookimpl  # noqa: E402
 
 
 @dataclass

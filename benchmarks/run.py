@@ -49,7 +49,13 @@ class StubObserver:
     async def observe(self, request, options):
         await asyncio.sleep(self.latency)
         usage = ObserverUsage(input=len(request.user) // 4, output=12)
-        return ObserveResult("course_correct", {"needsCorrection": False, "message": None}, usage, request.model, self.latency)
+        return ObserveResult(
+            "course_correct",
+            {"needsCorrection": False, "message": None},
+            usage,
+            request.model,
+            self.latency,
+        )
 
 
 class StubPlugin:
@@ -80,7 +86,9 @@ def naive_render(messages) -> str:
 def throughput(engine, concurrency: int, calls: int, gate: dict) -> float:
     observer = StubObserver(default_model=f"stub-c{concurrency}")
     pm = get_plugin_manager(extra=[StubPlugin(observer)])
-    auditor = Auditor(engine, pm, RunConfig(observer="stub", concurrency=concurrency, limit=calls, gate=gate))
+    auditor = Auditor(
+        engine, pm, RunConfig(observer="stub", concurrency=concurrency, limit=calls, gate=gate)
+    )
     auditor._start_run()
     started = time.perf_counter()
     summary = asyncio.run(auditor.execute())
@@ -91,9 +99,13 @@ def throughput(engine, concurrency: int, calls: int, gate: dict) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
-    ap.add_argument("--budget", type=int, default=None, help="formatter token budget (default: the formatter's)")
+    ap.add_argument(
+        "--budget", type=int, default=None, help="formatter token budget (default: the formatter's)"
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="auditor-bench-run-"))
     engine = open_db(work / "store.db")
@@ -111,13 +123,26 @@ def main() -> None:
     cpu = time.process_time() - cpu
     auditor._finish_run("done")
     n = summary.audited
-    print(json.dumps({"overhead_cpu_ms_per_checkpoint": round(cpu * 1000 / max(n, 1), 2), "checkpoints": n}))
+    print(
+        json.dumps(
+            {"overhead_cpu_ms_per_checkpoint": round(cpu * 1000 / max(n, 1), 2), "checkpoints": n}
+        )
+    )
 
     # 1. throughput at 1, 8, 32 in flight.
     for concurrency, calls in ((1, 15), (8, 80), (32, min(n, 320))):
         ratio, done, elapsed = throughput(engine, concurrency, calls, gate)
-        print(json.dumps({"concurrency": concurrency, "calls": done, "seconds": round(elapsed, 2),
-                          "audits_per_s": round(done / elapsed, 1), "ratio_to_ideal": round(ratio, 3)}))
+        print(
+            json.dumps(
+                {
+                    "concurrency": concurrency,
+                    "calls": done,
+                    "seconds": round(elapsed, 2),
+                    "audits_per_s": round(done / elapsed, 1),
+                    "ratio_to_ideal": round(ratio, 3),
+                }
+            )
+        )
 
     # 3. prompt size against a naive full render, over the checkpoints the default gate passes.
     from sqlalchemy import select
@@ -139,15 +164,27 @@ def main() -> None:
             sizes.append(tokens(text))
             naive_sizes.append(tokens(naive))
             ratios.append(tokens(text) / max(tokens(naive), 1))
-            users_whole &= all(m.text.strip()[:2000] in text for m in upto if is_typed_user(m) and "[REDACTED" not in text)
-    print(json.dumps({
-        "prompt_checkpoints": len(sizes),
-        "median_prompt_tokens": statistics.median(sizes) if sizes else None,
-        "median_naive_tokens": statistics.median(naive_sizes) if naive_sizes else None,
-        "median_ratio_to_naive": round(statistics.median(ratios), 3) if ratios else None,
-        "ratio_of_medians": round(statistics.median(sizes) / statistics.median(naive_sizes), 3) if sizes else None,
-        "typed_user_messages_whole": users_whole,
-    }))
+            users_whole &= all(
+                m.text.strip()[:2000] in text
+                for m in upto
+                if is_typed_user(m) and "[REDACTED" not in text
+            )
+    print(
+        json.dumps(
+            {
+                "prompt_checkpoints": len(sizes),
+                "median_prompt_tokens": statistics.median(sizes) if sizes else None,
+                "median_naive_tokens": statistics.median(naive_sizes) if naive_sizes else None,
+                "median_ratio_to_naive": round(statistics.median(ratios), 3) if ratios else None,
+                "ratio_of_medians": round(
+                    statistics.median(sizes) / statistics.median(naive_sizes), 3
+                )
+                if sizes
+                else None,
+                "typed_user_messages_whole": users_whole,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,17 @@ from .claude_code_parser import AGENT, Parser
 
 CONVERSATION_TYPES = {"user", "assistant", "system", "progress", "attachment"}
 METADATA_TYPES = {
-    "summary", "file-history-snapshot", "queue-operation", "permission-mode", "mode",
-    "last-prompt", "ai-title", "custom-title", "agent-name", "atis-latch", "cost-state",
+    "summary",
+    "file-history-snapshot",
+    "queue-operation",
+    "permission-mode",
+    "mode",
+    "last-prompt",
+    "ai-title",
+    "custom-title",
+    "agent-name",
+    "atis-latch",
+    "cost-state",
 }
 
 
@@ -103,8 +112,10 @@ class ClaudeCodeFormat:
                     return False
                 continue
             # A line longer than the head (a pasted image): judge by its envelope keys.
-            return raw.startswith(b"{") and b'"parentUuid"' in raw and (
-                b'"sessionId"' in raw or b'"isSidechain"' in raw
+            return (
+                raw.startswith(b"{")
+                and b'"parentUuid"' in raw
+                and (b'"sessionId"' in raw or b'"isSidechain"' in raw)
             )
         return False
 

@@ -25,12 +25,21 @@ CLAUDE_MD_END = ("\n</system-reminder>", "\n# currentDate", "\n      IMPORTANT: 
 
 # Leading markers of user text that is not typed by a person.
 COMMAND_PREFIXES = (
-    "<command-name>", "<command-message>", "<command-args>", "<local-command-stdout>",
-    "<local-command-stderr>", "<bash-input>", "<bash-stdout>", "<bash-stderr>",
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
 )
 META_PREFIXES = (
-    "<local-command-caveat>", "Caveat: The messages below were generated", "<system-reminder>",
-    "<task-notification>", "<user-prompt-submit-hook>",
+    "<local-command-caveat>",
+    "Caveat: The messages below were generated",
+    "<system-reminder>",
+    "<task-notification>",
+    "<user-prompt-submit-hook>",
 )
 INTERRUPT_PREFIX = "[Request interrupted by user"
 HOOK_FEEDBACK_PREFIXES = ("Stop hook feedback:", "SubagentStop hook feedback:")
@@ -98,8 +107,10 @@ def classify_user(rec: dict, msg: dict, content: Any) -> str:
         return SOURCE_COURSE_CORRECTION
     if rec.get("isCompactSummary"):
         return SOURCE_COMPACT
-    if isinstance(content, list) and content and all(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    if (
+        isinstance(content, list)
+        and content
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
     ):
         return SOURCE_TOOL_RESULT
     text = first_text(content)

@@ -58,7 +58,9 @@ def tool_edits(name: str | None, tool_input: Any) -> tuple[bool, list[str] | Non
             paths.append(path)
         files = tool_input.get("files")
         if isinstance(files, list):
-            paths.extend(f["path"] for f in files if isinstance(f, dict) and isinstance(f.get("path"), str))
+            paths.extend(
+                f["path"] for f in files if isinstance(f, dict) and isinstance(f.get("path"), str)
+            )
         return True, paths[:MAX_PATHS] or None
     return False, None
 
@@ -99,7 +101,9 @@ def _files_after_script(args: list[str], script_opts: tuple[str, ...]) -> list[s
             if arg in script_opts or arg.startswith(("--expression", "--file")):
                 script_given = True
                 skip_next = "=" not in arg
-            elif arg.startswith("-") and not arg.startswith("--") and arg[-1] in "ef" and "i" in arg:
+            elif (
+                arg.startswith("-") and not arg.startswith("--") and arg[-1] in "ef" and "i" in arg
+            ):
                 # Combined flags such as `-pie` or `-ie`: the script follows.
                 script_given = True
                 skip_next = True
@@ -138,8 +142,11 @@ def _git_subcommand(args: list[str]) -> str | None:
 def _segment_edits(words: list[str]) -> tuple[bool, list[str]]:
     """Look at one simple command (its words, redirections removed)."""
     i = 0
-    while i < len(words) and ("=" in words[i].split("/", 1)[0] and not words[i].startswith("-")
-                              or words[i] in _PREFIX_COMMANDS):
+    while i < len(words) and (
+        "=" in words[i].split("/", 1)[0]
+        and not words[i].startswith("-")
+        or words[i] in _PREFIX_COMMANDS
+    ):
         i += 1
         # Options of the prefix command (`sudo -u x`, `xargs -0`) are skipped with it.
         while i < len(words) and words[i].startswith("-") and words[i - 1] in _PREFIX_COMMANDS:
@@ -190,7 +197,9 @@ def bash_edits(command: str) -> tuple[bool, list[str] | None]:
         if op.endswith((">", ">|", ">&")):
             fd = op.rstrip(">|&")
             target_m = next(tokens, None)
-            target = _unquote(target_m.group("word")) if target_m and target_m.group("word") else None
+            target = (
+                _unquote(target_m.group("word")) if target_m and target_m.group("word") else None
+            )
             if fd.startswith("&"):
                 fd = ""  # &> and &>>: stdout and stderr to a file
             if fd not in ("", "1") or target is None:

@@ -49,8 +49,21 @@ class _Thread:
     """What this parse knows about one thread, turned into ThreadInfo when it changes."""
 
     __slots__ = (
-        "agent_type", "claude_md", "cwd", "established", "git_branch", "meta", "model",
-        "native_id", "parent", "parent_tool", "sent", "sidechain", "title", "title_rank", "version",
+        "agent_type",
+        "claude_md",
+        "cwd",
+        "established",
+        "git_branch",
+        "meta",
+        "model",
+        "native_id",
+        "parent",
+        "parent_tool",
+        "sent",
+        "sidechain",
+        "title",
+        "title_rank",
+        "version",
     )
 
     def __init__(self, native_id: str | None, parent: str | None = None, sidechain: bool = False):
@@ -83,9 +96,17 @@ class _Thread:
 
     def snapshot(self) -> tuple:
         return (
-            self.cwd, self.git_branch, self.version, self.model, self.title, self.parent,
-            self.parent_tool, self.sidechain, self.agent_type,
-            len(self.claude_md or ()), sum(len(v) for v in (self.claude_md or {}).values()),
+            self.cwd,
+            self.git_branch,
+            self.version,
+            self.model,
+            self.title,
+            self.parent,
+            self.parent_tool,
+            self.sidechain,
+            self.agent_type,
+            len(self.claude_md or ()),
+            sum(len(v) for v in (self.claude_md or {}).values()),
             orjson.dumps(self.meta, option=orjson.OPT_SORT_KEYS) if self.meta else None,
         )
 
@@ -308,7 +329,9 @@ class Parser:
                     else:
                         self._metadata(rec)
                 except Exception as exc:  # noqa: BLE001 - one odd record must not stop the file
-                    out.append(Problem(f"unreadable {kind!r} record: {type(exc).__name__}: {exc}", line))
+                    out.append(
+                        Problem(f"unreadable {kind!r} record: {type(exc).__name__}: {exc}", line)
+                    )
                 if out:
                     yield from out
                     out.clear()
@@ -340,8 +363,19 @@ class Parser:
             if rec.get("isSidechain") and self.file_agent is None and not rec.get("agentId"):
                 self._sidechain_root(rec, uuid)
 
-    def _message(self, t: _Thread, rec: dict, uuid: str, line: int, role: str, blocks: list,
-                 source_type: str, parent: str | None = None, timestamp=None, **extra) -> None:
+    def _message(
+        self,
+        t: _Thread,
+        rec: dict,
+        uuid: str,
+        line: int,
+        role: str,
+        blocks: list,
+        source_type: str,
+        parent: str | None = None,
+        timestamp=None,
+        **extra,
+    ) -> None:
         if not t.established or t.sent is None:
             self._establish(t)
         self.uuids.add(uuid)
@@ -399,7 +433,11 @@ class Parser:
                     name, tool_input = b.get("name"), b.get("input")
                     is_edit, paths = tool_edits(name, tool_input)
                     tool_id = _text(b.get("id"))
-                    blocks.append(Block("tool_use", None, _text(name), tool_id, tool_input, None, is_edit, paths))
+                    blocks.append(
+                        Block(
+                            "tool_use", None, _text(name), tool_id, tool_input, None, is_edit, paths
+                        )
+                    )
                     if (name == "Task" or name == "Agent") and isinstance(tool_input, dict):
                         self._remember_task(tool_id, tool_input)
                 elif kind == "thinking":
@@ -407,8 +445,14 @@ class Parser:
                 elif kind == "redacted_thinking":
                     blocks.append(Block("thinking", None))
                 elif b.get("tool_use_id"):  # server tool results (web search...)
-                    blocks.append(Block("tool_result", flatten(b.get("content")),
-                                        tool_use_id=_text(b["tool_use_id"]), is_error=bool(b.get("is_error"))))
+                    blocks.append(
+                        Block(
+                            "tool_result",
+                            flatten(b.get("content")),
+                            tool_use_id=_text(b["tool_use_id"]),
+                            is_error=bool(b.get("is_error")),
+                        )
+                    )
                 elif isinstance(b.get("text"), str):
                     blocks.append(Block("text", b["text"]))
         usage_key = None
@@ -421,8 +465,20 @@ class Parser:
             if isinstance(usage, dict):
                 self._usage(t, usage_key, model, usage, timestamp)
         source = SOURCE_ERROR if synthetic or rec.get("isApiErrorMessage") else SOURCE_AGENT
-        self._message(t, rec, uuid, line, ASSISTANT, blocks, source, self._parent(rec), timestamp,
-                      model=_text(model), usage_key=usage_key, stop_reason=_text(msg.get("stop_reason")))
+        self._message(
+            t,
+            rec,
+            uuid,
+            line,
+            ASSISTANT,
+            blocks,
+            source,
+            self._parent(rec),
+            timestamp,
+            model=_text(model),
+            usage_key=usage_key,
+            stop_reason=_text(msg.get("stop_reason")),
+        )
 
     def _usage(self, t: _Thread, key: str, model: Any, usage: dict, timestamp) -> None:
         details = usage.get("output_tokens_details")
@@ -436,15 +492,17 @@ class Parser:
         if self.last_usage == (t.native_id, key, values):
             return  # a streamed copy of the same bill
         self.last_usage = (t.native_id, key, values)
-        self.out.append(
-            Usage(t.native_id, key, _text(model), *values, timestamp=timestamp)
-        )
+        self.out.append(Usage(t.native_id, key, _text(model), *values, timestamp=timestamp))
 
     def _remember_task(self, tool_id: Any, tool_input: dict) -> None:
         if isinstance(tool_id, str):
             prompt = tool_input.get("prompt")
             key = _prompt_key(prompt) if isinstance(prompt, str) and prompt else None
-            self.tasks[tool_id] = [key, _text(tool_input.get("subagent_type")), _text(tool_input.get("description"))]
+            self.tasks[tool_id] = [
+                key,
+                _text(tool_input.get("subagent_type")),
+                _text(tool_input.get("description")),
+            ]
 
     def _user(self, rec: dict, line: int) -> None:
         uuid = rec.get("uuid")
@@ -466,16 +524,26 @@ class Parser:
                     text = flatten(b.get("content"))
                     if text and text.startswith("<persisted-output>"):
                         text = self._spilled(text)
-                    blocks.append(Block("tool_result", text, tool_use_id=_text(b.get("tool_use_id")),
-                                        is_error=bool(b.get("is_error"))))
+                    blocks.append(
+                        Block(
+                            "tool_result",
+                            text,
+                            tool_use_id=_text(b.get("tool_use_id")),
+                            is_error=bool(b.get("is_error")),
+                        )
+                    )
                 elif kind == "text":
                     blocks.append(Block("text", _text(b.get("text"))))
                 elif kind == "image" or kind == "document":
                     source = b.get("source")
                     media = _text(source.get("media_type")) if isinstance(source, dict) else None
                     label = "image" if kind == "image" else "document"
-                    blocks.append(Block(kind if kind == "image" else "text",
-                                        f"[{label} {media}]" if media else f"[{label}]"))
+                    blocks.append(
+                        Block(
+                            kind if kind == "image" else "text",
+                            f"[{label} {media}]" if media else f"[{label}]",
+                        )
+                    )
                 elif isinstance(b.get("text"), str):
                     blocks.append(Block("text", b["text"]))
         source_type = classify_user(rec, msg, content)
@@ -531,7 +599,10 @@ class Parser:
         content = rec.get("content")
         parent_key = "parentUuid"
         if subtype == "compact_boundary":
-            text, source = content if isinstance(content, str) and content else "Conversation compacted", SOURCE_META
+            text, source = (
+                content if isinstance(content, str) and content else "Conversation compacted",
+                SOURCE_META,
+            )
             if rec.get("logicalParentUuid"):
                 parent_key = "logicalParentUuid"
         elif subtype == "local_command":
@@ -543,7 +614,9 @@ class Parser:
             if not errors and not rec.get("preventedContinuation"):
                 self._skip(rec)
                 return
-            text = "Stop hook " + ("prevented continuation" if rec.get("preventedContinuation") else "errors")
+            text = "Stop hook " + (
+                "prevented continuation" if rec.get("preventedContinuation") else "errors"
+            )
             if errors:
                 text += ":\n" + "\n".join(str(e) for e in errors)
             if rec.get("stopReason"):
@@ -556,8 +629,9 @@ class Parser:
             self._skip(rec)
             return
         t = self._envelope(rec, uuid)
-        self._message(t, rec, uuid, line, SYSTEM, [Block("text", text)], source,
-                      self._parent(rec, parent_key))
+        self._message(
+            t, rec, uuid, line, SYSTEM, [Block("text", text)], source, self._parent(rec, parent_key)
+        )
 
     @staticmethod
     def _api_error(rec: dict) -> str:

@@ -707,7 +707,9 @@ def shell_edits(command: str | list) -> tuple[bool, list[str] | None]:
     `mv`, `cp`, `rm`, `mkdir`, scripts that write files (`python - <<EOF`), `git apply`.
     """
     raw = command if isinstance(command, str) else " ".join(map(str, command))
-    if not any(w in raw for w in (">", "tee", "sed", "perl", "apply_patch", "applypatch", "Begin Patch")):
+    if not any(
+        w in raw for w in (">", "tee", "sed", "perl", "apply_patch", "applypatch", "Begin Patch")
+    ):
         return False, None  # the common case, decided without tokenising
     script, patch = _script(command)
     if patch is not None:

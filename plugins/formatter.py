@@ -721,7 +721,9 @@ def _guidance(thread, budget: int) -> str:
     # `guidance_files` (auditor.guidance.GuidanceText: path, text, source), else a name -> text map
     listed = getattr(thread, "guidance_files", None)
     if listed is None:
-        listed = [(name, text, None) for name, text in (getattr(thread, "guidance", None) or {}).items()]
+        listed = [
+            (name, text, None) for name, text in (getattr(thread, "guidance", None) or {}).items()
+        ]
     else:
         listed = [(g.path, g.text, g.source) for g in listed]
     files = [(name, text, source) for name, text, source in listed if text and text.strip()]
@@ -738,8 +740,11 @@ def _guidance(thread, budget: int) -> str:
     ]
     for name, text, source in files:
         body = abbreviate(quote(_clean(text.strip())), share, rule)
-        attrs = "".join(f' {key}="{_flat(_clean(value)).replace(chr(34), chr(39))}"'
-                        for key, value in (("name", name), ("source", source)) if value)
+        attrs = "".join(
+            f' {key}="{_flat(_clean(value)).replace(chr(34), chr(39))}"'
+            for key, value in (("name", name), ("source", source))
+            if value
+        )
         parts += [f"<file{attrs}>", body, "</file>"]
     parts.append("</guidance_files>")
     return "\n".join(parts)

@@ -45,12 +45,20 @@ def decide(checkpoint, thread, config: dict, signals: list = ()) -> GateDecision
     if checkpoint.tool_calls < cfg["min_tool_calls"]:
         if forcing:
             return GateDecision(True, f"signal ({forcing[0]})")
-        return GateDecision(False, f"too-few-tool-calls ({checkpoint.tool_calls} < {cfg['min_tool_calls']})")
+        return GateDecision(
+            False, f"too-few-tool-calls ({checkpoint.tool_calls} < {cfg['min_tool_calls']})"
+        )
     if cfg["require_edit"] and checkpoint.file_edits == 0:
-        return GateDecision(True, f"signal ({forcing[0]})") if forcing else GateDecision(False, "no-file-edit")
+        return (
+            GateDecision(True, f"signal ({forcing[0]})")
+            if forcing
+            else GateDecision(False, "no-file-edit")
+        )
     quiet_below = cfg["skip_quiet_below_edits"] or 0
     if quiet_below and not signals and checkpoint.file_edits < quiet_below:
-        return GateDecision(False, f"quiet ({checkpoint.file_edits} < {quiet_below} edits, no signal)")
+        return GateDecision(
+            False, f"quiet ({checkpoint.file_edits} < {quiet_below} edits, no signal)"
+        )
     return GateDecision(True, "passed")
 
 

@@ -103,13 +103,17 @@ class AmpThreadInjector:
     """Append the correction to an Amp thread file as a user message marked as a correction."""
 
     name = "amp-thread"
-    description = "append to the Amp thread's JSON file as a user message with source course-correction"
+    description = (
+        "append to the Amp thread's JSON file as a user message with source course-correction"
+    )
     live = False
 
     def deliver(self, correction: Correction, options: dict[str, Any]) -> str:
         path = Path(options.get("path") or correction.source_path or "")
         if correction.agent != "amp" and not options.get("path"):
-            raise AuditorError(f"thread {correction.thread} is a {correction.agent} thread, not an Amp one")
+            raise AuditorError(
+                f"thread {correction.thread} is a {correction.agent} thread, not an Amp one"
+            )
         if not path.is_file():
             raise AuditorError(f"the Amp thread file {str(path)!r} does not exist")
         for _ in range(5):
@@ -120,7 +124,11 @@ class AmpThreadInjector:
                 raise AuditorError(f"{path} is not an Amp thread (no 'messages' list)")
             if doc.get("id") not in (None, correction.thread):
                 raise AuditorError(f"{path} holds thread {doc.get('id')}, not {correction.thread}")
-            mine = [m for m in doc["messages"] if isinstance(m, dict) and isinstance(m.get("meta"), dict)]
+            mine = [
+                m
+                for m in doc["messages"]
+                if isinstance(m, dict) and isinstance(m.get("meta"), dict)
+            ]
             if any(m["meta"].get("auditorVerdict") == correction.verdict_id for m in mine):
                 return str(path)  # written by an attempt that died before it was recorded
             ids = [m.get("messageId") for m in doc["messages"] if isinstance(m, dict)]
@@ -130,7 +138,10 @@ class AmpThreadInjector:
                     "messageId": max((i for i in ids if isinstance(i, int)), default=-1) + 1,
                     "content": [{"type": "text", "text": correction.message}],
                     "source": {"type": "course-correction"},
-                    "meta": {"sentAt": int(time.time() * 1000), "auditorVerdict": correction.verdict_id},
+                    "meta": {
+                        "sentAt": int(time.time() * 1000),
+                        "auditorVerdict": correction.verdict_id,
+                    },
                 }
             )
             indent = 2 if raw.lstrip()[:2] == b"{\n" else None

@@ -188,7 +188,8 @@ class LocalObserver:
         url = base_url(options)
         retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))
         return self._clients.get(
-            (key, url, retries), lambda: openai.AsyncOpenAI(api_key=key, base_url=url, max_retries=retries)
+            (key, url, retries),
+            lambda: openai.AsyncOpenAI(api_key=key, base_url=url, max_retries=retries),
         )
 
     def build_kwargs(self, request: ObserveRequest, options: dict[str, Any]) -> dict[str, Any]:

@@ -12,19 +12,33 @@ from auditor.threads import StoredMessage
 
 
 def user(text: str, source: str = "user") -> StoredMessage:
-    return StoredMessage(0, f"u{abs(hash(text)) % 10**8}", "user", source, None, None, 0, [Block("text", text=text)])
+    return StoredMessage(
+        0, f"u{abs(hash(text)) % 10**8}", "user", source, None, None, 0, [Block("text", text=text)]
+    )
 
 
 def agent(text: str = "", tools: list[tuple[str, bool]] = ()) -> StoredMessage:
     blocks = [Block("text", text=text)] if text else []
     for i, (name, edit) in enumerate(tools):
-        blocks.append(Block("tool_use", tool_name=name, tool_use_id=f"c{i}", tool_input={}, is_file_edit=edit))
-    return StoredMessage(0, f"a{abs(hash((text, tuple(tools)))) % 10**8}", "assistant", "agent", None, "m", 0, blocks)
+        blocks.append(
+            Block("tool_use", tool_name=name, tool_use_id=f"c{i}", tool_input={}, is_file_edit=edit)
+        )
+    return StoredMessage(
+        0, f"a{abs(hash((text, tuple(tools)))) % 10**8}", "assistant", "agent", None, "m", 0, blocks
+    )
 
 
 def result(text: str = "ok", error: bool = False) -> StoredMessage:
-    return StoredMessage(0, f"r{abs(hash(text)) % 10**8}", "user", "tool-result", None, None, 0,
-                         [Block("tool_result", text=text, tool_use_id="c0", is_error=error)])
+    return StoredMessage(
+        0,
+        f"r{abs(hash(text)) % 10**8}",
+        "user",
+        "tool-result",
+        None,
+        None,
+        0,
+        [Block("tool_result", text=text, tool_use_id="c0", is_error=error)],
+    )
 
 
 def numbered(messages: list[StoredMessage]) -> list[StoredMessage]:
@@ -55,12 +69,19 @@ class FakeObserver:
         if self.answer == "raise":
             raise ConnectionError("observer unreachable")
         needs = self.trigger in request.user
-        args = {"needsCorrection": needs, "message": "the tests failed, look again" if needs else None}
-        name = {"tool": "course_correct", "none": None, "wrong-tool": "other_tool"}.get(self.answer, "course_correct")
+        args = {
+            "needsCorrection": needs,
+            "message": "the tests failed, look again" if needs else None,
+        }
+        name = {"tool": "course_correct", "none": None, "wrong-tool": "other_tool"}.get(
+            self.answer, "course_correct"
+        )
         if self.answer == "bad-args":
             args = {"needsCorrection": "maybe"}
         usage = ObserverUsage(input=len(request.user) // 4, output=20, cached=0, thinking=5)
-        return ObserveResult(name, args if name else None, usage, request.model, self.delay, raw={"fake": True})
+        return ObserveResult(
+            name, args if name else None, usage, request.model, self.delay, raw={"fake": True}
+        )
 
 
 class FakeObserverPlugin:
@@ -91,11 +112,33 @@ class ScriptFormat:
             yield ThreadInfo(obj["thread"], "script", cwd="/work/demo")
             blocks = [Block("text", text=obj["text"])] if obj.get("text") else []
             for i, (name, edit) in enumerate(obj.get("tools", [])):
-                blocks.append(Block("tool_use", tool_name=name, tool_use_id=f"{obj['id']}-{i}", tool_input={"path": "a.py"}, is_file_edit=edit))
+                blocks.append(
+                    Block(
+                        "tool_use",
+                        tool_name=name,
+                        tool_use_id=f"{obj['id']}-{i}",
+                        tool_input={"path": "a.py"},
+                        is_file_edit=edit,
+                    )
+                )
             if obj.get("result") is not None:
-                blocks.append(Block("tool_result", text=obj["result"], tool_use_id=obj["for"], is_error=obj.get("error")))
-            yield Message(obj["thread"], obj["id"], obj["role"], seq=line, line=line, blocks=blocks,
-                          source_type=obj.get("source", "agent" if obj["role"] == "assistant" else "user"))
+                blocks.append(
+                    Block(
+                        "tool_result",
+                        text=obj["result"],
+                        tool_use_id=obj["for"],
+                        is_error=obj.get("error"),
+                    )
+                )
+            yield Message(
+                obj["thread"],
+                obj["id"],
+                obj["role"],
+                seq=line,
+                line=line,
+                blocks=blocks,
+                source_type=obj.get("source", "agent" if obj["role"] == "assistant" else "user"),
+            )
 
 
 class ScriptPlugin:
@@ -108,13 +151,45 @@ def write_script_thread(path, thread: str, final_text: str, n_tools: int = 6) ->
     """Write a thread: a task, n tool rounds with one edit, and a final claim."""
     import json
 
-    rows = [{"script": 1, "thread": thread, "id": f"{thread}-u", "role": "user", "text": "Fix the parser and run the tests."}]
+    rows = [
+        {
+            "script": 1,
+            "thread": thread,
+            "id": f"{thread}-u",
+            "role": "user",
+            "text": "Fix the parser and run the tests.",
+        }
+    ]
     for i in range(n_tools):
-        rows.append({"script": 1, "thread": thread, "id": f"{thread}-a{i}", "role": "assistant",
-                     "tools": [["Edit" if i == 0 else "Bash", i == 0]]})
-        rows.append({"script": 1, "thread": thread, "id": f"{thread}-r{i}", "role": "user", "source": "tool-result",
-                     "result": "1 failed, 3 passed" if i == n_tools - 1 else "ok", "for": f"{thread}-a{i}-0",
-                     "error": i == n_tools - 1})
-    rows.append({"script": 1, "thread": thread, "id": f"{thread}-end", "role": "assistant", "text": final_text})
+        rows.append(
+            {
+                "script": 1,
+                "thread": thread,
+                "id": f"{thread}-a{i}",
+                "role": "assistant",
+                "tools": [["Edit" if i == 0 else "Bash", i == 0]],
+            }
+        )
+        rows.append(
+            {
+                "script": 1,
+                "thread": thread,
+                "id": f"{thread}-r{i}",
+                "role": "user",
+                "source": "tool-result",
+                "result": "1 failed, 3 passed" if i == n_tools - 1 else "ok",
+                "for": f"{thread}-a{i}-0",
+                "error": i == n_tools - 1,
+            }
+        )
+    rows.append(
+        {
+            "script": 1,
+            "thread": thread,
+            "id": f"{thread}-end",
+            "role": "assistant",
+            "text": final_text,
+        }
+    )
     with open(path, "a") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in rows)

@@ -35,7 +35,9 @@ def corpus() -> Path:
     if not CORPUS.is_dir():
         if os.environ.get("CI"):
             pytest.fail(f"CI must have the corpus at {CORPUS}, and it is missing")
-        pytest.skip(f"the real-transcript corpus is not at {CORPUS} (it ships beside the repo, not in it)")
+        pytest.skip(
+            f"the real-transcript corpus is not at {CORPUS} (it ships beside the repo, not in it)"
+        )
     return CORPUS
 
 

@@ -20,7 +20,9 @@ CODEX_ROLLOUT = (
     "rollout-2025-12-09T14-27-29-019b0254-78dd-7ea3-9224-5ae646e225ea.jsonl"
 )
 CODEX_TURN_END = 222  # lines: the final agent message and its token count
-CORRECTION = "You did not write CLAUDE.md: the Write call was denied. Ask for permission, then write it."
+CORRECTION = (
+    "You did not write CLAUDE.md: the Write call was denied. Ask for permission, then write it."
+)
 
 
 def auditor_argv() -> list[str]:
@@ -31,10 +33,19 @@ def auditor_argv() -> list[str]:
     return [sys.executable, "-c", "from auditor.cli import main; main()"]
 
 
-def run_cli(*args: str, stdin: str = "", env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, stdin: str = "", env: dict | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     full = {**os.environ, **(env or {})}
-    return subprocess.run(auditor_argv() + list(args), input=stdin, capture_output=True, text=True,
-                          env=full, timeout=timeout, check=False)
+    return subprocess.run(
+        auditor_argv() + list(args),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def copy_lines(src: Path, dest: Path, lines: int | None = None) -> Path:

@@ -43,7 +43,12 @@ def audit(store, tmp_path, body) -> tuple[list, int]:
     stub = Stub(Reply(200, body))
     try:
         options = {"base_url": stub.url + "/v1", "max_retries": 0}
-        run(engine, pm, RunConfig(observer="local", observer_options=options), announce=lambda line: None)
+        run(
+            engine,
+            pm,
+            RunConfig(observer="local", observer_options=options),
+            announce=lambda line: None,
+        )
     finally:
         stub.close()
     with engine.connect() as conn:
@@ -66,18 +71,26 @@ def test_a_huge_answer_is_kept_capped_with_its_size(store, tmp_path):
         assert r.raw_bytes >= answer_bytes * 0.99
         assert len(orjson.dumps(r.raw)) <= RAW_LIMIT
         message = r.raw["choices"][0]["message"]
-        assert message["tool_calls"][0]["function"]["arguments"] == silent  # the part that matters stays
-        assert message["content"].startswith("thinking out loud") and "characters in all]" in message["content"]
-    assert growth < 1 * MB, f"4 answers of {answer_bytes / MB:.0f} MB grew the store {growth / MB:.1f} MB"
+        assert (
+            message["tool_calls"][0]["function"]["arguments"] == silent
+        )  # the part that matters stays
+        assert (
+            message["content"].startswith("thinking out loud")
+            and "characters in all]" in message["content"]
+        )
+    assert growth < 1 * MB, (
+        f"4 answers of {answer_bytes / MB:.0f} MB grew the store {growth / MB:.1f} MB"
+    )
 
 
 def test_a_correction_megabytes_long_is_an_invalid_answer(store, tmp_path):
     args = json.dumps({"needsCorrection": True, "message": "Stop" + "!" * (2 * MB - 4)})
     rows, growth = audit(store, tmp_path, openai_response(args))
     assert {(r.status, r.message) for r in rows} == {("invalid", None)}
-    assert rows[0].problem == "the message is 2,000,000 characters long; a correction is at most 8,000"
+    assert (
+        rows[0].problem == "the message is 2,000,000 characters long; a correction is at most 8,000"
+    )
     assert growth < 1 * MB
-
 
 
 def test_an_answer_nested_too_deep_for_json_is_kept_as_text(store):

@@ -21,7 +21,15 @@ def busy_turn(n_tools: int, edit: bool = True):
 
 
 def test_an_end_of_turn_is_the_last_agent_message_before_the_user_writes_again():
-    messages = numbered([user("fix the bug"), *busy_turn(6), agent("Done, all tests pass."), user("thanks, now docs"), agent("ok")])
+    messages = numbered(
+        [
+            user("fix the bug"),
+            *busy_turn(6),
+            agent("Done, all tests pass."),
+            user("thanks, now docs"),
+            agent("ok"),
+        ]
+    )
     cps = find_checkpoints(1, messages)
     assert [(c.kind, c.index, c.tool_calls, c.file_edits, c.user_wrote_after) for c in cps] == [
         (END_TURN, 13, 6, 1, True),
@@ -35,13 +43,31 @@ def test_a_turn_that_ends_waiting_on_a_tool_is_not_a_checkpoint():
 
 
 def test_every_inference_mode_adds_the_moments_before_each_model_call():
-    messages = numbered([user("fix it"), agent(tools=[EDIT]), result(), agent(tools=[READ]), result(), agent("done")])
+    messages = numbered(
+        [
+            user("fix it"),
+            agent(tools=[EDIT]),
+            result(),
+            agent(tools=[READ]),
+            result(),
+            agent("done"),
+        ]
+    )
     kinds = [(c.kind, c.index) for c in find_checkpoints(1, messages, "every-inference")]
     assert kinds == [(INFERENCE, 2), (INFERENCE, 4), (END_TURN, 5)]
 
 
 def test_a_turn_started_by_a_correction_is_flagged():
-    messages = numbered([user("fix it"), *busy_turn(5), agent("done"), user("you skipped the tests", "course-correction"), *busy_turn(5), agent("done now")])
+    messages = numbered(
+        [
+            user("fix it"),
+            *busy_turn(5),
+            agent("done"),
+            user("you skipped the tests", "course-correction"),
+            *busy_turn(5),
+            agent("done now"),
+        ]
+    )
     first, second = find_checkpoints(1, messages)
     assert not first.after_correction and second.after_correction
 
@@ -56,7 +82,10 @@ def test_gate_reasons():
     assert decide(cp, thread, {"min_tool_calls": 7}).reason == "too-few-tool-calls (6 < 7)"
     assert decide(cp, thread, {"agents": ["codex"]}).reason == "agent-not-allowed (claude-code)"
     assert decide(cp, thread, {"projects": ["/srv"]}).reason == "project-not-allowed"
-    assert decide(cp, SimpleNamespace(agent="claude-code", cwd="/x", is_sidechain=True), {}).reason == "sidechain"
+    assert (
+        decide(cp, SimpleNamespace(agent="claude-code", cwd="/x", is_sidechain=True), {}).reason
+        == "sidechain"
+    )
     no_edit = numbered([user("look around"), *busy_turn(6, edit=False), agent("Done")])
     (cp2,) = find_checkpoints(1, no_edit)
     assert decide(cp2, thread, {}).reason == "no-file-edit"

@@ -22,8 +22,14 @@ def setup_chromium(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Comp
     fake_id.write_text("#!/bin/sh\necho 0\n")  # as root
     fake_id.chmod(0o755)
     bash = shutil.which("bash")
-    result = subprocess.run([bash, str(ROOT / ".ci" / "chromium")], env={"PATH": str(bin_dir), **env},
-                            capture_output=True, text=True, timeout=30, check=False)
+    result = subprocess.run(
+        [bash, str(ROOT / ".ci" / "chromium")],
+        env={"PATH": str(bin_dir), **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     return result, calls.read_text() if calls.exists() else ""
 
 
@@ -37,4 +43,3 @@ def test_ci_installs_chromium(tmp_path):
     result, apt_calls = setup_chromium(tmp_path, {"CI": "1"})
     assert result.returncode == 0
     assert apt_calls.splitlines() == ["update -qq", "install -y -qq chromium"]
-

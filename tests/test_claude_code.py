@@ -50,10 +50,14 @@ BIG_IMAGES = f"{HALIBIT}/1fb5e404-604d-4a2b-baf1-3beb42a67371.jsonl"
 FAILED_RESULTS = f"{SAMPLE}/37f83ec9-f2ea-42a9-925e-0d5c105cb6e8.jsonl"
 MULTI_EDIT = f"{SAMPLE}/07f2e15c-a38b-454b-9148-60edc06de401.jsonl"
 SPILLED_PARENT = f"{HALIBIT}/8c880a68-969b-4b92-8733-a4927179d072.jsonl"
-SPILLED_AGENT = f"{HALIBIT}/8c880a68-969b-4b92-8733-a4927179d072/subagents/agent-a2df51c9276581f81.jsonl"
+SPILLED_AGENT = (
+    f"{HALIBIT}/8c880a68-969b-4b92-8733-a4927179d072/subagents/agent-a2df51c9276581f81.jsonl"
+)
 SYNTHETIC = "csm-kr-riemannian_flow_det/-workspace-riemannian-flow-det/391d60d7-dca3-490d-9054-c5aeb6c3f125.jsonl"
 COMPACTED = "marot-spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
-LEGACY_AGENT = "daaain-claude-code-log/-Users-dain-workspace-coderabbit-review-helper/agent-ea02459f.jsonl"
+LEGACY_AGENT = (
+    "daaain-claude-code-log/-Users-dain-workspace-coderabbit-review-helper/agent-ea02459f.jsonl"
+)
 LEGACY_PARENT = "daaain-claude-code-log/-Users-dain-workspace-coderabbit-review-helper/cb2e607c-c758-415a-8b45-c49e4631906a.jsonl"
 
 
@@ -76,14 +80,16 @@ def _is_message(rec: dict) -> bool:
             return True
         if sub == "stop_hook_summary":
             return bool(rec.get("hookErrors") or rec.get("preventedContinuation"))
-        return sub != "turn_duration" and isinstance(rec.get("content"), str) and rec["content"] != ""
+        return (
+            sub != "turn_duration" and isinstance(rec.get("content"), str) and rec["content"] != ""
+        )
     return False
 
 
 def _raw_thread(rec: dict, stem: str, sid: str | None, by_uuid: dict) -> str:
     """The documented thread naming, worked out from one record and its file."""
     if stem.startswith("agent-"):
-        return f"{sid}/agent-{stem[len('agent-'):]}"
+        return f"{sid}/agent-{stem[len('agent-') :]}"
     session = stem if UUID.match(stem) else sid
     if not rec.get("isSidechain"):
         return session
@@ -100,7 +106,11 @@ def raw_expectations(files: list[Path]) -> dict[str, dict]:
         lambda: {"messages": set(), "calls": set(), "edits": set(), "bills": {}}
     )
     for path in files:
-        recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        recs = [
+            json.loads(line)
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
         recs = [r for r in recs if isinstance(r, dict)]
         stem = path.name[: -len(".jsonl")]
         sid = next((r["sessionId"] for r in recs if r.get("sessionId")), None)
@@ -114,7 +124,9 @@ def raw_expectations(files: list[Path]) -> dict[str, dict]:
             for block in content if isinstance(content, list) else []:
                 if block.get("type") == "tool_use":
                     t["calls"].add(block["id"])
-                    if block["name"] in STRUCTURED_EDITS or block["name"].endswith("__create_or_update_file"):
+                    if block["name"] in STRUCTURED_EDITS or block["name"].endswith(
+                        "__create_or_update_file"
+                    ):
                         t["edits"].add(block["id"])
                 elif block.get("type") == "tool_result":
                     t["calls"].add(block["tool_use_id"])
@@ -137,7 +149,9 @@ def stored(engine) -> dict[str, dict]:
     with engine.connect() as conn:
         threads = conn.execute(select(s.Thread)).all()
         for th in threads:
-            msgs = conn.execute(select(s.Message.native_id).where(s.Message.thread_id == th.id)).scalars()
+            msgs = conn.execute(
+                select(s.Message.native_id).where(s.Message.thread_id == th.id)
+            ).scalars()
             calls = conn.execute(select(s.ToolCall).where(s.ToolCall.thread_id == th.id)).all()
             tokens = conn.execute(
                 select(
@@ -213,7 +227,10 @@ def test_whole_corpus_ingests_and_matches_the_raw_lines(cc, engine, plugins):
     "files",
     [
         [INLINE],
-        [BIG_IMAGES, f"{HALIBIT}/1fb5e404-604d-4a2b-baf1-3beb42a67371/subagents/agent-aa9b6813c05338fac.jsonl"],
+        [
+            BIG_IMAGES,
+            f"{HALIBIT}/1fb5e404-604d-4a2b-baf1-3beb42a67371/subagents/agent-aa9b6813c05338fac.jsonl",
+        ],
         [FAILED_RESULTS],
         [MULTI_EDIT],
         [SPILLED_PARENT, SPILLED_AGENT],
@@ -221,8 +238,16 @@ def test_whole_corpus_ingests_and_matches_the_raw_lines(cc, engine, plugins):
         [LEGACY_PARENT, LEGACY_AGENT],
         ["daaain-claude-code-log/-experiments-worktrees"],
     ],
-    ids=["inline-sidechains", "images+subagent", "failed-results", "multiedit", "spilled",
-         "compaction", "legacy-agent", "subagents-dir"],
+    ids=[
+        "inline-sidechains",
+        "images+subagent",
+        "failed-results",
+        "multiedit",
+        "spilled",
+        "compaction",
+        "legacy-agent",
+        "subagents-dir",
+    ],
 )
 def test_counts_match_the_raw_lines(cc, engine, plugins, files):
     paths = [cc / f for f in files]
@@ -238,12 +263,21 @@ def test_known_numbers_of_the_multiedit_session(cc, engine, plugins):
     with engine.connect() as conn:
         multi = conn.execute(select(s.ToolCall).where(s.ToolCall.name == "MultiEdit")).all()
         # Streamed copies of msg_01HDXxNg5wW8UsNyf6XHSdqs say 1 then 99 output tokens: one bill, the last.
-        bill = conn.execute(select(s.TokenUsage).where(s.TokenUsage.key == "msg_01HDXxNg5wW8UsNyf6XHSdqs")).one()
-        lines = conn.execute(
-            select(s.Message.line).where(s.Message.usage_key == "msg_01HDXxNg5wW8UsNyf6XHSdqs")
-        ).scalars().all()
+        bill = conn.execute(
+            select(s.TokenUsage).where(s.TokenUsage.key == "msg_01HDXxNg5wW8UsNyf6XHSdqs")
+        ).one()
+        lines = (
+            conn.execute(
+                select(s.Message.line).where(s.Message.usage_key == "msg_01HDXxNg5wW8UsNyf6XHSdqs")
+            )
+            .scalars()
+            .all()
+        )
     assert len(multi) == 3
-    assert all(c.is_file_edit and c.edited_paths[0].startswith("/Users/dain/workspace/claude-code-log/") for c in multi)
+    assert all(
+        c.is_file_edit and c.edited_paths[0].startswith("/Users/dain/workspace/claude-code-log/")
+        for c in multi
+    )
     assert bill.output_tokens == 99 and sorted(lines) == [17, 18]
     assert len(got["messages"]) == 53
 
@@ -258,7 +292,9 @@ def test_failed_tool_results_are_errors(cc, engine, plugins):
             if b.get("type") == "tool_result" and b.get("is_error"):
                 raw_errors.add(b["tool_use_id"])
     with engine.connect() as conn:
-        failed = set(conn.execute(select(s.ToolCall.call_id).where(s.ToolCall.is_error.is_(True))).scalars())
+        failed = set(
+            conn.execute(select(s.ToolCall.call_id).where(s.ToolCall.is_error.is_(True))).scalars()
+        )
     assert failed == raw_errors and len(failed) == 21
 
 
@@ -280,18 +316,29 @@ def test_subagent_thread_is_linked_to_its_session(cc, engine, plugins):
     # The parent's Agent call (toolUseResult.agentId) names the child's spawning call.
     assert child.parent_tool_use_id == "toolu_01KwQtvsHzWCZByyy8N4b1q9"
     with engine.connect() as conn:
-        call = conn.execute(select(s.ToolCall).where(s.ToolCall.call_id == child.parent_tool_use_id)).one()
+        call = conn.execute(
+            select(s.ToolCall).where(s.ToolCall.call_id == child.parent_tool_use_id)
+        ).one()
     assert call.thread_id == parent.id and call.name == "Agent"
 
 
 def test_legacy_agent_file_and_orphans(cc, engine, plugins):
-    orphan = cc / f"{HALIBIT}/6e3aa12b-9c1b-4b7d-aad7-901bff58dffb/subagents/agent-a610ebe7eea0c9ec8.jsonl"
-    lone = cc / "daaain-claude-code-log/-Users-dain-workspace-coderabbit-review-helper/agent-659acfed.jsonl"
+    orphan = (
+        cc
+        / f"{HALIBIT}/6e3aa12b-9c1b-4b7d-aad7-901bff58dffb/subagents/agent-a610ebe7eea0c9ec8.jsonl"
+    )
+    lone = (
+        cc
+        / "daaain-claude-code-log/-Users-dain-workspace-coderabbit-review-helper/agent-659acfed.jsonl"
+    )
     ingest_ok(engine, plugins, [cc / LEGACY_PARENT, cc / LEGACY_AGENT, orphan, lone])
     threads = _threads(engine)
     legacy = threads["cb2e607c-c758-415a-8b45-c49e4631906a/agent-ea02459f"]
     assert legacy.parent_id == threads["cb2e607c-c758-415a-8b45-c49e4631906a"].id
-    assert legacy.parent_tool_use_id == "toolu_01HD7PpSCWhP2gP8dXvJiyZN" and legacy.agent_type == "Plan"
+    assert (
+        legacy.parent_tool_use_id == "toolu_01HD7PpSCWhP2gP8dXvJiyZN"
+        and legacy.agent_type == "Plan"
+    )
     lost = threads["6e3aa12b-9c1b-4b7d-aad7-901bff58dffb/agent-a610ebe7eea0c9ec8"]
     assert lost.is_sidechain and lost.parent_native_id == "6e3aa12b-9c1b-4b7d-aad7-901bff58dffb"
     assert lost.parent_id is None and lost.agent_type == "Explore"
@@ -304,15 +351,24 @@ def test_inline_sidechains_become_linked_threads(cc, engine, plugins):
     main = threads["fe5e1c67-53e7-4862-81ae-d0e013e3270b"]
     sides = [t for t in threads.values() if t.is_sidechain]
     assert len(sides) == 5
-    assert all(t.parent_id == main.id and t.native_id.startswith(main.native_id + "/sidechain-") for t in sides)
+    assert all(
+        t.parent_id == main.id and t.native_id.startswith(main.native_id + "/sidechain-")
+        for t in sides
+    )
     assert main.message_count == 32 and sum(t.message_count for t in sides) == 405
     with engine.connect() as conn:
         tasks = set(
             conn.execute(
-                select(s.ToolCall.call_id).where(s.ToolCall.thread_id == main.id, s.ToolCall.name == "Task")
+                select(s.ToolCall.call_id).where(
+                    s.ToolCall.thread_id == main.id, s.ToolCall.name == "Task"
+                )
             ).scalars()
         )
-        flags = set(conn.execute(select(s.Message.is_sidechain).where(s.Message.thread_id == sides[0].id)).scalars())
+        flags = set(
+            conn.execute(
+                select(s.Message.is_sidechain).where(s.Message.thread_id == sides[0].id)
+            ).scalars()
+        )
     assert {t.parent_tool_use_id for t in sides} == tasks and len(tasks) == 5
     assert {t.agent_type for t in sides} == {"general-purpose"}
     assert "Create data models" in {t.title for t in sides}
@@ -320,13 +376,25 @@ def test_inline_sidechains_become_linked_threads(cc, engine, plugins):
 
 
 def test_titles_and_session_metadata(cc, engine, plugins):
-    ingest_ok(engine, plugins, [cc / f"{HALIBIT}/44ef5cbf-9cc3-4f7b-ac40-337a4d39713b.jsonl",
-                                cc / "frederick-douglas-pearce-claude-code-sessions/hook-trace-stop-hook-error.jsonl",
-                                cc / "jnarowski-agentcmd/full-session-five.jsonl"])
+    ingest_ok(
+        engine,
+        plugins,
+        [
+            cc / f"{HALIBIT}/44ef5cbf-9cc3-4f7b-ac40-337a4d39713b.jsonl",
+            cc / "frederick-douglas-pearce-claude-code-sessions/hook-trace-stop-hook-error.jsonl",
+            cc / "jnarowski-agentcmd/full-session-five.jsonl",
+        ],
+    )
     threads = _threads(engine)
-    assert threads["44ef5cbf-9cc3-4f7b-ac40-337a4d39713b"].title == "add-teams-keybinding"  # custom-title
+    assert (
+        threads["44ef5cbf-9cc3-4f7b-ac40-337a4d39713b"].title == "add-teams-keybinding"
+    )  # custom-title
     hook = threads["72162b18-8016-4f7d-ba44-c4408a3e1948"]  # file name is not the session id
-    assert hook.title == "Run three" and hook.version == "2.1.280" and hook.cwd == "/home/user/ccs-hook-fixture"
+    assert (
+        hook.title == "Run three"
+        and hook.version == "2.1.280"
+        and hook.cwd == "/home/user/ccs-hook-fixture"
+    )
     assert hook.meta["cost"]["total_cost_usd"] > 0
     # 16 leading summaries all describe other sessions: kept aside, never the title.
     five = threads["10cd5911-8704-4996-9e33-32010589c357"]
@@ -336,10 +404,16 @@ def test_titles_and_session_metadata(cc, engine, plugins):
 def test_compaction(cc, engine, plugins):
     ingest_ok(engine, plugins, [cc / COMPACTED])
     with engine.connect() as conn:
-        rows = conn.execute(select(s.Message).where(s.Message.role == "system", s.Message.line == 754)).all()
-        summary = conn.execute(select(s.Message).where(s.Message.source_type == SOURCE_COMPACT)).all()
+        rows = conn.execute(
+            select(s.Message).where(s.Message.role == "system", s.Message.line == 754)
+        ).all()
+        summary = conn.execute(
+            select(s.Message).where(s.Message.source_type == SOURCE_COMPACT)
+        ).all()
     (boundary,) = rows
-    assert boundary.source_type == SOURCE_META and boundary.blocks == [{"kind": "text", "text": "Conversation compacted"}]
+    assert boundary.source_type == SOURCE_META and boundary.blocks == [
+        {"kind": "text", "text": "Conversation compacted"}
+    ]
     assert boundary.parent_native_id == "459e838f-d7ea-4f7d-94ad-2cb4d227dc77"  # logicalParentUuid
     assert len(summary) == 1 and summary[0].parent_native_id == boundary.native_id
 
@@ -351,17 +425,27 @@ def test_synthetic_replies_are_errors_without_tokens(cc, engine, plugins):
         errors = conn.execute(select(s.Message).where(s.Message.source_type == SOURCE_ERROR)).all()
         models = set(conn.execute(select(s.TokenUsage.model)).scalars())
         thread = conn.execute(select(s.Thread)).one()
-    assert len(errors) == 2 and all(m.model == "<synthetic>" and m.usage_key is None for m in errors)
+    assert len(errors) == 2 and all(
+        m.model == "<synthetic>" and m.usage_key is None for m in errors
+    )
     assert errors[0].blocks[0]["text"].startswith("Not logged in")
     assert "<synthetic>" not in models and thread.models == "claude-sonnet-4-6"
 
 
 def test_spilled_tool_output_is_read_from_tool_results(cc, engine, plugins):
     ingest_ok(engine, plugins, [cc / SPILLED_AGENT])
-    spill = cc / f"{HALIBIT}/8c880a68-969b-4b92-8733-a4927179d072/tool-results/toolu_018hMKvat8La6q8hyt1UZYAo.txt"
+    spill = (
+        cc
+        / f"{HALIBIT}/8c880a68-969b-4b92-8733-a4927179d072/tool-results/toolu_018hMKvat8La6q8hyt1UZYAo.txt"
+    )
     with engine.connect() as conn:
         msgs = conn.execute(select(s.Message.blocks)).scalars().all()
-    results = {b["tool_use_id"]: b.get("text") for blocks in msgs for b in blocks if b["kind"] == "tool_result"}
+    results = {
+        b["tool_use_id"]: b.get("text")
+        for blocks in msgs
+        for b in blocks
+        if b["kind"] == "tool_result"
+    }
     assert results["toolu_018hMKvat8La6q8hyt1UZYAo"] == spill.read_text(encoding="utf-8")
     assert not any((t or "").startswith("<persisted-output>") for t in results.values())
 
@@ -377,7 +461,12 @@ def test_spilled_output_missing_or_huge(cc, tmp_path, engine, plugins):
     ingest_ok(engine, plugins, [agent])
     with engine.connect() as conn:
         msgs = conn.execute(select(s.Message.blocks)).scalars().all()
-    results = {b["tool_use_id"]: b.get("text") for blocks in msgs for b in blocks if b["kind"] == "tool_result"}
+    results = {
+        b["tool_use_id"]: b.get("text")
+        for blocks in msgs
+        for b in blocks
+        if b["kind"] == "tool_result"
+    }
     capped = results["toolu_017fP86AX62HwZ71WujGKwVh"]
     assert capped.startswith("HEAD") and capped.endswith("TAIL") and len(capped) < 210_000
     # Not here: the preview stays.
@@ -385,18 +474,29 @@ def test_spilled_output_missing_or_huge(cc, tmp_path, engine, plugins):
 
 
 def test_images_are_named_not_stored(cc, engine, plugins):
-    ingest_ok(engine, plugins, [cc / BIG_IMAGES, cc / "daaain-claude-code-log/debug_image_message.jsonl"])
+    ingest_ok(
+        engine, plugins, [cc / BIG_IMAGES, cc / "daaain-claude-code-log/debug_image_message.jsonl"]
+    )
     with engine.connect() as conn:
         blocks = [b for bl in conn.execute(select(s.Message.blocks)).scalars() for b in bl]
     images = [b for b in blocks if b["kind"] == "image"]
-    assert len(images) >= 10 and all(b["text"] in ("[image image/png]", "[image image/jpeg]") for b in images)
+    assert len(images) >= 10 and all(
+        b["text"] in ("[image image/png]", "[image image/jpeg]") for b in images
+    )
     dumped = orjson.dumps(blocks)
     assert b"iVBORw0KGgo" not in dumped and b"/9j/4AAQ" not in dumped and b'"base64"' not in dumped
 
 
 def test_source_types_on_real_sessions(cc, engine, plugins):
-    ingest_ok(engine, plugins, [cc / f"{SAMPLE}/71c9afe9-d9cc-4583-86b3-e62ba682b83a.jsonl",
-                                cc / "marot-spotter/tool_heavy.jsonl", cc / BIG_IMAGES])
+    ingest_ok(
+        engine,
+        plugins,
+        [
+            cc / f"{SAMPLE}/71c9afe9-d9cc-4583-86b3-e62ba682b83a.jsonl",
+            cc / "marot-spotter/tool_heavy.jsonl",
+            cc / BIG_IMAGES,
+        ],
+    )
     with engine.connect() as conn:
         rows = conn.execute(select(s.Message.role, s.Message.source_type, s.Message.blocks)).all()
 
@@ -406,16 +506,28 @@ def test_source_types_on_real_sessions(cc, engine, plugins):
     by_type = defaultdict(list)
     for role, source, blocks in rows:
         by_type[(role, source)].append(blocks)
-    assert all(first_text(b).startswith("[Request interrupted by user") for b in by_type[("user", SOURCE_INTERRUPT)])
+    assert all(
+        first_text(b).startswith("[Request interrupted by user")
+        for b in by_type[("user", SOURCE_INTERRUPT)]
+    )
     assert by_type[("user", SOURCE_INTERRUPT)]
-    assert all(b and all(x["kind"] == "tool_result" for x in b) for b in by_type[("user", SOURCE_TOOL_RESULT)])
+    assert all(
+        b and all(x["kind"] == "tool_result" for x in b)
+        for b in by_type[("user", SOURCE_TOOL_RESULT)]
+    )
     assert any("<command-name>/clear" in first_text(b) for b in by_type[("user", SOURCE_COMMAND)])
-    assert any(first_text(b).startswith("<local-command-stdout>") for b in by_type[("user", SOURCE_COMMAND)])
+    assert any(
+        first_text(b).startswith("<local-command-stdout>")
+        for b in by_type[("user", SOURCE_COMMAND)]
+    )
     assert by_type[("user", SOURCE_META)] and by_type[("assistant", SOURCE_AGENT)]
     assert by_type[("system", SOURCE_COMMAND)]  # local_command system records (tool_heavy)
     typed = [first_text(b) for b in by_type[("user", SOURCE_TYPED)]]
     assert "my screen saver comes up way to fast" in typed
-    assert not any(t.startswith(("<command-", "<local-command", "[Request interrupted", "Caveat:")) for t in typed)
+    assert not any(
+        t.startswith(("<command-", "<local-command", "[Request interrupted", "Caveat:"))
+        for t in typed
+    )
 
 
 # -- a made-up session for the cases the corpus lacks ---------------------------------------
@@ -423,8 +535,17 @@ SID = "11111111-2222-3333-4444-555555555555"
 
 
 def _rec(kind, uuid, parent, **extra):
-    rec = {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": SID, "isSidechain": False,
-           "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p", "version": "2.1.0", "gitBranch": "main"}
+    rec = {
+        "type": kind,
+        "uuid": uuid,
+        "parentUuid": parent,
+        "sessionId": SID,
+        "isSidechain": False,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/p",
+        "version": "2.1.0",
+        "gitBranch": "main",
+    }
     rec.update(extra)
     return rec
 
@@ -434,10 +555,25 @@ def _user(uuid, parent, content, **extra):
 
 
 def _assistant(uuid, parent, content, msg_id="msg_1", model="claude-x", output=10, **extra):
-    usage = {"input_tokens": 5, "output_tokens": output, "cache_read_input_tokens": 100,
-             "cache_creation_input_tokens": 7}
-    return _rec("assistant", uuid, parent, message={"id": msg_id, "role": "assistant", "model": model,
-                                                     "content": content, "usage": usage}, **extra)
+    usage = {
+        "input_tokens": 5,
+        "output_tokens": output,
+        "cache_read_input_tokens": 100,
+        "cache_creation_input_tokens": 7,
+    }
+    return _rec(
+        "assistant",
+        uuid,
+        parent,
+        message={
+            "id": msg_id,
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "usage": usage,
+        },
+        **extra,
+    )
 
 
 CLAUDE_MD = (
@@ -454,24 +590,97 @@ def made_up_session() -> list:
         {"type": "permission-mode", "permissionMode": "acceptEdits", "sessionId": SID},
         _user("u1", None, CLAUDE_MD, isMeta=True),
         _user("u2", "u1", "Please fix the bug"),
-        {"type": "progress", "uuid": "p1", "parentUuid": "u2", "sessionId": SID, "data": {"type": "hook_progress"}},
-        _assistant("a1", "p1", [{"type": "thinking", "thinking": "hmm", "signature": "x"}], output=1),
-        _assistant("a2", "a1", [{"type": "tool_use", "id": "t1", "name": "Bash",
-                                 "input": {"command": "cat > notes.txt <<'EOF'\nhi > there\nEOF"}}], output=30),
-        _user("u3", "a2", [{"type": "tool_result", "tool_use_id": "t1", "content": [
-            {"type": "text", "text": "done"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAA"}}]}]),
-        _assistant("a3", "u3", [{"type": "tool_use", "id": "t2", "name": "Edit",
-                                 "input": {"file_path": "/p/x.py", "old_string": "a", "new_string": "b"}}], msg_id="msg_2"),
-        _user("u4", "a3", [{"type": "tool_result", "tool_use_id": "t2", "content": "boom", "is_error": True}]),
+        {
+            "type": "progress",
+            "uuid": "p1",
+            "parentUuid": "u2",
+            "sessionId": SID,
+            "data": {"type": "hook_progress"},
+        },
+        _assistant(
+            "a1", "p1", [{"type": "thinking", "thinking": "hmm", "signature": "x"}], output=1
+        ),
+        _assistant(
+            "a2",
+            "a1",
+            [
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "Bash",
+                    "input": {"command": "cat > notes.txt <<'EOF'\nhi > there\nEOF"},
+                }
+            ],
+            output=30,
+        ),
+        _user(
+            "u3",
+            "a2",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": [
+                        {"type": "text", "text": "done"},
+                        {
+                            "type": "image",
+                            "source": {
+                                "type": "base64",
+                                "media_type": "image/png",
+                                "data": "iVBORw0KGgoAAAA",
+                            },
+                        },
+                    ],
+                }
+            ],
+        ),
+        _assistant(
+            "a3",
+            "u3",
+            [
+                {
+                    "type": "tool_use",
+                    "id": "t2",
+                    "name": "Edit",
+                    "input": {"file_path": "/p/x.py", "old_string": "a", "new_string": "b"},
+                }
+            ],
+            msg_id="msg_2",
+        ),
+        _user(
+            "u4",
+            "a3",
+            [{"type": "tool_result", "tool_use_id": "t2", "content": "boom", "is_error": True}],
+        ),
         _user("u5", "u4", [{"type": "text", "text": "[Request interrupted by user for tool use]"}]),
         _user("u6", "u5", "Stop and check the tests first.", source={"type": "course-correction"}),
         _user("u7", "u6", "<command-name>/model</command-name>\n<command-args></command-args>"),
         _rec("system", "s1", "u7", subtype="turn_duration", durationMs=5),
-        _assistant("a4", "s1", [{"type": "text", "text": "Not logged in"}], msg_id="x", model="<synthetic>",
-                   output=0, isApiErrorMessage=True),
-        _rec("system", "s2", None, subtype="compact_boundary", content="Conversation compacted", logicalParentUuid="a4"),
+        _assistant(
+            "a4",
+            "s1",
+            [{"type": "text", "text": "Not logged in"}],
+            msg_id="x",
+            model="<synthetic>",
+            output=0,
+            isApiErrorMessage=True,
+        ),
+        _rec(
+            "system",
+            "s2",
+            None,
+            subtype="compact_boundary",
+            content="Conversation compacted",
+            logicalParentUuid="a4",
+        ),
         _user("u8", "s2", "This session is being continued...", isCompactSummary=True),
-        _rec("system", "s3", "u8", subtype="local_command", content="<local-command-stdout>ok</local-command-stdout>"),
+        _rec(
+            "system",
+            "s3",
+            "u8",
+            subtype="local_command",
+            content="<local-command-stdout>ok</local-command-stdout>",
+        ),
         {"type": "some-future-type", "sessionId": SID, "whatever": 1},
         {"type": "user", "message": {"role": "user", "content": "no uuid: not a message"}},
         [1, 2, 3],
@@ -495,13 +704,38 @@ def test_made_up_session_records(tmp_path):
     msgs = {m.native_id: m for m in recs if isinstance(m, Message)}
     problems = [r for r in recs if isinstance(r, Problem)]
     assert [p.line for p in problems] == [21]  # the JSON array; unknown types are silent
-    assert list(msgs) == ["u1", "u2", "a1", "a2", "u3", "a3", "u4", "u5", "u6", "u7", "a4", "s2", "u8", "s3"]
+    assert list(msgs) == [
+        "u1",
+        "u2",
+        "a1",
+        "a2",
+        "u3",
+        "a3",
+        "u4",
+        "u5",
+        "u6",
+        "u7",
+        "a4",
+        "s2",
+        "u8",
+        "s3",
+    ]
     types = {k: m.source_type for k, m in msgs.items()}
     assert types == {
-        "u1": SOURCE_META, "u2": SOURCE_TYPED, "a1": SOURCE_AGENT, "a2": SOURCE_AGENT,
-        "u3": SOURCE_TOOL_RESULT, "a3": SOURCE_AGENT, "u4": SOURCE_TOOL_RESULT, "u5": SOURCE_INTERRUPT,
-        "u6": SOURCE_COURSE_CORRECTION, "u7": SOURCE_COMMAND, "a4": SOURCE_ERROR, "s2": SOURCE_META,
-        "u8": SOURCE_COMPACT, "s3": SOURCE_COMMAND,
+        "u1": SOURCE_META,
+        "u2": SOURCE_TYPED,
+        "a1": SOURCE_AGENT,
+        "a2": SOURCE_AGENT,
+        "u3": SOURCE_TOOL_RESULT,
+        "a3": SOURCE_AGENT,
+        "u4": SOURCE_TOOL_RESULT,
+        "u5": SOURCE_INTERRUPT,
+        "u6": SOURCE_COURSE_CORRECTION,
+        "u7": SOURCE_COMMAND,
+        "a4": SOURCE_ERROR,
+        "s2": SOURCE_META,
+        "u8": SOURCE_COMPACT,
+        "s3": SOURCE_COMMAND,
     }
     assert msgs["a1"].parent_id == "u2"  # skipped the progress line
     assert msgs["a4"].parent_id == "u7"  # skipped turn_duration
@@ -511,7 +745,11 @@ def test_made_up_session_records(tmp_path):
     bash = msgs["a2"].blocks[0]
     assert bash.is_file_edit and bash.edited_paths == ["notes.txt"]
     edit = msgs["a3"].blocks[0]
-    assert edit.is_file_edit and edit.edited_paths == ["/p/x.py"] and edit.tool_input["new_string"] == "b"
+    assert (
+        edit.is_file_edit
+        and edit.edited_paths == ["/p/x.py"]
+        and edit.tool_input["new_string"] == "b"
+    )
     assert msgs["u3"].blocks[0].text == "done\n[image]" and msgs["u3"].blocks[0].is_error is False
     assert msgs["u4"].blocks[0].is_error is True
     assert msgs["a1"].usage_key == msgs["a2"].usage_key == "msg_1" and msgs["a4"].usage_key is None
@@ -527,8 +765,14 @@ def test_made_up_session_records(tmp_path):
 
 
 def test_summary_of_this_session_titles_it(tmp_path):
-    recs = [r for r in made_up_session() if not (isinstance(r, dict) and r.get("type") == "ai-title")]
-    infos = [r for r in parse_all(write_jsonl(tmp_path / f"{SID}.jsonl", recs)) if isinstance(r, ThreadInfo)]
+    recs = [
+        r for r in made_up_session() if not (isinstance(r, dict) and r.get("type") == "ai-title")
+    ]
+    infos = [
+        r
+        for r in parse_all(write_jsonl(tmp_path / f"{SID}.jsonl", recs))
+        if isinstance(r, ThreadInfo)
+    ]
     assert infos[-1].title == "The bug got fixed"
 
 
@@ -553,14 +797,32 @@ def test_state_carries_across_any_line_boundary(cc, tmp_path):
 
 
 def _final(recs: list) -> tuple:
-    msgs = {(m.thread, m.native_id): (m.parent_id, m.source_type, m.seq, [b.as_json() for b in m.blocks])
-            for m in recs if isinstance(m, Message)}
-    bills = {(u.thread, u.key): (u.input_tokens, u.output_tokens) for u in recs if isinstance(u, Usage)}
+    msgs = {
+        (m.thread, m.native_id): (
+            m.parent_id,
+            m.source_type,
+            m.seq,
+            [b.as_json() for b in m.blocks],
+        )
+        for m in recs
+        if isinstance(m, Message)
+    }
+    bills = {
+        (u.thread, u.key): (u.input_tokens, u.output_tokens) for u in recs if isinstance(u, Usage)
+    }
     infos: dict = {}
     for r in recs:
         if isinstance(r, ThreadInfo):
             d = infos.setdefault(r.native_id, {})
-            for k in ("cwd", "title", "parent_native_id", "parent_tool_use_id", "agent_type", "meta", "is_sidechain"):
+            for k in (
+                "cwd",
+                "title",
+                "parent_native_id",
+                "parent_tool_use_id",
+                "agent_type",
+                "meta",
+                "is_sidechain",
+            ):
                 if getattr(r, k) not in (None, False):
                     d[k] = getattr(r, k)
     return msgs, bills, infos
@@ -569,8 +831,10 @@ def _final(recs: list) -> tuple:
 # -- the ingest lifecycle -------------------------------------------------------------------
 def _table_counts(engine) -> dict:
     with engine.connect() as conn:
-        return {t.__tablename__: conn.execute(select(func.count()).select_from(t)).scalar_one()
-                for t in (s.Thread, s.Message, s.ToolCall, s.TokenUsage, s.IngestError)}
+        return {
+            t.__tablename__: conn.execute(select(func.count()).select_from(t)).scalar_one()
+            for t in (s.Thread, s.Message, s.ToolCall, s.TokenUsage, s.IngestError)
+        }
 
 
 def test_empty_and_summary_only_files(cc, engine, plugins):
@@ -583,7 +847,10 @@ def test_empty_and_summary_only_files(cc, engine, plugins):
 
 
 def test_meta_sidecar_is_claimed_and_parses_to_nothing(cc, engine, plugins):
-    sidecar = cc / f"{HALIBIT}/8c880a68-969b-4b92-8733-a4927179d072/subagents/agent-a2df51c9276581f81.meta.json"
+    sidecar = (
+        cc
+        / f"{HALIBIT}/8c880a68-969b-4b92-8733-a4927179d072/subagents/agent-a2df51c9276581f81.meta.json"
+    )
     summary = ingest_ok(engine, plugins, [sidecar])
     assert summary.files[0].format == "claude-code" and summary.messages == 0
     assert _table_counts(engine)["threads"] == 0
@@ -607,8 +874,9 @@ def test_reread_of_a_rewritten_file_changes_nothing(cc, tmp_path, engine, plugin
     again = ingest_ok(engine, plugins, [copy])
     assert again.files[0].status == "rewritten"
     assert _table_counts(engine) == before
-    assert {k: (t.parent_tool_use_id, t.title) for k, t in _threads(engine).items()} == \
-        {k: (t.parent_tool_use_id, t.title) for k, t in threads.items()}
+    assert {k: (t.parent_tool_use_id, t.title) for k, t in _threads(engine).items()} == {
+        k: (t.parent_tool_use_id, t.title) for k, t in threads.items()
+    }
 
 
 def test_truncated_last_line_then_completed(cc, tmp_path, engine, plugins):
@@ -631,7 +899,9 @@ def test_truncated_last_line_then_completed(cc, tmp_path, engine, plugins):
     second = ingest_ok(engine, plugins, [copy])
     assert second.files[0].status == "grown" and second.messages == 1
     with engine.connect() as conn:
-        assert conn.execute(select(s.Message).where(s.Message.native_id == json.loads(last)["uuid"])).one()
+        assert conn.execute(
+            select(s.Message).where(s.Message.native_id == json.loads(last)["uuid"])
+        ).one()
     assert_matches_raw(engine, [copy])
 
 
@@ -660,20 +930,25 @@ def test_appending_records_adds_exactly_them(cc, tmp_path, engine, plugins):
         ("make 2>&1 | tail -5", (False, None)),
         ("echo oops >&2", (False, None)),
         ("echo hi > /dev/null", (False, None)),
-        ("grep -r \"a > b\" src | head", (False, None)),
-        ('git commit -m "$(cat <<\'EOF\'\nfix: a > b\nEOF\n)"', (False, None)),
+        ('grep -r "a > b" src | head', (False, None)),
+        ("git commit -m \"$(cat <<'EOF'\nfix: a > b\nEOF\n)\"", (False, None)),
         ("sed -n 's/a/b/p' file.txt", (False, None)),
         ("git log --grep apply", (False, None)),
         ("echo done # > not-a-file", (False, None)),
         ("cat > types/state.ts << 'EOF'\nexport const x = 1 > 0;\nEOF", (True, ["types/state.ts"])),
-        ("sed -i 's/x/y/' ~/.config/a.conf && sed -i '' -e 's/1/2/' b.txt", (True, ["~/.config/a.conf", "b.txt"])),
+        (
+            "sed -i 's/x/y/' ~/.config/a.conf && sed -i '' -e 's/1/2/' b.txt",
+            (True, ["~/.config/a.conf", "b.txt"]),
+        ),
         ("perl -pi -e 's/a/b/' one.txt two.txt", (True, ["one.txt", "two.txt"])),
         ("make 2>&1 | tee build.log", (True, ["build.log"])),
-        ("echo x >> \"my notes.md\"", (True, ["my notes.md"])),
+        ('echo x >> "my notes.md"', (True, ["my notes.md"])),
         ("git apply fix.patch", (True, None)),
         ("patch -p1 < fix.diff", (True, None)),
-        ("figlet -f slant \"L&S Electric\" > ~/.config/omarchy/branding/screensaver.txt",
-         (True, ["~/.config/omarchy/branding/screensaver.txt"])),
+        (
+            'figlet -f slant "L&S Electric" > ~/.config/omarchy/branding/screensaver.txt',
+            (True, ["~/.config/omarchy/branding/screensaver.txt"]),
+        ),
     ],
 )
 def test_bash_file_edits(command, expected):
@@ -683,8 +958,14 @@ def test_bash_file_edits(command, expected):
 def test_structured_and_mcp_edits():
     assert tool_edits("NotebookEdit", {"notebook_path": "n.ipynb"}) == (True, ["n.ipynb"])
     assert tool_edits("MultiEdit", {"file_path": "/a.py", "edits": []}) == (True, ["/a.py"])
-    assert tool_edits("mcp__github__create_or_update_file", {"path": "README.md"}) == (True, ["README.md"])
-    assert tool_edits("mcp__github__push_files", {"files": [{"path": "a"}, {"path": "b"}]}) == (True, ["a", "b"])
+    assert tool_edits("mcp__github__create_or_update_file", {"path": "README.md"}) == (
+        True,
+        ["README.md"],
+    )
+    assert tool_edits("mcp__github__push_files", {"files": [{"path": "a"}, {"path": "b"}]}) == (
+        True,
+        ["a", "b"],
+    )
     assert tool_edits("Read", {"file_path": "/a.py"}) == (False, None)
 
 
@@ -700,12 +981,23 @@ def test_bash_edits_in_a_real_session(cc, engine, plugins):
 
 def test_fields_of_odd_types_never_reach_the_store(tmp_path, engine, plugins):
     recs = [
-        _assistant("a1", ["not", "a", "uuid"], [{"type": "text", "text": {"a": 1}},
-                                                 {"type": "tool_use", "id": 7, "name": ["Edit"], "input": "x"}],
-                   msg_id={"weird": True}),
+        _assistant(
+            "a1",
+            ["not", "a", "uuid"],
+            [
+                {"type": "text", "text": {"a": 1}},
+                {"type": "tool_use", "id": 7, "name": ["Edit"], "input": "x"},
+            ],
+            msg_id={"weird": True},
+        ),
         _user(12, None, "uuid is a number: not a message"),
-        _user("u1", "a1", [{"type": "tool_result", "tool_use_id": 7, "content": [{"type": "text", "text": 3}]}],
-              cwd=["/x"], gitBranch=5),
+        _user(
+            "u1",
+            "a1",
+            [{"type": "tool_result", "tool_use_id": 7, "content": [{"type": "text", "text": 3}]}],
+            cwd=["/x"],
+            gitBranch=5,
+        ),
         {"type": "assistant", "uuid": "a2", "sessionId": {"x": 1}, "message": "not a dict"},
         _assistant("a3", "u1", "plain string content", msg_id="m3", output="12"),
     ]
@@ -716,7 +1008,10 @@ def test_fields_of_odd_types_never_reach_the_store(tmp_path, engine, plugins):
         bill = conn.execute(select(s.TokenUsage).where(s.TokenUsage.key == "m3")).one()
         thread = conn.execute(select(s.Thread)).one()
     assert sorted(msgs) == ["a1", "a3", "u1"]
-    assert msgs["a1"].parent_native_id is None and msgs["a1"].blocks[0] == {"kind": "text", "text": '{"a":1}'}
+    assert msgs["a1"].parent_native_id is None and msgs["a1"].blocks[0] == {
+        "kind": "text",
+        "text": '{"a":1}',
+    }
     assert msgs["a1"].usage_key == '{"weird":true}' and msgs["u1"].blocks[0]["tool_use_id"] == "7"
     assert msgs["a3"].blocks == [{"kind": "text", "text": "plain string content"}]
     assert bill.output_tokens == 0 and thread.cwd == "/p" and thread.native_id == SID

@@ -57,7 +57,17 @@ def test_plugins_json_lists_formats():
 
 def test_ingest_and_threads_json(tmp_path):
     chat = tmp_path / "chat.json"
-    chat.write_text(json.dumps({"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}))
+    chat.write_text(
+        json.dumps(
+            {
+                "id": "c1",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "hello"},
+                ],
+            }
+        )
+    )
     summary = json.loads(invoke("ingest", "--json", str(chat)).output)
     assert (summary["new"], summary["messages"], summary["failed"]) == (1, 2, 0)
     rows = json.loads(invoke("threads", "--json").output)
@@ -69,10 +79,21 @@ def test_ingest_and_threads_json(tmp_path):
 def test_a_session_prefix_names_the_session_not_its_subagents(tmp_path):
     for native_id in ("sess-1", "sess-1/agent-a"):
         f = tmp_path / f"{native_id.replace('/', '_')}.json"
-        f.write_text(json.dumps({"id": native_id, "messages": [{"role": "user", "content": f"hello from {native_id}"}]}))
+        f.write_text(
+            json.dumps(
+                {
+                    "id": native_id,
+                    "messages": [{"role": "user", "content": f"hello from {native_id}"}],
+                }
+            )
+        )
     invoke("ingest", "-q", str(tmp_path))
     shown = invoke("show", "sess")
-    assert shown.exit_code == 0 and "hello from sess-1" in shown.output and "agent-a" not in shown.output
+    assert (
+        shown.exit_code == 0
+        and "hello from sess-1" in shown.output
+        and "agent-a" not in shown.output
+    )
 
 
 @pytest.mark.corpus

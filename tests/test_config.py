@@ -41,7 +41,9 @@ def test_a_missing_file_is_an_empty_config(config):
 
 
 def test_config_shows_where_and_what(config):
-    config.write_text('sources = ["~/.claude/projects"]\n[observer]\nobserver = "claude"\n[hook]\ndeadline = 20\n')
+    config.write_text(
+        'sources = ["~/.claude/projects"]\n[observer]\nobserver = "claude"\n[hook]\ndeadline = 20\n'
+    )
     result = invoke("config")
     assert result.exit_code == 0
     lines = result.output.splitlines()
@@ -60,7 +62,9 @@ def test_the_example_is_a_valid_config():
 
 
 def test_settings_become_the_defaults_of_the_commands_options(config):
-    config.write_text("[gate]\nmin_tool_calls = 9\nrequire_edit = false\n[hook]\ndeadline = 12\n[run]\nconcurrency = 7\n")
+    config.write_text(
+        "[gate]\nmin_tool_calls = 9\nrequire_edit = false\n[hook]\ndeadline = 12\n[run]\nconcurrency = 7\n"
+    )
     run_help = " ".join(invoke("run", "--help").output.split())
     assert "message. [default: 9]" in run_help and "at once. [default: 7]" in run_help
     hook_help = " ".join(invoke("hook", "claude-code", "--help").output.split())
@@ -83,9 +87,18 @@ def test_the_command_line_wins_over_the_file(config, corpus, tmp_path):
     "text, message",
     [
         ("[observer\n", "is not valid TOML"),
-        ("[observr]\nobserver = 'x'\n", "'observr' is not a known setting. Valid: gate, hook, inject, injectors, observer, run, sources"),
-        ("[gate]\nmin_tools = 3\n", "'min_tools' is not a known key of [gate]. Valid: agents, include_sidechains, max_prompt_tokens, min_prompt_tokens, min_tool_calls, mode, projects, require_edit"),
-        ("[gate]\nmin_tool_calls = 'five'\n", "min_tool_calls in [gate] must be an integer, not 'five'"),
+        (
+            "[observr]\nobserver = 'x'\n",
+            "'observr' is not a known setting. Valid: gate, hook, inject, injectors, observer, run, sources",
+        ),
+        (
+            "[gate]\nmin_tools = 3\n",
+            "'min_tools' is not a known key of [gate]. Valid: agents, include_sidechains, max_prompt_tokens, min_prompt_tokens, min_tool_calls, mode, projects, require_edit",
+        ),
+        (
+            "[gate]\nmin_tool_calls = 'five'\n",
+            "min_tool_calls in [gate] must be an integer, not 'five'",
+        ),
         ("[hook]\ndeadline = true\n", "deadline in [hook] must be a number, not True"),
         ("sources = '~/x'\n", "sources in the top level must be a list, not '~/x'"),
         ("[injectors.webhook]\nurl = 5\n", "url in [injectors.webhook] must be a string, not 5"),
@@ -105,8 +118,14 @@ def test_a_bad_file_is_one_line_naming_the_problem(config, text, message):
 def test_a_bad_file_never_blocks_the_agent_and_is_recorded(config, corpus, tmp_path):
     config.write_text("[gate]\nmin_tools = 3\n")
     session = copy_lines(corpus / CC_SESSION, tmp_path / "s.jsonl")
-    stdin = json.dumps({"session_id": "1af7fc5e-8455-4414-9ccd-011d40f70b2a", "transcript_path": str(session),
-                        "hook_event_name": "Stop", "stop_hook_active": False})
+    stdin = json.dumps(
+        {
+            "session_id": "1af7fc5e-8455-4414-9ccd-011d40f70b2a",
+            "transcript_path": str(session),
+            "hook_event_name": "Stop",
+            "stop_hook_active": False,
+        }
+    )
     result = run_cli("hook", "claude-code", stdin=stdin)
     assert (result.returncode, result.stdout) == (0, "")
     [run] = rows(open_db(tmp_path / "auditor.db"), s.Run)

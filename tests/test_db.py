@@ -18,8 +18,20 @@ from auditor.schema import Base
 def test_blank_database_is_migrated_to_head(tmp_path):
     engine = db.open_db(tmp_path / "new.db")
     assert db.current_revision(engine) == db.head_revision()
-    tables = {r[0] for r in sqlite3.connect(tmp_path / "new.db").execute("select name from sqlite_master where type='table'")}
-    assert {"threads", "messages", "tool_calls", "token_usage", "source_files", "ingest_errors"} <= tables
+    tables = {
+        r[0]
+        for r in sqlite3.connect(tmp_path / "new.db").execute(
+            "select name from sqlite_master where type='table'"
+        )
+    }
+    assert {
+        "threads",
+        "messages",
+        "tool_calls",
+        "token_usage",
+        "source_files",
+        "ingest_errors",
+    } <= tables
 
 
 def test_there_is_exactly_one_head():
@@ -30,7 +42,9 @@ def test_there_is_exactly_one_head():
 def test_models_match_migrations(tmp_path):
     engine = db.open_db(tmp_path / "m.db")
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+        diff = compare_metadata(
+            MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata
+        )
     assert diff == []
 
 
@@ -75,8 +89,12 @@ def test_first_use_by_several_processes_at_once_just_works(tmp_path):
     for attempt in range(3):
         path = tmp_path / f"new{attempt}.db"
         procs = [
-            subprocess.Popen(auditor_argv() + ["--db", str(path), "threads", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            subprocess.Popen(
+                auditor_argv() + ["--db", str(path), "threads", "--json"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             for _ in range(5)
         ]
         results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]

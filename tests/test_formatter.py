@@ -449,7 +449,6 @@ def test_what_is_never_cut_leaves_the_turn_a_share_of_the_budget():
     assert "I will rebuild first." in out and "command: npm run build" in out
 
 
-
 def test_uncut_renders_everything_in_full():
     t = long_session()
     out = render(end_turn(t), info(), t.messages, {"uncut": True, "max_tokens": 1000})

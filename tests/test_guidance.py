@@ -71,7 +71,10 @@ def test_outside_a_repository_the_walk_stops_at_home(tmp_path):
     write(home / "CLAUDE.md", "home")
     write(home / "notes" / "AGENTS.md", "notes")
     (home / "notes" / "today").mkdir()
-    assert found(home / "notes" / "today") == [("home/CLAUDE.md", "home"), ("home/notes/AGENTS.md", "notes")]
+    assert found(home / "notes" / "today") == [
+        ("home/CLAUDE.md", "home"),
+        ("home/notes/AGENTS.md", "notes"),
+    ]
 
 
 def test_codex_gets_its_own_user_file_and_not_claudes(tmp_path):
@@ -85,8 +88,11 @@ def test_codex_gets_its_own_user_file_and_not_claudes(tmp_path):
 def test_imports_of_a_claude_file_are_followed_but_not_from_code(tmp_path):
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
-    write(repo / "CLAUDE.md", "# Rules\n@AGENTS.md and @docs/style.md\nmail me@example.md\n"
-          "```\n@docs/example.md\n```\nsee `@docs/inline.md`\n")
+    write(
+        repo / "CLAUDE.md",
+        "# Rules\n@AGENTS.md and @docs/style.md\nmail me@example.md\n"
+        "```\n@docs/example.md\n```\nsee `@docs/inline.md`\n",
+    )
     write(repo / "AGENTS.md", "agents\n@CLAUDE.md")  # AGENTS.md imports nothing; no loop either way
     write(repo / "docs" / "style.md", "style: @more.md")
     write(repo / "docs" / "more.md", "more")
@@ -96,13 +102,20 @@ def test_imports_of_a_claude_file_are_followed_but_not_from_code(tmp_path):
 
 
 def test_no_directory_no_guidance(tmp_path):
-    assert discover(None) == [] and discover("relative/dir") == [] and discover(tmp_path / "gone") == []
+    assert (
+        discover(None) == []
+        and discover("relative/dir") == []
+        and discover(tmp_path / "gone") == []
+    )
 
 
 # -- what the agent read itself ---------------------------------------------------------------
 def test_a_read_tool_result_loses_line_numbers_and_reminders():
     result = "     1→# Rules\n     2→\n     3→Never push.\n\n<system-reminder>\nmalware note\n</system-reminder>\n"
-    assert read_by_call("Read", {"file_path": "/r/CLAUDE.md"}, result) == ("/r/CLAUDE.md", "# Rules\n\nNever push.")
+    assert read_by_call("Read", {"file_path": "/r/CLAUDE.md"}, result) == (
+        "/r/CLAUDE.md",
+        "# Rules\n\nNever push.",
+    )
 
 
 @pytest.mark.parametrize(
@@ -124,7 +137,10 @@ def test_a_shell_command_that_prints_one_guidance_file(command, expected):
 
 def test_a_shell_result_header_is_not_part_of_the_file():
     result = "Exit code: 0\nWall time: 0.1 seconds\nOutput:\n# Rules\nUse pnpm.\n"
-    assert read_by_call("shell_command", {"command": "cat AGENTS.md"}, result, cwd="/w") == ("/w/AGENTS.md", "# Rules\nUse pnpm.")
+    assert read_by_call("shell_command", {"command": "cat AGENTS.md"}, result, cwd="/w") == (
+        "/w/AGENTS.md",
+        "# Rules\nUse pnpm.",
+    )
 
 
 @pytest.mark.corpus
@@ -132,26 +148,39 @@ def test_the_agents_own_read_of_claude_md_is_shown_from_that_point_on(corpus, en
     ingest(engine, plugins, [corpus / DEEP_MANIFEST])
     thread = find_thread(engine, "a7da6a22-facc-4fcd-8bab-f83c87862004")
     with engine.connect() as conn:
-        [row] = conn.execute(select(s.GuidanceFile).where(s.GuidanceFile.thread_id == thread.id)).all()
-    assert (row.path, row.origin, row.message_native_id) == ("/src/deep-manifest/CLAUDE.md", READ, "da722914-e20e-4eb3-964a-211a73fb9b72")
+        [row] = conn.execute(
+            select(s.GuidanceFile).where(s.GuidanceFile.thread_id == thread.id)
+        ).all()
+    assert (row.path, row.origin, row.message_native_id) == (
+        "/src/deep-manifest/CLAUDE.md",
+        READ,
+        "da722914-e20e-4eb3-964a-211a73fb9b72",
+    )
     assert row.text.startswith("# Claude Code Instructions\n\n@AGENTS.md\n")
     assert "→" not in row.text and "system-reminder" not in row.text
     assert row.sha256 == hashlib.sha256(row.text.encode()).hexdigest()
     assert row.read_at.year == 2025  # when the agent read it: the result's own time
 
     # In the prompt of the turn that read it, apart from the conversation...
-    out = CliRunner().invoke(cli, ["prompt", thread.native_id, "--at", "331491a8-a632-4b13-95c2-65c29b2a71be"])
+    out = CliRunner().invoke(
+        cli, ["prompt", thread.native_id, "--at", "331491a8-a632-4b13-95c2-65c29b2a71be"]
+    )
     assert out.exit_code == 0, out.output
     user = out.output.split("=== user ===", 1)[1]
     head = user.split("## Conversation", 1)[0]
-    assert '<file name="/src/deep-manifest/CLAUDE.md" source="read by the agent with a tool call">' in head
+    assert (
+        '<file name="/src/deep-manifest/CLAUDE.md" source="read by the agent with a tool call">'
+        in head
+    )
     assert "> - Be careful with path handling - use Path objects consistently" in head
     # ...and not before the agent had read it.
     messages = load_messages(engine, thread.id)
     before = [m for m in messages if m.seq < 25]
     with engine.connect() as conn:
         assert for_checkpoint(conn, thread, before).guidance_files == []
-        assert [g.path for g in for_checkpoint(conn, thread, messages).guidance_files] == ["/src/deep-manifest/CLAUDE.md"]
+        assert [g.path for g in for_checkpoint(conn, thread, messages).guidance_files] == [
+            "/src/deep-manifest/CLAUDE.md"
+        ]
 
 
 @pytest.mark.corpus
@@ -168,19 +197,32 @@ def test_codex_reading_claude_md_with_sed_in_its_workdir(corpus, engine, plugins
     with engine.connect() as conn:
         [row] = conn.execute(select(s.GuidanceFile)).all()
     assert row.path == "/Users/jnarowski/Dev/spectora/src/spectora-labs-monorepo-v2/CLAUDE.md"
-    assert row.text.startswith("# Turborepo Monorepo - Project Overview\n") and "Exit code" not in row.text
+    assert (
+        row.text.startswith("# Turborepo Monorepo - Project Overview\n")
+        and "Exit code" not in row.text
+    )
 
 
 # -- kept with its hash, a version per change -------------------------------------------------
-def test_each_version_is_kept_once_and_the_checkpoint_sees_the_one_read_by_then(tmp_path, engine, plugins):
+def test_each_version_is_kept_once_and_the_checkpoint_sees_the_one_read_by_then(
+    tmp_path, engine, plugins
+):
     from datetime import UTC, datetime, timedelta
 
     from auditor.guidance import GuidanceText
 
     with engine.begin() as conn:
-        thread_id = conn.execute(s.Thread.__table__.insert().values(
-            agent="claude-code", native_id="t1", is_sidechain=False, cwd=str(tmp_path),
-            message_count=0, tool_call_count=0, file_edit_count=0)).inserted_primary_key[0]
+        thread_id = conn.execute(
+            s.Thread.__table__.insert().values(
+                agent="claude-code",
+                native_id="t1",
+                is_sidechain=False,
+                cwd=str(tmp_path),
+                message_count=0,
+                tool_call_count=0,
+                file_edit_count=0,
+            )
+        ).inserted_primary_key[0]
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     v1 = GuidanceText("/r/CLAUDE.md", "Use tabs.", DISK, t0)
     v2 = GuidanceText("/r/CLAUDE.md", "Use spaces.", DISK, t0 + timedelta(hours=2))
@@ -196,21 +238,35 @@ def test_each_version_is_kept_once_and_the_checkpoint_sees_the_one_read_by_then(
 
     with engine.connect() as conn:
         thread = find_thread(engine, "t1")
-        assert [g.text for g in for_checkpoint(conn, thread, [At(t0 + timedelta(hours=1))]).guidance_files] == ["Use tabs."]
-        assert [g.text for g in for_checkpoint(conn, thread, [At(t0 + timedelta(hours=3))]).guidance_files] == ["Use spaces."]
+        assert [
+            g.text
+            for g in for_checkpoint(conn, thread, [At(t0 + timedelta(hours=1))]).guidance_files
+        ] == ["Use tabs."]
+        assert [
+            g.text
+            for g in for_checkpoint(conn, thread, [At(t0 + timedelta(hours=3))]).guidance_files
+        ] == ["Use spaces."]
 
 
 def test_ingest_reads_the_files_of_a_working_directory_that_exists(tmp_path, engine, plugins):
     project = tmp_path / "project"
     (project / ".git").mkdir(parents=True)
     write(project / "CLAUDE.md", "Run `make check` before you say done.")
-    record = {"type": "user", "uuid": "u1", "sessionId": "s1", "cwd": str(project),
-              "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "hi"}}
+    record = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": "s1",
+        "cwd": str(project),
+        "timestamp": "2026-01-01T00:00:00Z",
+        "message": {"role": "user", "content": "hi"},
+    }
     session = write(tmp_path / "s.jsonl", json.dumps(record) + "\n")
     ingest(engine, plugins, [session])
     ingest(engine, plugins, [session])  # unchanged: nothing new
     with engine.connect() as conn:
-        rows = conn.execute(select(s.GuidanceFile.path, s.GuidanceFile.origin, s.GuidanceFile.text)).all()
+        rows = conn.execute(
+            select(s.GuidanceFile.path, s.GuidanceFile.origin, s.GuidanceFile.text)
+        ).all()
     assert rows == [(str(project / "CLAUDE.md"), DISK, "Run `make check` before you say done.")]
 
 
@@ -228,14 +284,34 @@ def test_the_hooks_request_to_the_observer_carries_the_claude_md_of_its_director
     secret = "AKIA" + "Q3EGRZ7KXV2B4NHT"
     write(project / "CLAUDE.md", f"# Demo rules\n\n{rule}\nDeploy key: {secret}\n")
     write(Path(os.environ["HOME"]) / ".claude" / "CLAUDE.md", "Answer in short sentences.")
-    session = copy_lines(corpus / CC_SESSION, tmp_path / "projects" / "-Demo" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl")
-    payload = {"session_id": "1af7fc5e-8455-4414-9ccd-011d40f70b2a", "transcript_path": str(session),
-               "cwd": str(project), "hook_event_name": "Stop", "stop_hook_active": False}
+    session = copy_lines(
+        corpus / CC_SESSION,
+        tmp_path / "projects" / "-Demo" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
+    )
+    payload = {
+        "session_id": "1af7fc5e-8455-4414-9ccd-011d40f70b2a",
+        "transcript_path": str(session),
+        "cwd": str(project),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
     stub = Stub(Reply(200, anthropic_response({"needsCorrection": True, "message": CORRECTION})))
     try:
-        result = run_cli("hook", "claude-code", "--observer", "claude", "--base-url", stub.url,
-                         "--max-retries", "0", stdin=json.dumps(payload), env={"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"})
-        assert result.returncode == 0 and json.loads(result.stdout)["decision"] == "block", result.stderr
+        result = run_cli(
+            "hook",
+            "claude-code",
+            "--observer",
+            "claude",
+            "--base-url",
+            stub.url,
+            "--max-retries",
+            "0",
+            stdin=json.dumps(payload),
+            env={"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"},
+        )
+        assert result.returncode == 0 and json.loads(result.stdout)["decision"] == "block", (
+            result.stderr
+        )
         [request] = stub.log
     finally:
         stub.close()
@@ -246,7 +322,9 @@ def test_the_hooks_request_to_the_observer_carries_the_claude_md_of_its_director
     assert f"> {rule}" in guidance and "> Answer in short sentences." in guidance
     assert secret not in json.dumps(request["body"])  # redacted like the rest of the prompt
     with open_db(tmp_path / "auditor.db").connect() as conn:
-        rows = conn.execute(select(s.GuidanceFile.path, s.GuidanceFile.origin, s.GuidanceFile.sha256)).all()
+        rows = conn.execute(
+            select(s.GuidanceFile.path, s.GuidanceFile.origin, s.GuidanceFile.sha256)
+        ).all()
     on_disk = (project / "CLAUDE.md").read_bytes()
     assert (str(project / "CLAUDE.md"), DISK, hashlib.sha256(on_disk).hexdigest()) in rows
 
@@ -255,29 +333,57 @@ def test_the_hooks_request_to_the_observer_carries_the_claude_md_of_its_director
 def test_claude_codes_nested_memory_of_an_agents_md_is_guidance(tmp_path, engine, plugins):
     base = {"sessionId": "s2", "cwd": "/repo", "timestamp": "2026-01-01T00:00:00Z"}
     lines = [
-        {**base, "type": "user", "uuid": "u1", "message": {"role": "user", "content": "fix the parser"}},
-        {**base, "type": "attachment", "uuid": "a1", "parentUuid": "u1",
-         "attachment": {"type": "nested_memory", "path": "/repo/parser/AGENTS.md",
-                        "content": {"path": "/repo/parser/AGENTS.md", "type": "Project",
-                                    "content": "Parser changes need a fixture in tests/fixtures."}}},
+        {
+            **base,
+            "type": "user",
+            "uuid": "u1",
+            "message": {"role": "user", "content": "fix the parser"},
+        },
+        {
+            **base,
+            "type": "attachment",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "attachment": {
+                "type": "nested_memory",
+                "path": "/repo/parser/AGENTS.md",
+                "content": {
+                    "path": "/repo/parser/AGENTS.md",
+                    "type": "Project",
+                    "content": "Parser changes need a fixture in tests/fixtures.",
+                },
+            },
+        },
     ]
     session = write(tmp_path / "s2.jsonl", "".join(json.dumps(r) + "\n" for r in lines))
     ingest(engine, plugins, [session])
     thread = find_thread(engine, "s2")
-    assert thread.guidance == {"/repo/parser/AGENTS.md": "Parser changes need a fixture in tests/fixtures."}
+    assert thread.guidance == {
+        "/repo/parser/AGENTS.md": "Parser changes need a fixture in tests/fixtures."
+    }
     with engine.connect() as conn:
         view = for_checkpoint(conn, thread, load_messages(engine, thread.id))
-    assert [(g.path, g.source) for g in view.guidance_files] == [("/repo/parser/AGENTS.md", "recorded in the transcript")]
+    assert [(g.path, g.source) for g in view.guidance_files] == [
+        ("/repo/parser/AGENTS.md", "recorded in the transcript")
+    ]
 
 
-def test_amps_discovered_guidance_files_with_their_text_or_read_from_disk(tmp_path, engine, plugins):
+def test_amps_discovered_guidance_files_with_their_text_or_read_from_disk(
+    tmp_path, engine, plugins
+):
     root = Path(__file__).resolve().parent.parent
     doc = json.loads((root / "data" / "samples" / "amp-thread-export.json").read_text())
     sub = write(tmp_path / "repo" / "web" / "AGENTS.md", "Use the design tokens; no raw colours.")
     doc["messages"][0]["discoveredGuidanceFiles"] = [
-        {"uri": "file:///home/dev/textkit/AGENTS.md", "lineCount": 1, "content": "Run `just test` first."},
+        {
+            "uri": "file:///home/dev/textkit/AGENTS.md",
+            "lineCount": 1,
+            "content": "Run `just test` first.",
+        },
     ]
-    result = next(b for m in doc["messages"] for b in m["content"] if b.get("type") == "tool_result")
+    result = next(
+        b for m in doc["messages"] for b in m["content"] if b.get("type") == "tool_result"
+    )
     result["run"].setdefault("result", {})["discoveredGuidanceFiles"] = [
         {"uri": sub.as_uri(), "lineCount": 1},
         {"uri": "file:///gone/AGENTS.md", "lineCount": 3},

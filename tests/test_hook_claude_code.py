@@ -39,7 +39,10 @@ def stub():
 @pytest.fixture
 def session(corpus, tmp_path):
     """The session file as Claude Code leaves it when it is about to stop."""
-    return copy_lines(corpus / CC_SESSION, tmp_path / "projects" / "-path-to-Demo" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl")
+    return copy_lines(
+        corpus / CC_SESSION,
+        tmp_path / "projects" / "-path-to-Demo" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
+    )
 
 
 def payload(session, **extra) -> str:
@@ -56,8 +59,19 @@ def payload(session, **extra) -> str:
 
 
 def hook(stub, session, *args, env=KEY, **extra):
-    return run_cli("hook", "claude-code", "--observer", "claude", "--base-url", stub.url, "--max-retries", "0",
-                   *args, stdin=payload(session, **extra), env=env)
+    return run_cli(
+        "hook",
+        "claude-code",
+        "--observer",
+        "claude",
+        "--base-url",
+        stub.url,
+        "--max-retries",
+        "0",
+        *args,
+        stdin=payload(session, **extra),
+        env=env,
+    )
 
 
 def block(message: str) -> str:
@@ -67,7 +81,10 @@ def block(message: str) -> str:
 def test_a_correction_is_printed_as_exactly_the_block_json_and_recorded(stub, session, tmp_path):
     result = hook(stub, session)
     assert (result.returncode, result.stdout) == (0, block(CORRECTION))
-    assert json.loads(result.stdout) == {"decision": "block", "reason": f"{CORRECTION_MARKER} {CORRECTION}"}
+    assert json.loads(result.stdout) == {
+        "decision": "block",
+        "reason": f"{CORRECTION_MARKER} {CORRECTION}",
+    }
     # The observer saw the real session, up to the claim it was asked to judge.
     assert len(stub.log) == 1
     sent = stub.last["body"]["messages"][0]["content"]
@@ -75,14 +92,20 @@ def test_a_correction_is_printed_as_exactly_the_block_json_and_recorded(stub, se
     engine = open_db(tmp_path / "auditor.db")
     [run] = rows(engine, s.Run)
     assert (run.status, run.observer, run.audited, run.corrections) == ("done", "claude", 1, 1)
-    assert run.config["hook"]["agent"] == "claude-code" and run.config["hook"]["session_id"].startswith("1af7fc5e")
+    assert run.config["hook"]["agent"] == "claude-code" and run.config["hook"][
+        "session_id"
+    ].startswith("1af7fc5e")
     [verdict] = rows(engine, s.Verdict)
     assert (verdict.status, verdict.needs_correction, verdict.message) == ("ok", True, CORRECTION)
     assert verdict.input_tokens > 0 and verdict.cost_usd is not None
     [cp] = rows(engine, s.Checkpoint)
     assert (cp.gate_reason, cp.message_native_id) == ("passed", last_record(session)["uuid"])
     [injection] = rows(engine, s.Injection)
-    assert (injection.injector, injection.status, injection.verdict_id) == ("claude-code", "delivered", verdict.id)
+    assert (injection.injector, injection.status, injection.verdict_id) == (
+        "claude-code",
+        "delivered",
+        verdict.id,
+    )
 
 
 def test_silence_prints_nothing(stub, session, tmp_path):
@@ -105,7 +128,9 @@ def test_a_server_error_lets_the_agent_stop_and_is_recorded(stub, session, tmp_p
 
 
 def test_an_observer_slower_than_the_deadline_lets_the_agent_stop(stub, session, tmp_path):
-    stub.default = Reply(200, anthropic_response({"needsCorrection": True, "message": CORRECTION}), delay=8)
+    stub.default = Reply(
+        200, anthropic_response({"needsCorrection": True, "message": CORRECTION}), delay=8
+    )
     started = time.monotonic()
     result = hook(stub, session, "--deadline", "3")
     took = time.monotonic() - started
@@ -125,7 +150,9 @@ def test_a_missing_key_lets_the_agent_stop_and_is_recorded(stub, session, tmp_pa
 
 @pytest.mark.parametrize("stdin", ["not json", "[]", json.dumps({"hook_event_name": "Stop"})])
 def test_a_bad_hook_input_fails_open(stub, session, tmp_path, stdin):
-    result = run_cli("hook", "claude-code", "--observer", "claude", "--base-url", stub.url, stdin=stdin, env=KEY)
+    result = run_cli(
+        "hook", "claude-code", "--observer", "claude", "--base-url", stub.url, stdin=stdin, env=KEY
+    )
     assert (result.returncode, result.stdout) == (0, "")
     [run] = rows(open_db(tmp_path / "auditor.db"), s.Run)
     assert run.status == "failed" and run.error
@@ -137,10 +164,14 @@ def test_stop_hook_active_never_blocks(stub, session):
     assert stub.log == []
 
 
-def test_a_lagging_transcript_is_judged_with_the_last_assistant_message(stub, session, corpus, tmp_path):
+def test_a_lagging_transcript_is_judged_with_the_last_assistant_message(
+    stub, session, corpus, tmp_path
+):
     final = last_record(session)
     text = final["message"]["content"][0]["text"]
-    lagging = copy_lines(corpus / CC_SESSION, session, lines=28)  # the final message is not written yet
+    lagging = copy_lines(
+        corpus / CC_SESSION, session, lines=28
+    )  # the final message is not written yet
     result = hook(stub, lagging, "--lag-wait", "0.2", last_assistant_message=text)
     assert (result.returncode, result.stdout) == (0, block(CORRECTION))
     assert text[:80] in stub.last["body"]["messages"][0]["content"]
@@ -151,16 +182,43 @@ def test_the_next_stop_after_a_correction_is_not_audited(stub, session, tmp_path
     assert hook(stub, session).stdout == block(CORRECTION)
     final = last_record(session)
     feedback_id, answer_id = str(uuid.uuid4()), str(uuid.uuid4())
-    common = {k: final[k] for k in ("sessionId", "cwd", "version", "gitBranch", "userType", "isSidechain")}
+    common = {
+        k: final[k] for k in ("sessionId", "cwd", "version", "gitBranch", "userType", "isSidechain")
+    }
     records = [
-        {**common, "parentUuid": final["uuid"], "type": "user", "isMeta": True, "uuid": feedback_id,
-         "timestamp": "2025-09-03T00:50:00.000Z",
-         "message": {"role": "user", "content": f"Stop hook feedback:\n[auditor hook claude-code]: {CORRECTION_MARKER} {CORRECTION}"}},
-        {**common, "parentUuid": feedback_id, "type": "assistant", "uuid": answer_id,
-         "timestamp": "2025-09-03T00:50:09.000Z",
-         "message": {"id": "msg_after", "type": "message", "role": "assistant", "model": "claude-sonnet-4-20250514",
-                     "content": [{"type": "text", "text": "You're right, the Write was denied. Please grant it and I will write CLAUDE.md."}],
-                     "stop_reason": "end_turn", "usage": {"input_tokens": 10, "output_tokens": 20}}},
+        {
+            **common,
+            "parentUuid": final["uuid"],
+            "type": "user",
+            "isMeta": True,
+            "uuid": feedback_id,
+            "timestamp": "2025-09-03T00:50:00.000Z",
+            "message": {
+                "role": "user",
+                "content": f"Stop hook feedback:\n[auditor hook claude-code]: {CORRECTION_MARKER} {CORRECTION}",
+            },
+        },
+        {
+            **common,
+            "parentUuid": feedback_id,
+            "type": "assistant",
+            "uuid": answer_id,
+            "timestamp": "2025-09-03T00:50:09.000Z",
+            "message": {
+                "id": "msg_after",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-20250514",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "You're right, the Write was denied. Please grant it and I will write CLAUDE.md.",
+                    }
+                ],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 20},
+            },
+        },
     ]
     with open(session, "a") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in records)
@@ -170,7 +228,10 @@ def test_the_next_stop_after_a_correction_is_not_audited(stub, session, tmp_path
     engine = open_db(tmp_path / "auditor.db")
     feedback = rows(engine, s.Message, s.Message.native_id == feedback_id)[0]
     assert feedback.source_type == "course-correction"
-    assert rows(engine, s.Checkpoint, s.Checkpoint.message_native_id == answer_id)[0].gate_reason == "after-correction"
+    assert (
+        rows(engine, s.Checkpoint, s.Checkpoint.message_native_id == answer_id)[0].gate_reason
+        == "after-correction"
+    )
 
 
 def test_the_same_stop_twice_blocks_once_and_calls_the_observer_once(stub, session):
@@ -180,12 +241,21 @@ def test_the_same_stop_twice_blocks_once_and_calls_the_observer_once(stub, sessi
     assert len(stub.log) == 1
 
 
-def test_no_correction_when_the_user_wrote_while_the_observer_thought(stub, session, corpus, tmp_path):
+def test_no_correction_when_the_user_wrote_while_the_observer_thought(
+    stub, session, corpus, tmp_path
+):
     """Seed 002: at an end of turn a correction goes out only if the user has not written since."""
     final = last_record(session)
-    typed = {k: final[k] for k in ("sessionId", "cwd", "version", "gitBranch", "userType", "isSidechain")}
-    typed.update(parentUuid=final["uuid"], type="user", uuid=str(uuid.uuid4()), timestamp="2025-09-03T00:48:00.000Z",
-                 message={"role": "user", "content": "never mind, I'll write it myself"})
+    typed = {
+        k: final[k] for k in ("sessionId", "cwd", "version", "gitBranch", "userType", "isSidechain")
+    }
+    typed.update(
+        parentUuid=final["uuid"],
+        type="user",
+        uuid=str(uuid.uuid4()),
+        timestamp="2025-09-03T00:48:00.000Z",
+        message={"role": "user", "content": "never mind, I'll write it myself"},
+    )
     line = json.dumps(typed) + "\n"
 
     # The stub writes the user's message into the transcript while "thinking".
@@ -212,18 +282,40 @@ def test_a_subagent_stop_audits_the_subagent_thread(stub, corpus, tmp_path):
     src = corpus / SUBAGENT / "subagents" / "agent-a610ebe7eea0c9ec8.jsonl"
     dest = tmp_path / "p" / "6e3aa12b-9c1b-4b7d-aad7-901bff58dffb" / "subagents" / src.name
     copy_lines(src, dest)
-    copy_lines(src.with_name("agent-a610ebe7eea0c9ec8.meta.json"), dest.with_name("agent-a610ebe7eea0c9ec8.meta.json"))
-    stdin = json.dumps({"session_id": "6e3aa12b-9c1b-4b7d-aad7-901bff58dffb", "hook_event_name": "SubagentStop",
-                        "transcript_path": str(tmp_path / "p" / "6e3aa12b-9c1b-4b7d-aad7-901bff58dffb.jsonl"),
-                        "agent_id": "a610ebe7eea0c9ec8", "agent_transcript_path": str(dest), "stop_hook_active": False})
+    copy_lines(
+        src.with_name("agent-a610ebe7eea0c9ec8.meta.json"),
+        dest.with_name("agent-a610ebe7eea0c9ec8.meta.json"),
+    )
+    stdin = json.dumps(
+        {
+            "session_id": "6e3aa12b-9c1b-4b7d-aad7-901bff58dffb",
+            "hook_event_name": "SubagentStop",
+            "transcript_path": str(tmp_path / "p" / "6e3aa12b-9c1b-4b7d-aad7-901bff58dffb.jsonl"),
+            "agent_id": "a610ebe7eea0c9ec8",
+            "agent_transcript_path": str(dest),
+            "stop_hook_active": False,
+        }
+    )
     args = ("hook", "claude-code", "--observer", "claude", "--base-url", stub.url)
     quiet = run_cli(*args, stdin=stdin, env=KEY)
     assert (quiet.returncode, quiet.stdout) == (0, "")
     engine = open_db(tmp_path / "auditor.db")
-    [thread] = rows(engine, s.Thread, s.Thread.native_id == "6e3aa12b-9c1b-4b7d-aad7-901bff58dffb/agent-a610ebe7eea0c9ec8")
+    [thread] = rows(
+        engine,
+        s.Thread,
+        s.Thread.native_id == "6e3aa12b-9c1b-4b7d-aad7-901bff58dffb/agent-a610ebe7eea0c9ec8",
+    )
     assert thread.is_sidechain
     assert [c.gate_reason for c in rows(engine, s.Checkpoint)] == ["sidechain"]
-    audited = run_cli(*args, "--include-sidechains", "--min-tool-calls", "1", "--no-require-edit", stdin=stdin, env=KEY)
+    audited = run_cli(
+        *args,
+        "--include-sidechains",
+        "--min-tool-calls",
+        "1",
+        "--no-require-edit",
+        stdin=stdin,
+        env=KEY,
+    )
     assert (audited.returncode, audited.stdout) == (0, block(CORRECTION))
 
 

@@ -32,17 +32,39 @@ def stub():
 @pytest.fixture
 def rollout(corpus, tmp_path):
     """The rollout as Codex leaves it when the turn ends (its final agent message written)."""
-    return copy_lines(corpus / CODEX_ROLLOUT, tmp_path / "sessions" / "rollout.jsonl", lines=CODEX_TURN_END)
+    return copy_lines(
+        corpus / CODEX_ROLLOUT, tmp_path / "sessions" / "rollout.jsonl", lines=CODEX_TURN_END
+    )
 
 
 def hook(stub, rollout, *args, turn="turn-1", **extra):
-    last = json.loads(rollout.read_bytes().splitlines()[CODEX_TURN_END - 2])["payload"]["content"][0]["text"]
-    data = {"session_id": SESSION, "turn_id": turn, "transcript_path": str(rollout), "cwd": "/Users/aneeshar/repos",
-            "model": "gpt-5-codex", "permission_mode": "default", "hook_event_name": "Stop",
-            "stop_hook_active": False, "last_assistant_message": last}
+    last = json.loads(rollout.read_bytes().splitlines()[CODEX_TURN_END - 2])["payload"]["content"][
+        0
+    ]["text"]
+    data = {
+        "session_id": SESSION,
+        "turn_id": turn,
+        "transcript_path": str(rollout),
+        "cwd": "/Users/aneeshar/repos",
+        "model": "gpt-5-codex",
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+        "last_assistant_message": last,
+    }
     data.update(extra)
     env = {"GEMINI_API_KEY": "AIza-TEST-dummy", "GOOGLE_GEMINI_BASE_URL": stub.url}
-    return run_cli("hook", "codex", "--observer", "gemini", "--max-retries", "0", *args, stdin=json.dumps(data), env=env)
+    return run_cli(
+        "hook",
+        "codex",
+        "--observer",
+        "gemini",
+        "--max-retries",
+        "0",
+        *args,
+        stdin=json.dumps(data),
+        env=env,
+    )
 
 
 def block(text: str) -> str:
@@ -55,15 +77,46 @@ def work(rollout, n: int, final: str, user: str | None = None) -> None:
     ts = "2025-12-09T09:30:00.000Z"
     lines = []
     if user is not None:
-        lines.append({"timestamp": ts, "type": "response_item",
-                      "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": user}]}})
+        lines.append(
+            {
+                "timestamp": ts,
+                "type": "response_item",
+                "payload": {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": user}],
+                },
+            }
+        )
     lines += [
-        {"timestamp": ts, "type": "response_item", "payload": {"type": "function_call", "name": "shell_command",
-         "arguments": json.dumps({"command": "npm test"}), "call_id": f"call_more_{n}"}},
-        {"timestamp": ts, "type": "response_item", "payload": {"type": "function_call_output",
-         "call_id": f"call_more_{n}", "output": "Exit code: 0\nOutput:\n12 passing"}},
-        {"timestamp": ts, "type": "response_item", "payload": {"type": "message", "role": "assistant",
-         "content": [{"type": "output_text", "text": final}]}},
+        {
+            "timestamp": ts,
+            "type": "response_item",
+            "payload": {
+                "type": "function_call",
+                "name": "shell_command",
+                "arguments": json.dumps({"command": "npm test"}),
+                "call_id": f"call_more_{n}",
+            },
+        },
+        {
+            "timestamp": ts,
+            "type": "response_item",
+            "payload": {
+                "type": "function_call_output",
+                "call_id": f"call_more_{n}",
+                "output": "Exit code: 0\nOutput:\n12 passing",
+            },
+        },
+        {
+            "timestamp": ts,
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": final}],
+            },
+        },
     ]
     with open(rollout, "a") as fh:
         fh.writelines(json.dumps(line) + "\n" for line in lines)
@@ -89,7 +142,12 @@ def test_stop_hook_active_never_blocks(stub, rollout):
 def test_the_hook_prompt_codex_records_counts_as_a_correction(stub, rollout, tmp_path):
     """Codex records the block's reason as `<hook_prompt>` user text: the next stop is not audited."""
     assert hook(stub, rollout).stdout == block(FIRST)
-    work(rollout, 1, "Tests pass now.", user=f'<hook_prompt hook_run_id="r1">{CORRECTION_MARKER} {FIRST}</hook_prompt>')
+    work(
+        rollout,
+        1,
+        "Tests pass now.",
+        user=f'<hook_prompt hook_run_id="r1">{CORRECTION_MARKER} {FIRST}</hook_prompt>',
+    )
     result = hook(stub, rollout)
     assert (result.returncode, result.stdout) == (0, "")
     assert len(stub.log) == 1
@@ -132,9 +190,19 @@ def test_without_a_transcript_path_a_thread_not_in_the_store_is_left_alone(stub,
 
 
 def test_the_hook_input_may_come_as_an_argument(stub, rollout):
-    last = json.loads(rollout.read_bytes().splitlines()[CODEX_TURN_END - 2])["payload"]["content"][0]["text"]
-    data = json.dumps({"session_id": SESSION, "turn_id": "t", "transcript_path": str(rollout), "hook_event_name": "Stop",
-                       "stop_hook_active": False, "last_assistant_message": last})
+    last = json.loads(rollout.read_bytes().splitlines()[CODEX_TURN_END - 2])["payload"]["content"][
+        0
+    ]["text"]
+    data = json.dumps(
+        {
+            "session_id": SESSION,
+            "turn_id": "t",
+            "transcript_path": str(rollout),
+            "hook_event_name": "Stop",
+            "stop_hook_active": False,
+            "last_assistant_message": last,
+        }
+    )
     env = {"GEMINI_API_KEY": "AIza-TEST-dummy", "GOOGLE_GEMINI_BASE_URL": stub.url}
     result = run_cli("hook", "codex", "--observer", "gemini", data, env=env)
     assert (result.returncode, result.stdout) == (0, block(FIRST))

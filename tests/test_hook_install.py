@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 from live_helpers import CC_SESSION, copy_lines, run_cli
 
-EXAMPLE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "wire" / "claude_code_settings.hooks.example.json"
+EXAMPLE = (
+    Path(__file__).resolve().parent.parent.parent
+    / "shared"
+    / "reference"
+    / "wire"
+    / "claude_code_settings.hooks.example.json"
+)
 
 
 def assert_claude_code_accepts(settings: dict, event: str = "Stop") -> dict:
@@ -25,7 +31,11 @@ def assert_claude_code_accepts(settings: dict, event: str = "Stop") -> dict:
         assert "matcher" not in group and isinstance(group["hooks"], list)
     handler = ours[0]
     assert set(handler) == {"type", "command", "timeout"}
-    assert handler["type"] == "command" and isinstance(handler["timeout"], int) and handler["timeout"] > 0
+    assert (
+        handler["type"] == "command"
+        and isinstance(handler["timeout"], int)
+        and handler["timeout"] > 0
+    )
     if EXAMPLE.is_file():  # the same keys as the reference example
         example = json.loads(EXAMPLE.read_text())["hooks"]["Stop"][0]["hooks"][0]
         assert set(example) == set(handler)
@@ -69,8 +79,12 @@ def test_install_merges_and_never_clobbers(tmp_path):
     theirs = {
         "permissions": {"allow": ["Bash(npm test)"]},
         "hooks": {
-            "Stop": [{"hooks": [{"type": "command", "command": "~/.claude/stop-hook-git-check.sh"}]}],
-            "PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "prettier -w"}]}],
+            "Stop": [
+                {"hooks": [{"type": "command", "command": "~/.claude/stop-hook-git-check.sh"}]}
+            ],
+            "PostToolUse": [
+                {"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "prettier -w"}]}
+            ],
         },
     }
     path.write_text(json.dumps(theirs, indent=2))
@@ -111,7 +125,10 @@ def test_a_broken_settings_file_is_left_alone(tmp_path):
     path.write_text('{"hooks": {')
     result = install(tmp_path)
     assert result.returncode == 2
-    assert result.stderr.startswith(f"Error: {path} is not valid JSON (") and "nothing was changed" in result.stderr
+    assert (
+        result.stderr.startswith(f"Error: {path} is not valid JSON (")
+        and "nothing was changed" in result.stderr
+    )
     assert path.read_text() == '{"hooks": {'
 
 
@@ -120,7 +137,9 @@ def test_user_and_local_scopes(tmp_path):
     assert install(tmp_path, "--user").returncode == 0
     assert_claude_code_accepts(json.loads((home / ".claude" / "settings.json").read_text()))
     assert install(tmp_path, "--local").returncode == 0
-    assert_claude_code_accepts(json.loads((tmp_path / "proj" / ".claude" / "settings.local.json").read_text()))
+    assert_claude_code_accepts(
+        json.loads((tmp_path / "proj" / ".claude" / "settings.local.json").read_text())
+    )
 
 
 def test_codex_hooks_file(tmp_path):
@@ -128,20 +147,42 @@ def test_codex_hooks_file(tmp_path):
     assert result.returncode == 0
     settings = json.loads((tmp_path / "proj" / ".codex" / "hooks.json").read_text())
     [group] = settings["hooks"]["Stop"]
-    assert shlex.split(group["hooks"][0]["command"])[-2:] == ["hook", "codex"] and "SubagentStop" not in settings["hooks"]
+    assert (
+        shlex.split(group["hooks"][0]["command"])[-2:] == ["hook", "codex"]
+        and "SubagentStop" not in settings["hooks"]
+    )
 
 
 @pytest.mark.corpus
 def test_the_installed_command_runs_as_claude_code_would_run_it(tmp_path, corpus):
     """Run the command string from settings.json through a shell, with a Stop payload on stdin."""
     assert install(tmp_path).returncode == 0
-    handler = assert_claude_code_accepts(json.loads((tmp_path / "proj" / ".claude" / "settings.json").read_text()))
+    handler = assert_claude_code_accepts(
+        json.loads((tmp_path / "proj" / ".claude" / "settings.json").read_text())
+    )
     session = copy_lines(corpus / CC_SESSION, tmp_path / "s.jsonl")
-    stdin = json.dumps({"session_id": "1af7fc5e-8455-4414-9ccd-011d40f70b2a", "transcript_path": str(session),
-                        "hook_event_name": "Stop", "stop_hook_active": False})
-    env = {**os.environ, "CLAUDE_PROJECT_DIR": str(tmp_path / "proj"), "AUDITOR_OBSERVER": "no-such-observer"}
-    result = subprocess.run(["/bin/sh", "-c", handler["command"]], input=stdin, capture_output=True, text=True,
-                            env=env, timeout=60, check=False)
+    stdin = json.dumps(
+        {
+            "session_id": "1af7fc5e-8455-4414-9ccd-011d40f70b2a",
+            "transcript_path": str(session),
+            "hook_event_name": "Stop",
+            "stop_hook_active": False,
+        }
+    )
+    env = {
+        **os.environ,
+        "CLAUDE_PROJECT_DIR": str(tmp_path / "proj"),
+        "AUDITOR_OBSERVER": "no-such-observer",
+    }
+    result = subprocess.run(
+        ["/bin/sh", "-c", handler["command"]],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert (result.returncode, result.stdout) == (0, "")  # an unusable observer fails open
 
 

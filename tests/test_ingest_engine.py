@@ -34,8 +34,15 @@ class ToyFormat:
                 continue
             line, obj = item
             yield ThreadInfo(obj["thread"], "toy", cwd="/work/toy")
-            yield Message(obj["thread"], obj["id"], "user", seq=line, line=line,
-                          blocks=[Block("text", text=obj["text"])], usage_key=obj["id"])
+            yield Message(
+                obj["thread"],
+                obj["id"],
+                "user",
+                seq=line,
+                line=line,
+                blocks=[Block("text", text=obj["text"])],
+                usage_key=obj["id"],
+            )
             yield Usage(obj["thread"], obj["id"], model="toy-1", input_tokens=obj.get("tokens", 0))
 
 
@@ -51,7 +58,10 @@ def toy():
 
 
 def lines(*ids: str, thread: str = "t1") -> str:
-    return "".join(json.dumps({"thread": thread, "id": i, "text": f"message {i}", "tokens": 10}) + "\n" for i in ids)
+    return "".join(
+        json.dumps({"thread": thread, "id": i, "text": f"message {i}", "tokens": 10}) + "\n"
+        for i in ids
+    )
 
 
 def counts(engine) -> tuple[int, int, int]:
@@ -65,7 +75,12 @@ def counts(engine) -> tuple[int, int, int]:
 
 def errors(engine) -> list[tuple[str, int | None, str]]:
     with engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(select(s.IngestError.path, s.IngestError.line, s.IngestError.error))]
+        return [
+            tuple(r)
+            for r in conn.execute(
+                select(s.IngestError.path, s.IngestError.line, s.IngestError.error)
+            )
+        ]
 
 
 def test_ingest_twice_changes_nothing(engine, toy, tmp_path):
@@ -106,7 +121,9 @@ def test_a_malformed_line_is_reported_and_the_rest_is_kept(engine, toy, tmp_path
     f.write_text(lines("m1") + "{not json\n" + lines("m2"))
     summary = ingest(engine, toy, [f])
     assert not summary.ok
-    assert summary.errors == [f"{f}:2: malformed JSON: " + summary.errors[0].split("malformed JSON: ")[1]]
+    assert summary.errors == [
+        f"{f}:2: malformed JSON: " + summary.errors[0].split("malformed JSON: ")[1]
+    ]
     assert counts(engine)[1] == 2
     assert errors(engine)[0][:2] == (str(f), 2)
 
@@ -137,7 +154,9 @@ def test_binary_garbage_is_an_unknown_format(engine, toy, tmp_path):
     (tmp_path / "good.jsonl").write_text(lines("m1"))
     summary = ingest(engine, toy, [tmp_path])
     assert summary.failed == 1 and summary.new == 1
-    assert summary.errors == [f"{junk}: unknown transcript format (tried " + summary.errors[0].split("(tried ")[1]]
+    assert summary.errors == [
+        f"{junk}: unknown transcript format (tried " + summary.errors[0].split("(tried ")[1]
+    ]
     assert "use --format NAME" in summary.errors[0]
 
 
@@ -146,7 +165,9 @@ def test_forcing_a_format_on_garbage_reports_lines_and_caps_the_noise(engine, to
     junk.write_bytes(b"\x00\xff garbage\n" * 100)
     summary = ingest(engine, toy, [junk], format_name="toy")
     assert summary.failed == 1
-    assert len(summary.errors) == 21 and summary.errors[-1].endswith("and 80 more problems in this file")
+    assert len(summary.errors) == 21 and summary.errors[-1].endswith(
+        "and 80 more problems in this file"
+    )
 
 
 def test_unknown_format_name_lists_the_known_ones(engine, toy, tmp_path):

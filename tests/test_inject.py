@@ -37,7 +37,9 @@ class NumberedObserver:
     async def observe(self, request, options):
         self.calls += 1
         args = {"needsCorrection": True, "message": f"correction number {self.calls}"}
-        return ObserveResult("course_correct", args, ObserverUsage(input=10, output=5), request.model, 0.0)
+        return ObserveResult(
+            "course_correct", args, ObserverUsage(input=10, output=5), request.model, 0.0
+        )
 
 
 class NumberedPlugin:
@@ -51,7 +53,13 @@ class NumberedPlugin:
 
 @pytest.fixture
 def pm():
-    return get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(FakeObserver()), NumberedPlugin(NumberedObserver())])
+    return get_plugin_manager(
+        extra=[
+            ScriptPlugin(),
+            FakeObserverPlugin(FakeObserver()),
+            NumberedPlugin(NumberedObserver()),
+        ]
+    )
 
 
 def quiet(line):
@@ -83,7 +91,9 @@ def test_pending_corrections_are_delivered_once(engine, pm, claims):
     deliveries, printed = deliver_all(engine, pm)
     assert [(d.status, d.correction.thread) for d in deliveries] == [("delivered", "t-claims")]
     assert printed[0]["type"] == "course-correction" and printed[0]["thread"] == "t-claims"
-    assert printed[0]["message"] == "the tests failed, look again" and printed[0]["observer"] == "fake"
+    assert (
+        printed[0]["message"] == "the tests failed, look again" and printed[0]["observer"] == "fake"
+    )
     again, printed = deliver_all(engine, pm)
     assert again == [] and printed == []
     [row] = rows(engine, s.Injection)
@@ -98,10 +108,23 @@ def test_a_dry_run_delivers_and_records_nothing(engine, pm, claims):
 
 def test_guard_user_wrote_again(engine, pm, claims):
     with open(claims, "a") as fh:
-        fh.write(json.dumps({"script": 1, "thread": "t-claims", "id": "t-claims-next", "role": "user", "text": "thanks, now do X"}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "script": 1,
+                    "thread": "t-claims",
+                    "id": "t-claims-next",
+                    "role": "user",
+                    "text": "thanks, now do X",
+                }
+            )
+            + "\n"
+        )
     ingest(engine, pm, [claims])
     deliveries, printed = deliver_all(engine, pm)
-    assert [(d.status, d.error.split(":")[0]) for d in deliveries] == [("skipped", "user-wrote-again")]
+    assert [(d.status, d.error.split(":")[0]) for d in deliveries] == [
+        ("skipped", "user-wrote-again")
+    ]
     assert printed == []
     assert deliver_all(engine, pm)[0] == []  # held back for good, not retried
 
@@ -114,7 +137,9 @@ def test_guard_at_most_k_corrections_in_a_row(engine, pm, tmp_path):
     assert summary.corrections >= 4
     deliveries, printed = deliver_all(engine, pm)
     assert [d.status for d in deliveries[:3]] == ["delivered", "delivered", "skipped"]
-    assert deliveries[2].error.startswith("too-many-corrections: 2 since the user last wrote (max 2)")
+    assert deliveries[2].error.startswith(
+        "too-many-corrections: 2 since the user last wrote (max 2)"
+    )
     assert len(printed) == 2
 
 
@@ -170,7 +195,9 @@ def test_only_the_corrections_of_one_run(engine, pm, claims, tmp_path):
 
 def test_injectors_are_registered_by_name(pm):
     assert {"claude-code", "codex", "amp-thread", "webhook", "stdout"} <= set(pm.injectors())
-    with pytest.raises(UnknownName, match="'nope' is not a known injector. Available: amp-thread, claude-code"):
+    with pytest.raises(
+        UnknownName, match="'nope' is not a known injector. Available: amp-thread, claude-code"
+    ):
         pm.injector("nope")
 
 
@@ -189,7 +216,9 @@ def test_inject_prints_json_lines_by_default(engine, pm, claims):
 
 
 def test_inject_dry_run(engine, pm, claims):
-    result = run_cli("inject", "--dry-run", "--injector", "webhook", "--url", "http://127.0.0.1:9/never")
+    result = run_cli(
+        "inject", "--dry-run", "--injector", "webhook", "--url", "http://127.0.0.1:9/never"
+    )
     assert result.returncode == 0
     assert result.stdout.startswith("would deliver verdict ") and "t-claims" in result.stdout
     assert rows(engine, s.Injection) == []
@@ -207,7 +236,9 @@ def test_inject_refuses_a_live_injector(engine, pm, claims):
 def test_inject_unknown_injector(engine, pm, claims):
     result = run_cli("inject", "--injector", "carrier-pigeon")
     assert result.returncode == 2
-    assert result.stderr.startswith("Error: 'carrier-pigeon' is not a known injector. Available: amp-thread")
+    assert result.stderr.startswith(
+        "Error: 'carrier-pigeon' is not a known injector. Available: amp-thread"
+    )
 
 
 # -- webhook --------------------------------------------------------------------------------
@@ -224,21 +255,33 @@ def test_webhook_posts_the_correction(engine, pm, claims, hook_server):
     [request] = hook_server.log
     assert request["method"] == "POST" and request["path"] == "/steer"
     assert request["headers"]["content-type"] == "application/json"
-    assert request["body"]["message"] == "the tests failed, look again" and request["body"]["thread"] == "t-claims"
+    assert (
+        request["body"]["message"] == "the tests failed, look again"
+        and request["body"]["thread"] == "t-claims"
+    )
     [row] = rows(engine, s.Injection)
     assert (row.status, row.target) == ("delivered", hook_server.url + "/steer")
 
 
 def test_webhook_retries_server_errors(engine, pm, claims, hook_server):
     hook_server.queue = [Reply(503, {"error": "busy"}), Reply(500, {"error": "oops"})]
-    [d] = inj.inject_pending(engine, pm.injector("webhook"), {"url": hook_server.url, "backoff": 0.01})
+    [d] = inj.inject_pending(
+        engine, pm.injector("webhook"), {"url": hook_server.url, "backoff": 0.01}
+    )
     assert d.status == "delivered" and len(hook_server.log) == 3
 
 
-def test_webhook_gives_up_after_its_retries_and_a_later_inject_retries(engine, pm, claims, hook_server):
+def test_webhook_gives_up_after_its_retries_and_a_later_inject_retries(
+    engine, pm, claims, hook_server
+):
     hook_server.default = Reply(500, {"error": "down"})
-    [d] = inj.inject_pending(engine, pm.injector("webhook"), {"url": hook_server.url, "retries": 2, "backoff": 0.01})
-    assert (d.status, d.error) == ("failed", f"AuditorError: HTTP 500 from {hook_server.url} (after 3 attempts)")
+    [d] = inj.inject_pending(
+        engine, pm.injector("webhook"), {"url": hook_server.url, "retries": 2, "backoff": 0.01}
+    )
+    assert (d.status, d.error) == (
+        "failed",
+        f"AuditorError: HTTP 500 from {hook_server.url} (after 3 attempts)",
+    )
     hook_server.default = Reply(200, {"ok": True})
     [d] = inj.inject_pending(engine, pm.injector("webhook"), {"url": hook_server.url})
     assert d.status == "delivered"
@@ -246,25 +289,36 @@ def test_webhook_gives_up_after_its_retries_and_a_later_inject_retries(engine, p
 
 def test_webhook_does_not_retry_a_refusal(engine, pm, claims, hook_server):
     hook_server.default = Reply(400, {"error": "bad"})
-    [d] = inj.inject_pending(engine, pm.injector("webhook"), {"url": hook_server.url, "backoff": 0.01})
+    [d] = inj.inject_pending(
+        engine, pm.injector("webhook"), {"url": hook_server.url, "backoff": 0.01}
+    )
     assert d.status == "failed" and "(after 1 attempt)" in d.error and len(hook_server.log) == 1
 
 
 def test_webhook_times_out(engine, pm, claims, hook_server):
     hook_server.default = Reply(200, {"ok": True}, delay=2)
-    [d] = inj.inject_pending(engine, pm.injector("webhook"), {"url": hook_server.url, "timeout": 0.3, "retries": 1, "backoff": 0.01})
+    [d] = inj.inject_pending(
+        engine,
+        pm.injector("webhook"),
+        {"url": hook_server.url, "timeout": 0.3, "retries": 1, "backoff": 0.01},
+    )
     assert d.status == "failed" and "timed out" in d.error and "(after 2 attempts)" in d.error
 
 
 def test_webhook_without_a_url_says_how_to_give_one(engine, pm, claims):
     result = run_cli("inject", "--injector", "webhook")
     assert result.returncode == 1
-    assert "failed verdict" in result.stderr and "needs a URL: pass --url URL or set url under [injectors.webhook]" in result.stderr
+    assert (
+        "failed verdict" in result.stderr
+        and "needs a URL: pass --url URL or set url under [injectors.webhook]" in result.stderr
+    )
 
 
 def test_webhook_url_from_the_config_file(engine, pm, claims, hook_server, tmp_path):
     config = tmp_path / "config.toml"
-    config.write_text(f'[inject]\ninjector = "webhook"\n\n[injectors.webhook]\nurl = "{hook_server.url}/from-config"\n')
+    config.write_text(
+        f'[inject]\ninjector = "webhook"\n\n[injectors.webhook]\nurl = "{hook_server.url}/from-config"\n'
+    )
     result = run_cli("inject", env={"AUDITOR_CONFIG": str(config)})
     assert result.returncode == 0, result.stderr
     assert [r["path"] for r in hook_server.log] == ["/from-config"]

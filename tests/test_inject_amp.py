@@ -32,7 +32,9 @@ def amp_thread(corpus, dest, pad_mb: int = 0):
         final = doc["messages"][-1]
         body, n = doc["messages"][:-1], 0
         output = "x" * 65536
-        for n in range(1, pad_mb * 1_000_000 // (len(output) + len(json.dumps([call, result]))) + 1):
+        for n in range(
+            1, pad_mb * 1_000_000 // (len(output) + len(json.dumps([call, result]))) + 1
+        ):
             c, r = copy.deepcopy(call), copy.deepcopy(result)
             c["messageId"], r["messageId"] = 100 + 2 * n, 101 + 2 * n
             for block in c["content"]:
@@ -54,8 +56,12 @@ def amp_thread(corpus, dest, pad_mb: int = 0):
 def audited(engine, corpus, tmp_path, request):
     """An Amp thread in the store with one pending correction."""
     (tmp_path / "threads").mkdir()
-    path = amp_thread(corpus, tmp_path / "threads" / "T-sanitized-orb-thread.json", getattr(request, "param", 0))
-    pm = get_plugin_manager(extra=[FakeObserverPlugin(FakeObserver(trigger="Inspect the workspace"))])
+    path = amp_thread(
+        corpus, tmp_path / "threads" / "T-sanitized-orb-thread.json", getattr(request, "param", 0)
+    )
+    pm = get_plugin_manager(
+        extra=[FakeObserverPlugin(FakeObserver(trigger="Inspect the workspace"))]
+    )
     ingest(engine, pm, [path])
     summary = run(engine, pm, RunConfig(observer="fake", gate=ANY), announce=lambda line: None)
     assert summary.corrections == 1
@@ -89,7 +95,9 @@ def test_a_symlinked_thread_file_gets_the_correction_in_its_target(engine, corpu
     real = amp_thread(corpus, tmp_path / "dotfiles" / "T-sanitized-orb-thread.json")
     link = tmp_path / "threads" / real.name
     link.symlink_to(real)
-    pm = get_plugin_manager(extra=[FakeObserverPlugin(FakeObserver(trigger="Inspect the workspace"))])
+    pm = get_plugin_manager(
+        extra=[FakeObserverPlugin(FakeObserver(trigger="Inspect the workspace"))]
+    )
     ingest(engine, pm, [link.parent])  # a directory walk keeps the link's path
     run(engine, pm, RunConfig(observer="fake", gate=ANY), announce=lambda line: None)
     result = run_cli("inject", "--injector", "amp-thread")
@@ -125,8 +133,11 @@ def test_a_kill_in_the_middle_leaves_the_old_file_or_the_new_one(engine, audited
     old_messages = json.loads(old)["messages"]
     outcomes = []
     for delay in (0.0, 0.005, 0.02, 0.1):
-        proc = subprocess.Popen(auditor_argv() + ["inject", "--injector", "amp-thread"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            auditor_argv() + ["inject", "--injector", "amp-thread"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and proc.poll() is None:
             if any(p.name.endswith(".auditor-tmp") for p in path.parent.iterdir()):
@@ -140,7 +151,9 @@ def test_a_kill_in_the_middle_leaves_the_old_file_or_the_new_one(engine, audited
         if data == old:
             outcomes.append("old")
         else:
-            assert messages[:-1] == old_messages and messages[-1]["source"] == {"type": "course-correction"}
+            assert messages[:-1] == old_messages and messages[-1]["source"] == {
+                "type": "course-correction"
+            }
             outcomes.append("new")
             break
     assert "old" in outcomes, f"no kill landed before the rename: {outcomes}"

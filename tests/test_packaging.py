@@ -21,32 +21,58 @@ def test_wheel_install_runs_ingest_from_another_directory(tmp_path):
     # The dependencies come from the environment running the tests (the base interpreter may
     # have none of them); auditor itself is installed non-editable. A path in a .pth file adds
     # that directory only: the test environment's own editable auditor is not picked up.
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
     (Path(site) / "test-deps.pth").write_text("\n".join(sorted(ours)) + "\n")
     subprocess.run(
         [py, "-m", "pip", "install", "-q", "--no-deps", str(ROOT)],
-        check=True, cwd=tmp_path, capture_output=True,
+        check=True,
+        cwd=tmp_path,
+        capture_output=True,
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     where = subprocess.run(
         [py, "-c", "import auditor, auditor_plugins, auditor_migrations; print(auditor.__file__)"],
-        check=True, cwd=elsewhere, capture_output=True, text=True,
+        check=True,
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
     ).stdout
     assert str(ROOT) not in where and "site-packages" in where
     transcript = elsewhere / "chat.json"
-    transcript.write_text(json.dumps({"id": "chat-1", "messages": [
-        {"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]}))
+    transcript.write_text(
+        json.dumps(
+            {
+                "id": "chat-1",
+                "messages": [
+                    {"role": "user", "content": "hello"},
+                    {"role": "assistant", "content": "hi there"},
+                ],
+            }
+        )
+    )
     db = elsewhere / "store.db"
     out = subprocess.run(
         [env_dir / "bin" / "auditor", "--db", str(db), "ingest", "--json", str(transcript)],
-        cwd=elsewhere, capture_output=True, text=True, check=False,
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["messages"] == 2
-    current = subprocess.run([env_dir / "bin" / "auditor", "--db", str(db), "db", "current"],
-                             cwd=elsewhere, capture_output=True, text=True, check=True).stdout
+    current = subprocess.run(
+        [env_dir / "bin" / "auditor", "--db", str(db), "db", "current"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     words = current.split()  # "current: 0002 head: 0002"
     assert words[0] == "current:" and words[1] == words[3] != "(empty)"

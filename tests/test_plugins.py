@@ -77,5 +77,7 @@ def test_a_plugin_registers_a_format_by_name():
 
     pm = plugins_mod.get_plugin_manager(extra=[Plugin()])
     assert pm.format("toy").agent == "toy"
-    with pytest.raises(UnknownName, match="'nope' is not a known transcript format. Available: .*toy"):
+    with pytest.raises(
+        UnknownName, match="'nope' is not a known transcript format. Available: .*toy"
+    ):
         pm.format("nope")

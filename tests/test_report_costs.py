@@ -386,4 +386,7 @@ def test_the_rollup_follows_a_file_that_grew(engine, tmp_path, monkeypatch):
     after = report_json("--by", "day")["rows"]
     # Every assistant message is a call: n tool rounds and the final claim.
     assert [(r["day"], r["input_tokens"]) for r in before] == [("2026-03-01", 3 * 100)]
-    assert [(r["day"], r["input_tokens"]) for r in after] == [("2026-03-01", 300), ("2026-03-02", 4 * 200)]
+    assert [(r["day"], r["input_tokens"]) for r in after] == [
+        ("2026-03-01", 300),
+        ("2026-03-02", 4 * 200),
+    ]

@@ -43,7 +43,12 @@ def quiet(line):
 
 def test_run_gates_observes_and_records(store, pm, fake):
     summary = run(store, pm, RunConfig(observer="fake"), announce=quiet)
-    assert (summary.checkpoints, summary.gated_in, summary.audited, summary.corrections) == (3, 2, 2, 1)
+    assert (summary.checkpoints, summary.gated_in, summary.audited, summary.corrections) == (
+        3,
+        2,
+        2,
+        1,
+    )
     assert summary.gated_out == {"too-few-tool-calls": 1}
     rows = verdicts(store)
     assert [(v.status, v.needs_correction) for v in rows] == [("ok", True), ("ok", False)]
@@ -82,7 +87,9 @@ def test_answers_that_break_the_contract_are_recorded_as_invalid(store, pm, fake
     fake.answer = answer
     summary = run(store, pm, RunConfig(observer="fake"), announce=quiet)
     assert (summary.invalid, summary.audited) == (2, 0)
-    assert {(v.status, v.problem, v.needs_correction) for v in verdicts(store)} == {("invalid", problem, None)}
+    assert {(v.status, v.problem, v.needs_correction) for v in verdicts(store)} == {
+        ("invalid", problem, None)
+    }
 
 
 def test_failed_calls_are_recorded_and_retried_by_the_next_run(store, pm, fake):

@@ -25,7 +25,13 @@ SESSIONS = [
 
 
 def auditor(*args: str, db, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "auditor", "--db", str(db), *args], capture_output=True, text=True, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "auditor", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        **kwargs,
+    )
 
 
 def verdict_rows(db) -> list[tuple]:
@@ -48,13 +54,25 @@ def test_a_killed_run_loses_nothing_and_repeats_nothing(corpus, tmp_path, stub):
     db = tmp_path / "store.db"
     assert auditor("ingest", "-q", str(tmp_path), db=db).returncode == 0
 
-    observer = ["--observer", "local", "--base-url", stub.url + "/v1", "--min-tool-calls", "1", "--max-retries", "0"]
+    observer = [
+        "--observer",
+        "local",
+        "--base-url",
+        stub.url + "/v1",
+        "--min-tool-calls",
+        "1",
+        "--max-retries",
+        "0",
+    ]
     planned = auditor("run", "--dry-run", "--json", *observer, db=db)
     to_audit = json.loads(planned.stdout)["audited"]
     assert to_audit >= 8, planned.stderr
 
-    run = subprocess.Popen([sys.executable, "-m", "auditor", "--db", str(db), "run", "-j", "2", *observer],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "auditor", "--db", str(db), "run", "-j", "2", *observer],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while len(verdict_rows(db)) < 3 and time.monotonic() < deadline and run.poll() is None:
         time.sleep(0.05)

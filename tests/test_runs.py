@@ -25,8 +25,13 @@ SESSION = (
 
 
 def auditor(*args: str, db) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "auditor", "--db", str(db), *args],
-                          capture_output=True, text=True, check=False, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "auditor", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
 
 
 def calling(stub) -> bool:
@@ -48,9 +53,24 @@ def test_a_killed_run_is_listed_as_interrupted(corpus, tmp_path):
     stub = Stub(Reply(body=openai_response(silent), delay=0.5))
     try:
         run = subprocess.Popen(
-            [sys.executable, "-m", "auditor", "--db", str(db), "run", "--observer", "local",
-             "--base-url", stub.url + "/v1", "--min-tool-calls", "1", "--max-retries", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "auditor",
+                "--db",
+                str(db),
+                "run",
+                "--observer",
+                "local",
+                "--base-url",
+                stub.url + "/v1",
+                "--min-tool-calls",
+                "1",
+                "--max-retries",
+                "0",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 60
         while not calling(stub) and time.monotonic() < deadline and run.poll() is None:
@@ -65,7 +85,9 @@ def test_a_killed_run_is_listed_as_interrupted(corpus, tmp_path):
 
     [killed] = json.loads(auditor("runs", "--json", db=db).stdout)
     assert killed["status"] == "interrupted" and killed["ended_at"] is not None
-    assert killed["error"].startswith(f"stopped without finishing (process {run.pid} is gone; killed or crashed)")
+    assert killed["error"].startswith(
+        f"stopped without finishing (process {run.pid} is gone; killed or crashed)"
+    )
     assert run_status(db, live["id"]) == "interrupted"
     table = auditor("runs", db=db).stdout
     assert "interrupted" in table and "killed or crashed" in table
@@ -76,8 +98,14 @@ def add_run(engine, owner: str, silent_for: float) -> int:
     with engine.begin() as conn:
         return conn.execute(
             s.Run.__table__.insert()
-            .values(started_at=beat - timedelta(minutes=1), heartbeat_at=beat, status="running",
-                    owner=owner, observer="local", model="m")
+            .values(
+                started_at=beat - timedelta(minutes=1),
+                heartbeat_at=beat,
+                status="running",
+                owner=owner,
+                observer="local",
+                model="m",
+            )
             .returning(s.Run.id)
         ).scalar_one()
 
@@ -88,7 +116,9 @@ def test_a_run_of_another_machine_is_interrupted_once_it_stops_beating(engine):
     listed = {r["id"]: r for r in list_runs(engine)}
     assert listed[beating]["status"] == "running"
     assert listed[quiet]["status"] == "interrupted"
-    assert listed[quiet]["error"].startswith("stopped without finishing (no heartbeat for 600 s; killed or crashed)")
+    assert listed[quiet]["error"].startswith(
+        "stopped without finishing (no heartbeat for 600 s; killed or crashed)"
+    )
 
 
 def test_a_working_run_keeps_beating(engine):

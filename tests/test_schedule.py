@@ -37,7 +37,9 @@ def quiet(line):
 
 @pytest.fixture
 def stub():
-    server = Stub(Reply(200, anthropic_response({"needsCorrection": False, "message": None}), delay=0.2))
+    server = Stub(
+        Reply(200, anthropic_response({"needsCorrection": False, "message": None}), delay=0.2)
+    )
     yield server
     server.close()
 
@@ -53,11 +55,23 @@ def sessions(corpus, tmp_path):
 @pytest.mark.corpus
 def test_two_runs_started_together_audit_each_checkpoint_once(engine, plugins, sessions, stub):
     ingest(engine, plugins, [sessions])
-    argv = auditor_argv() + ["run", "--observer", "claude", "--base-url", stub.url, "-j", "2", "--json"]
+    argv = auditor_argv() + [
+        "run",
+        "--observer",
+        "claude",
+        "--base-url",
+        stub.url,
+        "-j",
+        "2",
+        "--json",
+    ]
     import os
 
     env = {**os.environ, **KEY}
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
     summaries = [json.loads(o[0]) for o in outs]
@@ -65,7 +79,9 @@ def test_two_runs_started_together_audit_each_checkpoint_once(engine, plugins, s
         per_checkpoint = conn.execute(
             select(s.Verdict.checkpoint_id, func.count()).group_by(s.Verdict.checkpoint_id)
         ).all()
-        passed = conn.execute(select(func.count()).where(s.Checkpoint.gate_audit.is_(True))).scalar()
+        passed = conn.execute(
+            select(func.count()).where(s.Checkpoint.gate_audit.is_(True))
+        ).scalar()
         leftover = conn.execute(select(func.count()).select_from(s.Claim)).scalar()
     assert passed >= 10
     assert len(per_checkpoint) == passed and {n for _, n in per_checkpoint} == {1}
@@ -100,9 +116,15 @@ def claim_everything(engine, pm, owner: str, expires_in: float) -> None:
     now = datetime.now(UTC)
     for job in auditor.plan():
         with engine.begin() as conn:
-            conn.execute(s.Claim.__table__.insert().values(
-                key=job.claim_key, checkpoint_id=job.checkpoint_id, owner=owner,
-                claimed_at=now, expires_at=now + timedelta(seconds=expires_in)))
+            conn.execute(
+                s.Claim.__table__.insert().values(
+                    key=job.claim_key,
+                    checkpoint_id=job.checkpoint_id,
+                    owner=owner,
+                    claimed_at=now,
+                    expires_at=now + timedelta(seconds=expires_in),
+                )
+            )
 
 
 def test_a_call_leased_to_another_live_run_is_left_to_it(store, pm, fake):
@@ -137,14 +159,19 @@ def test_a_call_answered_while_waiting_is_not_made_again(store, pm, fake):
 
 
 # -- the schedule -------------------------------------------------------------------------------
-@pytest.mark.parametrize("text, seconds", [("15m", 900), ("90s", 90), ("2h", 7200), ("1d", 86400), ("30", 30), ("0.5m", 30)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("15m", 900), ("90s", 90), ("2h", 7200), ("1d", 86400), ("30", 30), ("0.5m", 30)],
+)
 def test_parse_every(text, seconds):
     assert parse_every(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "0m", "-5m", "soon", "15x"])
 def test_parse_every_rejects_nonsense(text):
-    with pytest.raises(AuditorError, match="is not an interval: use a number with s, m, h or d, like 15m or 2h"):
+    with pytest.raises(
+        AuditorError, match="is not an interval: use a number with s, m, h or d, like 15m or 2h"
+    ):
         parse_every(text)
 
 
@@ -164,16 +191,38 @@ def test_repeat_runs_ticks_until_stopped_and_survives_a_failing_tick():
     assert 0.12 < time.monotonic() - started < 2
 
 
-def test_every_ticks_and_the_first_ctrl_c_stops_after_the_call_in_flight(engine, corpus, tmp_path, stub):
+def test_every_ticks_and_the_first_ctrl_c_stops_after_the_call_in_flight(
+    engine, corpus, tmp_path, stub
+):
     src = tmp_path / "src"
     copy_lines(corpus / SESSIONS[3], src / "a.jsonl")
-    stub.default = Reply(200, anthropic_response({"needsCorrection": False, "message": None}), delay=1.5)
+    stub.default = Reply(
+        200, anthropic_response({"needsCorrection": False, "message": None}), delay=1.5
+    )
     import os
 
     proc = subprocess.Popen(
-        auditor_argv() + ["run", "--every", "1s", "--source", str(src), "--observer", "claude", "--base-url", stub.url,
-                          "--min-tool-calls", "1", "--no-require-edit", "-j", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **KEY},
+        auditor_argv()
+        + [
+            "run",
+            "--every",
+            "1s",
+            "--source",
+            str(src),
+            "--observer",
+            "claude",
+            "--base-url",
+            stub.url,
+            "--min-tool-calls",
+            "1",
+            "--no-require-edit",
+            "-j",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **KEY},
     )
     deadline = time.monotonic() + 60
     while not stub.log and time.monotonic() < deadline:
@@ -193,11 +242,18 @@ def test_every_ingests_the_sources_on_each_tick(engine, corpus, tmp_path, stub):
     src = tmp_path / "src"
     src.mkdir()
     config = tmp_path / "config.toml"
-    config.write_text(f'sources = ["{src}"]\n\n[observer]\nobserver = "claude"\nbase_url = "{stub.url}"\n')
+    config.write_text(
+        f'sources = ["{src}"]\n\n[observer]\nobserver = "claude"\nbase_url = "{stub.url}"\n'
+    )
     import os
 
-    proc = subprocess.Popen(auditor_argv() + ["run", "--every", "1s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, **KEY, "AUDITOR_CONFIG": str(config)})
+    proc = subprocess.Popen(
+        auditor_argv() + ["run", "--every", "1s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **KEY, "AUDITOR_CONFIG": str(config)},
+    )
     time.sleep(2.5)  # a tick or two over an empty directory
     copy_lines(corpus / SESSIONS[3], src / "later.jsonl")
     deadline = time.monotonic() + 60
@@ -212,6 +268,8 @@ def test_every_ingests_the_sources_on_each_tick(engine, corpus, tmp_path, stub):
 
 
 def test_every_with_an_unusable_observer_fails_at_once(engine, tmp_path):
-    result = run_cli("run", "--every", "1s", "--observer", "claude", env={"ANTHROPIC_API_KEY": ""}, timeout=30)
+    result = run_cli(
+        "run", "--every", "1s", "--observer", "claude", env={"ANTHROPIC_API_KEY": ""}, timeout=30
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("Error: observer 'claude' cannot be used: ")
