@@ -142,19 +142,27 @@ def ingest(
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--limit", type=int, default=None, help="Show at most N threads (newest first).")
-@click.option("--agent", help="Only threads of this agent (claude-code, codex, amp, openai).")
+@click.option(
+    "--agent",
+    metavar="NAME",
+    help="Only threads of this agent (claude-code, codex, amp, gemini-cli, openai).",
+)
 @pass_ctx
 @handle_errors
 def threads(ctx: Context, as_json: bool, limit: int | None, agent: str | None) -> None:
     """List stored threads, newest first, with counts and token totals."""
     from .render import threads_table
-    from .threads import list_threads
+    from .threads import check_agent, empty_store_hint, list_threads
 
+    if agent:
+        check_agent(ctx.engine, agent, (f.agent for f in ctx.plugins.formats().values()))
     rows = list_threads(ctx.engine, limit=limit, agent=agent)
     if as_json:
         _echo_json(rows)
     else:
         threads_table(rows)
+    if not rows and (hint := empty_store_hint(ctx.engine)):
+        click.echo(hint, err=True)
 
 
 @cli.command()
@@ -507,6 +515,11 @@ def run(
         for line in summary.messages:
             click.echo(line, err=True)
         run_summary(summary, dry_run)
+        if not summary.checkpoints:
+            from .threads import empty_store_hint
+
+            if hint := empty_store_hint(ctx.engine):
+                click.echo(hint, err=True)
         if critique:
             click.echo(
                 f"critique: {summary.critique_candidates} checkpoints with strong signals; "
@@ -625,7 +638,7 @@ def events(ctx: Context, as_json: bool, types, limit: int, thread, run_id, since
     if as_json:
         _echo_json(rows)
         return
-    for row in reversed(rows):
+    for row in rows:
         click.echo(format_event(row))
 
 
@@ -660,14 +673,17 @@ def db() -> None:
 
 
 @db.command("path")
+@click.option("--url", "as_url", is_flag=True, help="Print the SQLAlchemy URL instead.")
 @pass_ctx
-def db_path(ctx: Context) -> None:
-    """Print the database URL in use."""
+def db_path(ctx: Context, as_url: bool) -> None:
+    """Print where the database is: the file of a SQLite store (`sqlite3 "$(auditor db path)"`
+    opens it), else its URL. Passwords are hidden."""
     from sqlalchemy.engine import make_url
 
-    from .db import resolve_url
+    from .db import location, resolve_url
 
-    click.echo(make_url(resolve_url(ctx.db_option)).render_as_string(hide_password=True))
+    url = resolve_url(ctx.db_option)
+    click.echo(make_url(url).render_as_string(hide_password=True) if as_url else location(url))
 
 
 @db.command("current")

@@ -39,6 +39,15 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
     return "sqlite:///" + str(Path(value).expanduser().resolve())
 
 
+def location(url: str) -> str:
+    """Say where the database at `url` is: a file path for a SQLite file, else the URL with
+    any password hidden (so `sqlite3 "$(auditor db path)"` opens the store)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        return parsed.database
+    return parsed.render_as_string(hide_password=True)
+
+
 def _script_location() -> str:
     import auditor_migrations
 

@@ -128,7 +128,7 @@ def choose_observer(plugins: Plugins, name: str | None) -> tuple[str, str]:
     if "embedded" in available:
         return (
             "embedded",
-            "no API key is set, so the offline embedded model is used (its verdicts are for trying the pipeline)",
+            "no API key is set; the offline embedded model's verdicts are for trying the pipeline",
         )
     if not available:
         raise AuditorError(

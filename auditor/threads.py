@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, func, or_, select
 
 from . import schema as s
-from .errors import UnknownName
+from .errors import AuditorError, UnknownName
 from .model import Block
 
 
@@ -73,6 +74,30 @@ def list_threads(
     return out
 
 
+EMPTY_STORE_HINT = (
+    "The store has no threads yet: run `auditor ingest ~/.claude/projects ~/.codex/sessions` "
+    "(or any folder of transcripts) first."
+)
+
+
+def empty_store_hint(engine: Engine) -> str | None:
+    """Return a hint to ingest something when the store holds no thread at all, else None."""
+    with engine.connect() as conn:
+        any_thread = conn.execute(select(s.Thread.id).limit(1)).first()
+    return None if any_thread else EMPTY_STORE_HINT
+
+
+def check_agent(engine: Engine, agent: str, known: Iterable[str]) -> None:
+    """Raise UnknownName unless `agent` is one the formats write (`known`) or the store holds."""
+    known = set(known)
+    if agent in known:
+        return
+    with engine.connect() as conn:
+        stored = set(conn.execute(select(s.Thread.agent).distinct()).scalars())
+    if agent not in stored:
+        raise UnknownName("agent", agent, sorted(known | stored))
+
+
 def _iso(value) -> str | None:
     """Stored times are UTC; SQLite hands them back naive."""
     if value is None:
@@ -100,6 +125,8 @@ def find_thread(engine: Engine, ident: str):
     if len(rows) == 1:
         return rows[0]
     if not rows:
+        if empty_store_hint(engine):
+            raise AuditorError(f"{ident!r} is not a known thread: {EMPTY_STORE_HINT}")
         raise UnknownName("thread", ident, [])
     raise UnknownName("thread (ambiguous prefix)", ident, [r.native_id for r in rows])
 

@@ -135,7 +135,8 @@ def test_the_events_command(engine, pm, threads_file, monkeypatch):
     (row,) = json.loads(out.stdout)
     assert row["type"] == "corrected" and row["subject"] == "the tests failed, look again"
     table = runner.invoke(cli_mod.cli, ["events", "--limit", "0"]).stdout.splitlines()
-    assert "ingested" in table[0] and "run-finished" in table[-1] and "verdict=" in "\n".join(table)
+    # newest first, as --help says and as --json lists them
+    assert "run-finished" in table[0] and "ingested" in table[-1] and "verdict=" in "\n".join(table)
     by_thread = json.loads(
         runner.invoke(cli_mod.cli, ["events", "--json", "--thread", "t-claims"]).stdout
     )
