@@ -157,7 +157,11 @@ class Ingester:
         self._thread_ids: dict[tuple[str, str], int] = {}
         self._thread_infos: dict[tuple[str, str], tuple] = {}
         self.touched_threads: set[int] = set()
-        self._last_message = 0  # the last message row before this run
+        # Threads written to since the last commit, and the last message row before it: their
+        # aggregates are refreshed in the same transaction as the rows, so a kill at any point
+        # never leaves committed rows with stale counts.
+        self._group_threads: set[int] = set()
+        self._group_since = 0
         self._c: Connection | None = None
         self._remember_stmt = None
         self._thread_stmts: dict[tuple, object] = {}
@@ -174,6 +178,8 @@ class Ingester:
             self._c = self.engine.connect()
             self._c.begin()
             self._pending, self._pending_since = 0, time.monotonic()
+            self._group_threads = set()
+            self._group_since = self._c.execute(select(func.max(s.Message.id))).scalar() or 0
         return self._c
 
     def _commit(self, force: bool = False) -> None:
@@ -185,6 +191,7 @@ class Ingester:
             or time.monotonic() - self._pending_since > COMMIT_SECONDS
         ):
             try:
+                self._finish_group(self._c)
                 self._c.commit()
             finally:
                 self._c.close()
@@ -197,8 +204,6 @@ class Ingester:
         progress: Callable[[FileResult], None] | None = None,
     ) -> IngestSummary:
         summary = IngestSummary()
-        with self.engine.connect() as conn:  # guidance is looked for in the messages after it
-            self._last_message = conn.execute(select(func.max(s.Message.id))).scalar() or 0
 
         def walk_error(path: str, message: str) -> None:
             line = f"{path}: {message}"
@@ -219,7 +224,6 @@ class Ingester:
                 summary.errors.extend(result.errors)
                 if progress:
                     progress(result)
-            self._finish()
         finally:
             self._commit(force=True)
         summary.threads = len(self.touched_threads)
@@ -373,6 +377,7 @@ class Ingester:
     ) -> int:
         key = (agent, native_id)
         if key in self._thread_ids:
+            self._group_threads.add(self._thread_ids[key])
             if info is None:
                 return self._thread_ids[key]
             # Parsers repeat what they know on many records; write only what changed.
@@ -407,6 +412,7 @@ class Ingester:
         if info is not None:
             self._thread_infos[key] = _info_fingerprint(info)
         self.touched_threads.add(thread_id)
+        self._group_threads.add(thread_id)
         return thread_id
 
     def _parse_and_store(self, path: Path, st, fmt, cursor: Cursor, status: str, row) -> FileResult:
@@ -459,6 +465,7 @@ class Ingester:
         except Exception as exc:  # the store refused the file (disk full, locked...): undo it alone
             if savepoint.is_active:
                 savepoint.rollback()
+            self._forget_threads()  # threads it created are undone with it
             return self._fail(spath, f"could not store this file: {type(exc).__name__}: {exc}")
         except BaseException:
             if savepoint.is_active:
@@ -470,11 +477,15 @@ class Ingester:
             result.status = "failed"
         return result
 
-    def _finish(self) -> None:
-        """Link sidechains to their parents and refresh the touched threads' aggregates."""
-        if not self.touched_threads:
+    def _forget_threads(self) -> None:
+        self._thread_ids.clear()
+        self._thread_infos.clear()
+
+    def _finish_group(self, conn: Connection) -> None:
+        """Link sidechains to their parents and refresh the aggregates of the threads written
+        to since the last commit, before that commit."""
+        if not self._group_threads:
             return
-        conn = self._conn()
         conn.execute(
             text(
                 "UPDATE threads SET parent_id = (SELECT p.id FROM threads p "
@@ -482,8 +493,8 @@ class Ingester:
                 "WHERE parent_id IS NULL AND parent_native_id IS NOT NULL"
             )
         )
-        ids = sorted(self.touched_threads)
-        guidance.collect(conn, ids, self._last_message)
+        ids = sorted(self._group_threads)
+        guidance.collect(conn, ids, self._group_since)
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             refresh_threads(conn, chunk)
