@@ -147,10 +147,20 @@ def ingest(
     metavar="NAME",
     help="Only threads of this agent (claude-code, codex, amp, gemini-cli, openai).",
 )
+@click.option(
+    "--wide",
+    "-w",
+    is_flag=True,
+    help="Every column (full thread id, time, tool calls, models, token breakdown), in full.",
+)
 @pass_ctx
 @handle_errors
-def threads(ctx: Context, as_json: bool, limit: int | None, agent: str | None) -> None:
-    """List stored threads, newest first, with counts and token totals."""
+def threads(ctx: Context, as_json: bool, limit: int | None, agent: str | None, wide: bool) -> None:
+    """List stored threads, newest first, with counts and token totals.
+
+    The table fits the terminal: a thread id is shortened to what tells it apart (a prefix
+    `auditor show` takes, or SESSION/SUBAGENT), a project path keeps its end.
+    """
     from .render import threads_table
     from .threads import check_agent, empty_store_hint, list_threads
 
@@ -160,7 +170,7 @@ def threads(ctx: Context, as_json: bool, limit: int | None, agent: str | None) -
     if as_json:
         _echo_json(rows)
     else:
-        threads_table(rows)
+        threads_table(rows, wide=wide)
     if not rows and (hint := empty_store_hint(ctx.engine)):
         click.echo(hint, err=True)
 

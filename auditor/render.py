@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import sys
 from collections.abc import Iterator
 
@@ -14,10 +16,11 @@ from rich.table import Table
 from rich.text import Text
 
 from .model import SOURCE_COURSE_CORRECTION, SOURCE_TYPED
+from .tables import Col, print_table
 
 console = Console()
-if not console.is_terminal:  # piped output: do not squeeze tables into 80 columns
-    console = Console(width=180)
+if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+    console = Console(width=180)  # piped output: do not squeeze tables into 80 columns
 err_console = Console(stderr=True)
 
 
@@ -54,44 +57,80 @@ def _short(n: int) -> str:
     return str(n)
 
 
-def threads_table(rows: list[dict]) -> None:
-    table = Table(show_lines=False, header_style="bold")
-    for col in (
-        "id",
-        "agent",
-        "thread",
-        "project",
-        "started",
-        "msgs",
-        "tools",
-        "edits",
-        "model",
-        "in",
-        "out",
-        "cache r/w",
-    ):
-        table.add_column(
-            col,
-            overflow="fold",
-            no_wrap=col not in ("project",),
-            min_width=4 if col == "project" else None,
-        )
+_HEXISH = re.compile(r"[0-9a-f-]+")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def short_thread_id(native_id: str) -> str:
+    """A thread id short enough for a table, keeping what tells threads apart.
+
+    A UUID session keeps its first 8 characters (a prefix `auditor show` accepts); a sub-agent
+    `SESSION/agent-NAME` becomes `SESSION8/NAME`, a long NAME cut in the middle so both its
+    kind (`aside_question`) and the end of its hash stay; other ids longer than 24 are cut in
+    the middle.
+    """
+    session, _, sub = native_id.partition("/")
+    head = session[:8] if _UUID.fullmatch(session) else _middle(session, 24)
+    if not sub:
+        return head
+    sub = sub.removeprefix("agent-").removeprefix("sidechain-")
+    if _HEXISH.fullmatch(sub):
+        return f"{head}/{sub[:12]}"
+    return f"{head}/{_middle(sub, 16)}"
+
+
+def _middle(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep - keep // 2] + "…" + text[-(keep // 2) :]
+
+
+def threads_table(rows: list[dict], wide: bool = False) -> None:
+    """Print threads: id, agent, thread, started, msgs, tokens and project in 80 columns;
+    `wide` adds the full id, time, tool calls, edits, models and the token breakdown."""
+    cols = [
+        Col("id", right=True, keep=True),
+        Col("agent", keep=True),
+        Col("thread", keep=True),
+        Col("thread id", wide=True),
+        Col("started", keep=True),
+        Col("msgs", right=True, keep=True),
+        Col("tools", right=True, wide=True),
+        Col("edits", right=True, drop=20),
+        Col("tokens", right=True, keep=True),
+        Col("project", cut="start", min=10, drop=10),
+        Col("model", cut="end", wide=True),
+        Col("in", right=True, wide=True),
+        Col("out", right=True, wide=True),
+        Col("cache r/w", right=True, wide=True),
+    ]
+    lines = []
     for r in rows:
-        table.add_row(
-            str(r["id"]),
-            r["agent"] + (" (sub)" if r["is_sidechain"] else ""),
-            r["native_id"][-24:] if r["is_sidechain"] else r["native_id"][:18],
-            r["cwd"] or "",
-            (r["started"] or "")[:16].replace("T", " "),
-            str(r["messages"]),
-            str(r["tool_calls"]),
-            str(r["file_edits"]),
-            ",".join(m.removeprefix("claude-") for m in r["models"])[:24],
-            _short(r["input_tokens"]),
-            _short(r["output_tokens"]),
-            f"{_short(r['cache_read_tokens'])}/{_short(r['cache_write_tokens'])}",
+        total = r["input_tokens"] + r["output_tokens"]
+        total += r["cache_read_tokens"] + r["cache_write_tokens"]
+        started = (r["started"] or "—").replace("T", " ")
+        lines.append(
+            [
+                str(r["id"]),
+                r["agent"],
+                short_thread_id(r["native_id"]),
+                r["native_id"],
+                started[:16] if wide else started[:10],
+                str(r["messages"]),
+                str(r["tool_calls"]),
+                str(r["file_edits"]),
+                _short(total),
+                r["cwd"] or "",
+                ",".join(m.removeprefix("claude-") for m in r["models"]),
+                _short(r["input_tokens"]),
+                _short(r["output_tokens"]),
+                f"{_short(r['cache_read_tokens'])}/{_short(r['cache_write_tokens'])}",
+            ]
         )
-    console.print(table)
+    if wide:  # the full id says it all; the short one would repeat it
+        cols, lines = cols[:2] + cols[3:], [line[:2] + line[3:] for line in lines]
+    print_table(console, cols, lines, wide=wide)
     console.print(f"{len(rows)} threads", style="dim")
 
 

@@ -53,6 +53,8 @@ def shorten(text: str, width: int, keep: str = "end") -> str:
         out = text
         while cell_len(out) > width - 1:
             out = out[1:]
+        if "/" in out[1:]:  # a path: start at a whole component
+            out = out[out.index("/", 1) :]
         return "…" + out
     out = text
     while cell_len(out) > width - 1:

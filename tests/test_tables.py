@@ -30,7 +30,8 @@ def render(width: int, **kw) -> tuple[list[str], list[str]]:
 
 
 def test_shorten_keeps_the_end_of_a_path_or_the_start_of_a_name():
-    assert shorten("/home/user/project", 10, "start") == "…r/project"
+    assert shorten("/home/user/project", 10, "start") == "…/project"
+    assert shorten("/a/worktrees/agent-ab1e6e14", 12, "start") == "…nt-ab1e6e14"
     assert shorten("claude-sonnet-4-6", 8, "end") == "claude-…"
     assert shorten("short", 8, "start") == "short"
 
@@ -40,7 +41,7 @@ def test_a_narrow_terminal_cuts_paths_then_leaves_out_columns_never_folds_values
     assert all(len(line) <= 30 for line in lines[:-1])
     assert left_out == ["agents $", "note"]
     assert lines[-1] == "(left out for width: agents $, note; --wide shows all)"
-    assert lines[3] == "2026-01-01  12.2M  …/path/proj"  # the date and the number whole
+    assert lines[3] == "2026-01-01  12.2M  …/proj"  # the date and the number whole
     assert lines[1].split() == ["day", "read", "project"]  # a header may break between words
 
 

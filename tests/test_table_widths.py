@@ -1,0 +1,104 @@
+"""Tables at the widths of a normal terminal, on the real corpus (issue 13 item 3).
+
+Before: at 80 columns `threads` squeezed id, project, msgs and tokens to nothing; at 100
+`report costs` folded numbers and dates (`$7.3` over `342`). Now every line fits, every value
+that is a number, a date or an id is whole on its row, and --wide shows all columns in full.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import CORPUS
+
+from auditor.db import open_db
+from auditor.ingest import ingest
+from auditor.plugins import get_plugin_manager
+from auditor.render import short_thread_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Claude Code and Codex threads of the corpus, ingested once for the module."""
+    if not CORPUS.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have the corpus at {CORPUS}, and it is missing")
+        pytest.skip(f"the real-transcript corpus is not at {CORPUS}")
+    db = tmp_path_factory.mktemp("widths") / "corpus.db"
+    ingest(open_db(db), get_plugin_manager(), [CORPUS / "claude-code", CORPUS / "codex"])
+    return db
+
+
+def auditor(db, *args: str, columns: int | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns:
+        env["COLUMNS"] = str(columns)
+    return subprocess.run(
+        [sys.executable, "-m", "auditor", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_threads_fit_and_keep_every_value_whole(store, width):
+    rows = json.loads(auditor(store, "threads", "--json"))
+    assert len(rows) > 60
+    lines = auditor(store, "threads", columns=width).splitlines()
+    assert max(len(line) for line in lines) <= width
+    header = lines[0].split()
+    assert header[:6] == ["id", "agent", "thread", "started", "msgs"] + header[5:6]
+    assert "tokens" in header and "project" in header
+    table, footer = lines[2 : -2 if width == 80 else -1], lines[-2:]
+    if width == 80:  # the one column that did not fit is named
+        assert footer[0] == "(left out for width: edits; --wide shows all)"
+    assert footer[-1] == f"{len(rows)} threads"
+    by_id = {line.split()[0]: line for line in table}
+    assert len(by_id) == len(rows)
+    for r in rows:
+        cells = by_id[str(r["id"])].split()
+        assert cells[1] == r["agent"]
+        assert cells[2] == short_thread_id(r["native_id"])
+        assert cells[3] == (r["started"] or "—")[:10]
+        assert cells[4] == str(r["messages"])
+        assert re.fullmatch(r"\d+(\.\d[kMG])?", cells[5 if width == 80 else 6])
+
+
+def test_sub_agent_ids_keep_their_session_and_their_own_name(store):
+    assert short_thread_id("8fd119a6-9ab8-407b-810f-329cfb6153e0") == "8fd119a6"
+    assert (
+        short_thread_id(
+            "8fd119a6-9ab8-407b-810f-329cfb6153e0/agent-aside_question-ac9ee4804d56a951"
+        )
+        == "8fd119a6/aside_qu…d56a951"
+    )
+    assert short_thread_id("1fb5e404-604d-4a2b-baf1-3beb42a67371/agent-aa9b6813c05338fac") == (
+        "1fb5e404/aa9b6813c053"
+    )
+    out = auditor(store, "threads", columns=80)
+    assert "8fd119a6/aside_qu…d56a951" in out and "uestion-ac9ee4804d56a951" not in out
+
+
+def test_an_8_character_id_from_the_table_opens_the_thread(store):
+    out = auditor(store, "show", "8fd119a6", columns=100)
+    assert "8fd119a6-9ab8-407b-810f-329cfb6153e0" in out.splitlines()[1]
+
+
+def test_wide_shows_every_column_and_the_full_ids(store):
+    lines = auditor(store, "threads", "--wide", columns=80).splitlines()
+    assert lines[0].split() == (
+        "id agent thread id started msgs tools edits tokens project model in out cache r/w".split()
+    )
+    assert any(
+        "8fd119a6-9ab8-407b-810f-329cfb6153e0/agent-aside_question-ac9ee4804d56a951" in line
+        for line in lines
+    )
+    assert max(len(line) for line in lines) > 80  # past the terminal, never folded
+    assert all(len(line) == len(lines[0]) for line in lines[1:-1])
