@@ -86,6 +86,8 @@ def test_first_use_by_several_processes_at_once_just_works(tmp_path):
     (one migrates, the others wait for it) and the store ends at head."""
     from live_helpers import auditor_argv
 
+    from auditor.threads import EMPTY_STORE_HINT
+
     for attempt in range(3):
         path = tmp_path / f"new{attempt}.db"
         procs = [
@@ -101,5 +103,6 @@ def test_first_use_by_several_processes_at_once_just_works(tmp_path):
         for p in procs:
             p.stdout.close()
             p.stderr.close()
-        assert [(code, err) for code, _, err in results] == [(0, "")] * 5
+        # no error; each says the new store is empty and how to fill it
+        assert [(code, err) for code, _, err in results] == [(0, EMPTY_STORE_HINT + "\n")] * 5
         assert db.current_revision(db.open_db(path, migrate=False)) == db.head_revision()
