@@ -177,6 +177,11 @@ class Ingester:
         if self._c is None:
             self._c = self.engine.connect()
             self._c.begin()
+            if self._c.dialect.name == "sqlite":
+                # pysqlite begins no transaction before a SAVEPOINT, so each file's savepoint
+                # would commit on release, apart from its threads' aggregates: begin the group's
+                # transaction here, taking the write lock now (waiting up to the busy timeout).
+                self._c.exec_driver_sql("BEGIN IMMEDIATE")
             self._pending, self._pending_since = 0, time.monotonic()
             self._group_threads = set()
             self._group_since = self._c.execute(select(func.max(s.Message.id))).scalar() or 0
