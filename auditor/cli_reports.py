@@ -20,10 +20,24 @@ FORMATS = ["table", "json", "csv"]
 
 
 def format_option(help: str = "Output format."):
-    """The --format option every report takes."""
-    return click.option(
+    """The --format option every report takes, with --wide for the table."""
+    fmt = click.option(
         "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help=help
     )
+
+    def remember_wide(ctx: click.Context, _param, value: bool) -> bool:
+        ctx.meta["auditor.wide"] = value
+        return value
+
+    wide = click.option(
+        "--wide",
+        "-w",
+        is_flag=True,
+        expose_value=False,
+        callback=remember_wide,
+        help="Table: every column, in full, even past the terminal's width.",
+    )
+    return lambda fn: fmt(wide(fn))
 
 
 def _ctx():
@@ -116,24 +130,33 @@ def _rich_table(
     lines: list[list[str]],
     total: list[str] | None,
     caption: str | None = None,
+    *,
+    keys: int = 1,
+    wide_only: tuple[str, ...] = (),
+    drop_first: tuple[str, ...] = (),
 ) -> None:
-    from rich.table import Table
+    """Print a report table that fits the terminal (see auditor.tables).
 
+    The first `keys` columns name the row and stay; a project keeps its end, other names
+    their start. Numbers are never cut: the `wide_only` columns show with --wide, and on a
+    narrow terminal `drop_first` then the right-most columns are left out.
+    """
     from .render import console
+    from .tables import Col, print_table
 
-    table = Table(title=title, header_style="bold", caption=caption, caption_justify="left")
-    for i, col in enumerate(columns):
-        table.add_column(
-            col,
-            justify="left" if i == 0 or not lines or not _numeric(lines, i) else "right",
-            overflow="fold",
-        )
-    for line in lines:
-        table.add_row(*line)
-    if total:
-        table.add_section()
-        table.add_row(*total, style="bold")
-    console.print(table)
+    def col(i: int, head: str) -> Col:
+        numeric = bool(lines) and _numeric(lines, i) and i >= keys
+        cut = None if numeric else "start" if head == "project" else "end"
+        if i < keys and head not in ("project", "model"):
+            cut = None  # an id or a date is never cut
+        drop = 1000 - drop_first.index(head) if head in drop_first else None
+        return Col(head, right=numeric, cut=cut, wide=head in wide_only, keep=i < keys, drop=drop)
+
+    wide = bool(click.get_current_context().meta.get("auditor.wide"))
+    if title:
+        console.print(title, style="bold")
+    cols = [col(i, head) for i, head in enumerate(columns)]
+    print_table(console, cols, lines, wide=wide, total=total, caption=caption)
 
 
 def _numeric(lines: list[list[str]], i: int) -> bool:
@@ -184,6 +207,9 @@ def _cost_table(report) -> None:
         rows,
         total,
         "+? : some calls are not in the price table (see the note)" if report.notes else None,
+        keys=len(keys),
+        wide_only=("invalid/err", "audit in/out", "credits"),
+        drop_first=("cache write", "cache read", "input", "output", "audit calls"),
     )
 
 
@@ -292,6 +318,9 @@ def _verdict_table(report) -> None:
         heads,
         [line(r) for r in report.rows],
         total,
+        keys=len(keys),
+        wide_only=("p95 ms", "$/audit"),
+        drop_first=("gated out by reason", "invalid", "p50 ms", "gated out", "seen"),
     )
     if not report.rows:
         click.echo("no observer has been run on this store yet (see `auditor run`)", err=True)

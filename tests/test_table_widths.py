@@ -102,3 +102,31 @@ def test_wide_shows_every_column_and_the_full_ids(store):
     )
     assert max(len(line) for line in lines) > 80  # past the terminal, never folded
     assert all(len(line) == len(lines[0]) for line in lines[1:-1])
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_report_costs_fits_without_folding_a_number_or_a_date(store, width):
+    data = json.loads(auditor(store, "report", "costs", "--format", "json"))
+    out = auditor(store, "report", "costs", columns=width)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert lines[0] == "costs by day"
+    rows = [line.split() for line in lines if re.match(r"\d{4}-\d\d-\d\d ", line)]
+    assert len(rows) == len([r for r in data["rows"] if r["day"]])
+    for cells, r in zip(rows, [r for r in data["rows"] if r["day"]], strict=True):
+        assert cells[0] == r["day"] and cells[1] == str(r["agent_calls"])
+        assert f"${r['agent_usd']:,.4f}" in cells or f"${r['agent_usd']:,.2f}" in cells
+    total = next(line for line in lines if line.startswith("total")).split()
+    assert total[1] == str(data["total"]["agent_calls"])
+    if width == 80:
+        assert "(left out for width: cache write; --wide shows all)" in lines
+    else:
+        assert not any(line.startswith("(left out") for line in lines)
+
+
+def test_report_costs_wide_has_every_column(store):
+    lines = auditor(store, "report", "costs", "--by", "model", "--wide", columns=80).splitlines()
+    heads = " ".join(lines[1:3])
+    for word in ("invalid/err", "in/out", "credits", "write", "overhead"):
+        assert word in heads
+    assert "claude-sonnet-4-6" in "\n".join(lines)
