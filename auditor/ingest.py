@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, StatementError
 
 from . import events, guidance
 from . import schema as s
@@ -323,7 +324,10 @@ class Ingester:
         cursor: Cursor,
         conn: Connection | None,
         errors: int = 0,
+        unread: bool = False,
     ):
+        """Record how far `path` was read. `unread`: not all of it was stored, so the next
+        ingest must read it again (an mtime no file has makes it look changed)."""
         head = tail = None
         if cursor.offset:
             head, tail = _fingerprints(Path(path), cursor.offset)
@@ -331,7 +335,7 @@ class Ingester:
             "path": path,
             "format": fmt,
             "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns,
+            "mtime_ns": -1 if unread else st.st_mtime_ns,
             "offset": cursor.offset,
             "lines": cursor.line,
             "head_hash": head,
@@ -434,8 +438,33 @@ class Ingester:
                 for table in (s.Message, s.ToolCall, s.TokenUsage):
                     conn.execute(delete(table).where(table.source_file_id == file_id))
             batch = _Batch(conn.dialect.name)
-            try:
-                for rec in fmt.parse(path, cursor):
+            # True when something in the file was not stored (a record the store cannot take, a
+            # parser that stopped): the file is then not remembered as read, and the next ingest
+            # reads it again.
+            unfinished = False
+            records = iter(fmt.parse(path, cursor))
+            while True:
+                try:
+                    rec = next(records)
+                except StopIteration:
+                    break
+                except Exception as exc:  # a parser bug: keep what was read, say where it stopped
+                    errors.append(
+                        (
+                            spath,
+                            cursor.line or None,
+                            f"{fmt.name} parser failed: {type(exc).__name__}: {exc}",
+                        )
+                    )
+                    result.status, unfinished = "failed", True
+                    break
+                if isinstance(rec, Problem):
+                    if len(errors) < MAX_ERRORS_PER_FILE:
+                        errors.append((spath, rec.line, rec.message))
+                    else:
+                        extra_errors += 1
+                    continue
+                try:
                     if isinstance(rec, Message):
                         tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
                         batch.add_message(tid, file_id, rec)
@@ -445,27 +474,22 @@ class Ingester:
                         batch.add_usage(tid, file_id, rec)
                     elif isinstance(rec, ThreadInfo):
                         self._thread_id(conn, fmt.agent, rec, rec.native_id, file_id)
-                    elif isinstance(rec, Problem):
-                        if len(errors) < MAX_ERRORS_PER_FILE:
-                            errors.append((spath, rec.line, rec.message))
-                        else:
-                            extra_errors += 1
-                    if batch.size >= BATCH:
-                        batch.flush(conn)
-            except Exception as exc:  # a parser bug: keep what was read, report where it stopped
-                errors.append(
-                    (
-                        spath,
-                        cursor.line or None,
-                        f"{fmt.name} parser failed: {type(exc).__name__}: {exc}",
-                    )
-                )
-                result.status = "failed"
+                except DBAPIError:
+                    raise  # the store itself failed: undo the file
+                except Exception as exc:  # this record cannot be stored (nested too deeply...)
+                    line = getattr(rec, "line", None) or cursor.line or None
+                    errors.append((spath, line, f"could not store this record: {_why(exc)}"))
+                    unfinished = True
+                if batch.size >= BATCH:
+                    batch.flush(conn)
             batch.flush(conn)
             if extra_errors:
                 errors.append((spath, None, f"... and {extra_errors} more problems in this file"))
             self._insert_errors(conn, errors)
-            self._remember(spath, st, fmt.name, cursor, conn, errors=len(errors))
+            if unfinished:
+                self._remember(spath, st, fmt.name, Cursor(), conn, len(errors), unread=True)
+            else:
+                self._remember(spath, st, fmt.name, cursor, conn, errors=len(errors))
             savepoint.commit()
         except Exception as exc:  # the store refused the file (disk full, locked...): undo it alone
             if savepoint.is_active:
@@ -626,6 +650,13 @@ _SOURCE_SQL = (
 _USAGE_SQL = _sql(_USAGE_COLS, "token_usage", "thread_id, key", _USAGE_COLS[3:])
 
 
+def _why(exc: Exception) -> str:
+    """The reason a record could not be stored, in one line."""
+    if isinstance(exc, StatementError) and exc.orig is not None:
+        exc = exc.orig
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
 def _dumps(value) -> str | None:
     if value is None:
         return None
@@ -655,12 +686,15 @@ class _Batch:
         return value.isoformat(" ", "microseconds")
 
     def add_message(self, thread_id: int, file_id: int, msg: Message) -> None:
+        """Queue the message and its tool calls; nothing is queued if it cannot be stored."""
+        blocks = _dumps([b.as_json() for b in msg.blocks])  # raises on what JSON cannot hold
         uses = edits = 0
+        calls, results = [], []
         for b in msg.blocks:
             if b.kind == "tool_use" and b.tool_use_id:
                 uses += 1
                 edits += bool(b.is_file_edit)
-                self.calls.append(
+                calls.append(
                     (
                         thread_id,
                         b.tool_use_id,
@@ -672,9 +706,11 @@ class _Batch:
                     )
                 )
             elif b.kind == "tool_result" and b.tool_use_id:
-                self.results.append(
+                results.append(
                     (thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False)
                 )
+        self.calls += calls
+        self.results += results
         self.messages.append(
             (
                 thread_id,
@@ -692,7 +728,7 @@ class _Batch:
                 bool(msg.is_sidechain),
                 uses,
                 edits,
-                _dumps([b.as_json() for b in msg.blocks]),
+                blocks,
             )
         )
 

@@ -1,0 +1,59 @@
+"""Ingest faults on real transcripts: nothing is lost silently (issue 9).
+
+Each test takes a corpus file, damages it the way the tool was attacked, and checks that the
+damage costs only the damaged part, is reported as FILE:LINE: problem, and is retried.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from sqlalchemy import func, select
+
+from auditor import schema as s
+from auditor.ingest import ingest
+
+pytestmark = pytest.mark.corpus
+
+SESSION = "claude-code/jnarowski-agentcmd/full-session-two.jsonl"  # 35 messages
+
+
+def message_count(engine) -> int:
+    with engine.connect() as conn:
+        return conn.scalar(select(func.count()).select_from(s.Message))
+
+
+def nested(depth: int):
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_record_too_deep_to_store_costs_its_line_only_and_is_retried(
+    corpus, tmp_path, engine, plugins
+):
+    lines = (corpus / SESSION).read_text().splitlines(keepends=True)
+    record = json.loads(lines[7])  # an assistant tool call
+    record["message"]["content"][0]["input"]["deep"] = nested(300)  # parses; JSON out stops at 255
+    bad = tmp_path / "session.jsonl"
+    bad.write_text("".join(lines[:7] + [json.dumps(record) + "\n"] + lines[8:]))
+
+    first = ingest(engine, plugins, [bad])
+    assert not first.ok
+    assert first.errors == [
+        f"{bad}:8: could not store this record: TypeError: Recursion limit reached"
+    ]
+    assert message_count(engine) == 34  # every line but the bad one
+
+    again = ingest(engine, plugins, [bad])  # not marked fully read: tried again, said again
+    assert (again.skipped, again.failed) == (0, 1)
+    assert again.errors == first.errors
+    assert message_count(engine) == 34
+
+    shutil.copy(corpus / SESSION, bad)  # once the line can be stored, it is
+    fixed = ingest(engine, plugins, [bad])
+    assert fixed.ok and message_count(engine) == 35
+    assert ingest(engine, plugins, [bad]).skipped == 1
