@@ -583,7 +583,7 @@ def eval_command(
     for again. A checkpoint the gate holds back counts as "no correction". The misses and false
     alarms are listed.
     """
-    from .reports import evaluate
+    from .evaluate import evaluate
     from .run import RunConfig
 
     options = {"max_retries": max_retries}

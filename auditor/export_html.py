@@ -425,7 +425,7 @@ def _thread_page(engine: Engine, row: dict, usage_chart: str) -> str:
 
 def _usage_chart(engine: Engine, thread_id: int, verdict_usd: dict[str, float]) -> str:
     """Bars of each agent call's cost, in order; the auditing cost as one bar at the end."""
-    from .reports import Pricer, band_sql
+    from .prices import Pricer, band_sql
 
     band = band_sql("(input_tokens + cache_read_tokens + cache_write_tokens)")
     pricer = Pricer()

@@ -320,3 +320,102 @@ def credits(usd: Decimal | float | None) -> Decimal | None:
     if usd is None:
         return None
     return Decimal(str(usd)) * credits_per_usd()
+
+
+# -- price bands for reports over token sums --------------------------------------------------
+
+# Some models bill the whole call at a higher rate once its prompt passes a threshold, so token
+# sums cannot be priced as one call. Calls are grouped by prompt-size band (between consecutive
+# thresholds of any model) in SQL; inside a band every model's price is linear, so a group is
+# priced with per-token rates probed once per (model, band) from the price table.
+FALLBACK_THRESHOLDS = (
+    32_000,
+    100_000,
+    128_000,
+    199_999,
+    200_000,
+    256_000,
+    272_000,
+    512_000,
+    524_288,
+)
+_thresholds: tuple[int, ...] | None = None
+
+
+def thresholds() -> tuple[int, ...]:
+    """Return every prompt-size threshold at which some price changes, ascending."""
+    global _thresholds
+    if _thresholds is None:
+        found = {TIER_THRESHOLD, *FALLBACK_THRESHOLDS}
+        try:  # read the tiers genai-prices knows, so a new threshold is not missed
+            from genai_prices.data_snapshot import get_snapshot
+            from genai_prices.types import TieredPrices
+
+            for provider in get_snapshot().providers:
+                for model in provider.models:
+                    prices_ = model.prices if isinstance(model.prices, list) else [model.prices]
+                    for p in prices_:
+                        p = getattr(p, "prices", p)
+                        for value in vars(p).values():
+                            if isinstance(value, TieredPrices):
+                                found.update(t.start for t in value.tiers)
+        except (
+            ImportError,
+            AttributeError,
+            TypeError,
+        ):  # its internals moved: the fallback list applies
+            pass
+        _thresholds = tuple(sorted(found))
+    return _thresholds
+
+
+def band_sql(prompt: str) -> str:
+    """SQL giving the band number of a call whose whole prompt (cache included) is `prompt`."""
+    cases = " ".join(f"WHEN {prompt} <= {t} THEN {i}" for i, t in enumerate(thresholds()))
+    return f"CASE {cases} ELSE {len(thresholds())} END"
+
+
+class Pricer:
+    """Price grouped token sums exactly as the calls would be priced one by one."""
+
+    PROBE_OUT = 1000
+
+    def __init__(self) -> None:
+        self._rates: dict[tuple, tuple | None] = {}
+
+    def _probe_size(self, band: int) -> int:
+        ts = thresholds()
+        return 1000 if band == 0 else ts[band - 1] + 1
+
+    def rates(self, model: str | None, band: int, provider: str | None = None):
+        """(input, output, cache read, cache write) USD per token, or None for an unknown model."""
+        key = (model, band, provider)
+        if key not in self._rates:
+            self._rates[key] = self._probe(model, band, provider) if model else None
+        return self._rates[key]
+
+    def _probe(self, model: str, band: int, provider: str | None):
+        x, o = self._probe_size(band), self.PROBE_OUT
+        base = price(model, Tokens(input=x), provider).usd
+        if base is None:
+            return None
+        read = price(model, Tokens(input=x, cache_read=x), provider).usd
+        write = price(model, Tokens(input=x, cache_write=x), provider).usd
+        out = price(model, Tokens(input=x, output=o), provider).usd
+        return base / x, (out - base) / o, read / x, write / x
+
+    def usd(
+        self,
+        model: str | None,
+        band: int,
+        uncached: int,
+        output: int,
+        cache_read: int,
+        cache_write: int,
+        provider: str | None = None,
+    ) -> float | None:
+        """Price the sums of calls of one band; `uncached` is prompt tokens not read from or written to cache."""
+        r = self.rates(model, band, provider)
+        if r is None:
+            return None
+        return float(r[0] * uncached + r[1] * output + r[2] * cache_read + r[3] * cache_write)

@@ -76,3 +76,13 @@ def test_wheel_install_runs_ingest_from_another_directory(tmp_path):
     ).stdout
     words = current.split()  # "current: 0002 head: 0002"
     assert words[0] == "current:" and words[1] == words[3] != "(empty)"
+    # Every subpackage is in the wheel (a package left out of pyproject's list fails here).
+    costs = subprocess.run(
+        [env_dir / "bin" / "auditor", "--db", str(db), "report", "costs", "--format", "json"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert costs.returncode == 0, costs.stderr
+    assert json.loads(costs.stdout)["report"] == "costs"

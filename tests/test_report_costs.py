@@ -362,7 +362,7 @@ def test_empty_store_prints_zero_totals():
 
 @pytest.mark.corpus
 def test_the_rollup_gives_what_the_usage_rows_give(claude_store, engine):
-    from auditor.reports import _agent_usage, _cost_columns
+    from auditor.reports.costs import _agent_usage, _cost_columns
 
     for by in (["day"], ["model"], ["project", "day"], ["thread"]):
         _, sql = _cost_columns(by)

@@ -13,9 +13,9 @@ from test_report_support import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlu
 from auditor import plugins as plugins_module
 from auditor.cli import cli
 from auditor.errors import AuditorError
+from auditor.evaluate import evaluate
 from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.reports import evaluate
 from auditor.run import RunConfig
 
 # thread -> (what the agent finally says, tool rounds, the label). The observer asks for a

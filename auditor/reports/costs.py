@@ -1,0 +1,340 @@
+"""The cost report: agents' own cost beside the cost of auditing them, grouped by --by."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from ..prices import Pricer, band_sql
+from ..rollup import COPIES_SQL, refresh_rollup
+from .shared import (
+    THREAD_DIMS,
+    TIME_DIMS,
+    Report,
+    _div,
+    _sort_rows,
+    _window,
+    check_dims,
+)
+
+COST_DIMS = ("day", "week", "month", "model", "observer", "run", "thread", "project", "agent")
+
+AGENT_COLS = [
+    "agent_calls",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "agent_usd",
+    "agent_unpriced_models",
+]
+AUDIT_COLS = [
+    "audit_calls",
+    "audit_invalid",
+    "audit_errors",
+    "audit_input_tokens",
+    "audit_cached_tokens",
+    "audit_output_tokens",
+    "audit_thinking_tokens",
+    "audit_usd",
+    "audit_credits",
+    "audit_unpriced_calls",
+]
+
+
+# A subagent that forks its parent's context (Claude Code's side questions) logs the parent's
+# calls again: same billing key, same counts. They were billed once, to the parent. Such copies
+# are looked for among sidechain threads only (through the (thread_id, key) index) and
+
+
+def _cost_columns(by: list[str]) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """Return the output key columns, and the SQL columns to group by: (alias, agent side,
+    audit side), NULL where a side has no such thing. Weeks and months are made from days in
+    Python: grouping on a substring of the stored time is much cheaper than date() per row."""
+    out: list[str] = []
+    sql: list[tuple[str, str, str]] = []
+    for dim in by:
+        if dim in TIME_DIMS:
+            if not any(c[0] == "day" for c in sql):
+                sql.append(("day", "substr(u.timestamp, 1, 10)", "substr(v.created_at, 1, 10)"))
+            out.append(dim)
+        elif dim == "thread":
+            sql += [("thread", "t.id", "t.id"), ("thread_native_id", "t.native_id", "t.native_id")]
+            out += ["thread", "thread_native_id"]
+        else:
+            agent_side = {
+                "model": "u.model",
+                "observer": "NULL",
+                "run": "NULL",
+                "project": "t.cwd",
+                "agent": "t.agent",
+            }[dim]
+            audit_side = {
+                "model": "v.model",
+                "observer": "v.observer",
+                "run": "v.run_id",
+                "project": "t.cwd",
+                "agent": "t.agent",
+            }[dim]
+            sql.append((dim, agent_side, audit_side))
+            out.append(dim)
+    return out, sql
+
+
+def week_of(day: str | None) -> str | None:
+    """Name a week by its Monday."""
+    if not day:
+        return None
+    d = datetime.strptime(day, "%Y-%m-%d").date()
+    return (d - timedelta(days=d.weekday())).isoformat()
+
+
+def _key_maker(out: list[str], sql: list[tuple[str, str, str]]):
+    pos = {c[0]: i for i, c in enumerate(sql)}
+
+    def make(values: Sequence[Any]) -> tuple:
+        key = []
+        for col in out:
+            if col == "week":
+                key.append(week_of(values[pos["day"]]))
+            elif col == "month":
+                day = values[pos["day"]]
+                key.append(day[:7] if day else None)
+            else:
+                key.append(values[pos[col]])
+        return tuple(key)
+
+    return make
+
+
+def _whole_days(value: datetime | None) -> bool:
+    if value is None:
+        return True
+    value = value.astimezone(UTC) if value.tzinfo else value
+    return (value.hour, value.minute, value.second, value.microsecond) == (0, 0, 0, 0)
+
+
+def _rolled_up_usage(conn, by, sql, sel, group, since, until) -> dict[tuple, list[int]]:
+    """`_agent_usage` read from `usage_rollup` (whole-day windows only): a few rows a thread."""
+    refresh_rollup(conn)
+    conn.commit()
+    params: dict[str, Any] = {}
+    conds = []
+    if since is not None:
+        params["since"] = (
+            since.astimezone(UTC).strftime("%Y-%m-%d")
+            if since.tzinfo
+            else since.strftime("%Y-%m-%d")
+        )
+        conds.append("u.day >= :since")
+    if until is not None:
+        params["until"] = (
+            until.astimezone(UTC).strftime("%Y-%m-%d")
+            if until.tzinfo
+            else until.strftime("%Y-%m-%d")
+        )
+        conds.append("u.day < :until")
+    # The same key expressions as over token_usage: `u.timestamp` is the day here.
+    sel = sel.replace("substr(u.timestamp, 1, 10)", "u.day")
+    join = " JOIN threads t ON t.id = u.thread_id" if THREAD_DIMS & set(by) else ""
+    rows = conn.execute(
+        text(
+            f"SELECT {sel} u.model, u.band, sum(u.calls), sum(u.input_tokens), sum(u.output_tokens), "
+            f"sum(u.cache_read_tokens), sum(u.cache_write_tokens) FROM usage_rollup u{join} "
+            f"WHERE {' AND '.join(conds) or '1'} GROUP BY {group} u.model, u.band"
+        ),
+        params,
+    )
+    n = len(sql) + 2
+    return {tuple(r[:n]): [int(x or 0) for x in r[n:]] for r in rows}
+
+
+def _agent_usage(
+    conn, by: list[str], sql: list[tuple[str, str, str]], since, until
+) -> dict[tuple, list[int]]:
+    """Sum agents' calls per (SQL group, model, band), copies subtracted: group -> [calls, 4 sums]."""
+    sel = "".join(f"{c[1]} AS k{i}, " for i, c in enumerate(sql))
+    group = "".join(f"k{i}, " for i in range(len(sql)))
+    if _whole_days(since) and _whole_days(until) and conn.dialect.name == "sqlite":
+        return _rolled_up_usage(conn, by, sql, sel, group, since, until)
+    params: dict[str, Any] = {}
+    window = _window("u.timestamp", since, until, params)
+    band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
+    body = (
+        f"SELECT {sel} u.model, {band} AS band, count(*), sum(u.input_tokens), sum(u.output_tokens), "
+        f"sum(u.cache_read_tokens), sum(u.cache_write_tokens)"
+    )
+    join = " JOIN threads t ON t.id = u.thread_id" if THREAD_DIMS & set(by) else ""
+    total_sql = f"{body} FROM token_usage u{join} WHERE {window} GROUP BY {group} u.model, band"
+    copies_sql = (
+        f"{body} FROM threads t JOIN token_usage u ON u.thread_id = t.id "
+        f"WHERE {COPIES_SQL} AND {window} GROUP BY {group} u.model, band"
+    )
+    n = len(sql) + 2
+    sums: dict[tuple, list[int]] = {}
+    for r in conn.execute(text(total_sql), params):
+        sums[tuple(r[:n])] = [int(x or 0) for x in r[n:]]
+    for r in conn.execute(text(copies_sql), params):
+        have = sums[tuple(r[:n])]
+        for i, x in enumerate(r[n:]):
+            have[i] -= int(x or 0)
+    return sums
+
+
+def cost_report(
+    engine: Engine,
+    by: Sequence[str] = ("day",),
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> Report:
+    """Return the agents' own cost next to the auditing cost, grouped by `by`.
+
+    Agents' usage comes from `token_usage` (one row per billing key: streamed duplicates and
+    cumulative counters are already resolved at ingest; calls a forked subagent logged again
+    are left out) priced per model with the price table; models it does not know are listed
+    per row and in `unknown_models`, never priced at zero. Auditing cost is what each verdict
+    recorded; calls recorded without a price are priced with today's table when it now knows
+    the model. Agent usage is dated by its timestamp, auditing by when the observer was called.
+    `overhead` is audit USD / agent USD.
+    """
+    by = check_dims(by, COST_DIMS)
+    key_cols, sql = _cost_columns(by)
+    make_key = _key_maker(key_cols, sql)
+    n = len(sql)
+    rows: dict[tuple, dict[str, Any]] = {}
+
+    def row_for(key: tuple) -> dict[str, Any]:
+        row = rows.get(key)
+        if row is None:
+            row = dict(zip(key_cols, key))
+            row.update({c: 0 for c in AGENT_COLS + AUDIT_COLS})
+            row.update(agent_usd=None, agent_unpriced_models=[], audit_usd=None, audit_credits=None)
+            rows[key] = row
+        return row
+
+    audit_params: dict[str, Any] = {}
+    audit_sel = "".join(f"{c[2]} AS k{i}, " for i, c in enumerate(sql))
+    group = "".join(f"k{i}, " for i in range(n))
+    # Only calls recorded without a price need the band (to be priced now); the rest share band 0.
+    audit_band = f"CASE WHEN v.cost_usd IS NULL THEN {band_sql('v.input_tokens')} ELSE 0 END"
+    audit_sql = f"""
+        SELECT {audit_sel} v.model AS model, v.observer, {audit_band} AS band,
+               count(*) AS calls, sum(v.status = 'invalid'), sum(v.status = 'error'),
+               sum(v.input_tokens), sum(v.cached_tokens), sum(v.output_tokens), sum(v.thinking_tokens),
+               sum(v.cost_usd), sum(v.credits),
+               sum(v.cost_usd IS NULL AND v.status != 'error'),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.input_tokens END),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.output_tokens + v.thinking_tokens END),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.cached_tokens END),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.cache_write_tokens END)
+        FROM verdicts v JOIN threads t ON t.id = v.thread_id
+        WHERE {_window("v.created_at", since, until, audit_params)}
+        GROUP BY {group} v.model, v.observer, band
+    """
+    with engine.connect() as conn:
+        agent_sums = _agent_usage(conn, by, sql, since, until)
+        audit_rows = conn.execute(text(audit_sql), audit_params).all()
+
+    pricer = Pricer()
+    unknown: dict[str | None, dict[str, int]] = {}
+    for group_key, (calls, *tokens) in agent_sums.items():
+        if not calls:
+            continue
+        model, band = group_key[n], group_key[n + 1]
+        sums = dict(
+            zip(
+                ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"), tokens
+            )
+        )
+        row = row_for(make_key(group_key))
+        row["agent_calls"] += calls
+        for c, v in sums.items():
+            row[c] += v
+        usd = pricer.usd(model, band, *tokens)
+        if usd is not None:
+            row["agent_usd"] = (row["agent_usd"] or 0.0) + usd
+        elif any(tokens):
+            if model not in row["agent_unpriced_models"]:
+                row["agent_unpriced_models"].append(model)
+            u = unknown.setdefault(model, {"calls": 0, **{c: 0 for c in sums}})
+            u["calls"] += calls
+            for c, v in sums.items():
+                u[c] += v
+    unknown_observers: set[str] = set()
+    for r in audit_rows:
+        model, observer, band = r[n], r[n + 1], r[n + 2]
+        (
+            calls,
+            invalid,
+            errors,
+            inp,
+            cached,
+            out,
+            thinking,
+            usd,
+            credits,
+            unpriced,
+            u_in,
+            u_out,
+            u_cached,
+            u_cw,
+        ) = r[n + 3 :]
+        row = row_for(make_key(r[:n]))
+        row["audit_calls"] += calls
+        row["audit_invalid"] += invalid or 0
+        row["audit_errors"] += errors or 0
+        row["audit_input_tokens"] += inp or 0
+        row["audit_cached_tokens"] += cached or 0
+        row["audit_output_tokens"] += out or 0
+        row["audit_thinking_tokens"] += thinking or 0
+        if unpriced:
+            u_cached, u_cw = u_cached or 0, u_cw or 0
+            late = pricer.usd(
+                model,
+                band,
+                max((u_in or 0) - u_cached - u_cw, 0),
+                u_out or 0,
+                u_cached,
+                u_cw,
+                provider=observer,
+            )
+            if late is None:
+                row["audit_unpriced_calls"] += unpriced
+                unknown_observers.add(model)
+            else:
+                from ..prices import credits as to_credits
+
+                usd = (usd or 0.0) + late
+                credits = (credits or 0.0) + float(to_credits(late))
+        if usd is not None:
+            row["audit_usd"] = (row["audit_usd"] or 0.0) + usd
+            row["audit_credits"] = (row["audit_credits"] or 0.0) + (credits or 0.0)
+    out_rows = _sort_rows(list(rows.values()), by, ("agent_usd", "audit_usd"))
+    total = {c: None for c in key_cols}
+    for c in AGENT_COLS + AUDIT_COLS:
+        if c == "agent_unpriced_models":
+            total[c] = sorted({m or "(none)" for r in out_rows for m in r[c]})
+        elif c in ("agent_usd", "audit_usd", "audit_credits"):
+            vals = [r[c] for r in out_rows if r[c] is not None]
+            total[c] = sum(vals) if vals else None
+        else:
+            total[c] = sum(r[c] for r in out_rows)
+    for row in out_rows + [total]:
+        row["agent_unpriced_models"] = [m or "(none)" for m in row["agent_unpriced_models"]]
+        row["overhead"] = _div(row["audit_usd"], row["agent_usd"])
+    notes = []
+    unknown_list = [
+        {"model": m or "(none)", **v} for m, v in sorted(unknown.items(), key=lambda kv: str(kv[0]))
+    ]
+    if unknown_list:
+        notes.append(
+            "not in the price table, so left out of agent_usd (not priced at 0): "
+            + ", ".join(f"{u['model']} ({u['calls']} calls)" for u in unknown_list)
+        )
+    if unknown_observers:
+        notes.append("observer models without a price: " + ", ".join(sorted(unknown_observers)))
+    columns = key_cols + AGENT_COLS + AUDIT_COLS + ["overhead"]
+    return Report("costs", by, columns, out_rows, total, notes, {"unknown_models": unknown_list})
