@@ -11,7 +11,7 @@ from sqlalchemy import Engine, text
 from .errors import AuditorError
 from .reports.shared import (
     Report,
-    _div,
+    ratio,
 )
 
 
@@ -200,7 +200,7 @@ def _score(engine: Engine, planned, auditor, labels_path: str) -> Report:
         ]
         rows.append(row)
     tp, fp, fn, tn = counts["tp"], counts["fp"], counts["fn"], counts["tn"]
-    precision, recall = _div(tp, tp + fp), _div(tp, tp + fn)
+    precision, recall = ratio(tp, tp + fp), ratio(tp, tp + fn)
     f1 = None if not precision or not recall else 2 * precision * recall / (precision + recall)
     extra = {
         "observer": auditor.observer_name,
@@ -214,7 +214,7 @@ def _score(engine: Engine, planned, auditor, labels_path: str) -> Report:
         "precision": precision,
         "recall": recall,
         "f1": f1,
-        "accuracy": _div(tp + tn, tp + fp + fn + tn),
+        "accuracy": ratio(tp + tn, tp + fp + fn + tn),
         "calls_made": auditor.summary.audited + auditor.summary.invalid + auditor.summary.errors,
         "reused": auditor.summary.reused,
     }

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, text
 from ..errors import AuditorError
 from .shared import (
     Report,
-    _window,
+    window_sql,
 )
 
 
@@ -66,7 +66,7 @@ def agreement_report(
         params["a_model"] = am
     if bm:
         params["b_model"] = bm
-    win = _window("v.created_at", since, until, params)
+    win = window_sql("v.created_at", since, until, params)
     sql = f"""
         WITH {_latest_valid("va", "a", bool(am), win)}, {_latest_valid("vb", "b", bool(bm), win)}
         SELECT c.id, t.id, t.agent, t.native_id, t.cwd, c.message_native_id,

@@ -14,10 +14,10 @@ from .shared import (
     THREAD_DIMS,
     TIME_DIMS,
     Report,
-    _div,
-    _sort_rows,
-    _window,
     check_dims,
+    ratio,
+    sort_rows,
+    window_sql,
 )
 
 COST_DIMS = ("day", "week", "month", "model", "observer", "run", "thread", "project", "agent")
@@ -161,7 +161,7 @@ def _agent_usage(
     if _whole_days(since) and _whole_days(until) and conn.dialect.name == "sqlite":
         return _rolled_up_usage(conn, by, sql, sel, group, since, until)
     params: dict[str, Any] = {}
-    window = _window("u.timestamp", since, until, params)
+    window = window_sql("u.timestamp", since, until, params)
     band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
     body = (
         f"SELECT {sel} u.model, {band} AS band, count(*), sum(u.input_tokens), sum(u.output_tokens), "
@@ -231,7 +231,7 @@ def cost_report(
                sum(CASE WHEN v.cost_usd IS NULL THEN v.cached_tokens END),
                sum(CASE WHEN v.cost_usd IS NULL THEN v.cache_write_tokens END)
         FROM verdicts v JOIN threads t ON t.id = v.thread_id
-        WHERE {_window("v.created_at", since, until, audit_params)}
+        WHERE {window_sql("v.created_at", since, until, audit_params)}
         GROUP BY {group} v.model, v.observer, band
     """
     with engine.connect() as conn:
@@ -312,7 +312,7 @@ def cost_report(
         if usd is not None:
             row["audit_usd"] = (row["audit_usd"] or 0.0) + usd
             row["audit_credits"] = (row["audit_credits"] or 0.0) + (credits or 0.0)
-    out_rows = _sort_rows(list(rows.values()), by, ("agent_usd", "audit_usd"))
+    out_rows = sort_rows(list(rows.values()), by, ("agent_usd", "audit_usd"))
     total = {c: None for c in key_cols}
     for c in AGENT_COLS + AUDIT_COLS:
         if c == "agent_unpriced_models":
@@ -324,7 +324,7 @@ def cost_report(
             total[c] = sum(r[c] for r in out_rows)
     for row in out_rows + [total]:
         row["agent_unpriced_models"] = [m or "(none)" for m in row["agent_unpriced_models"]]
-        row["overhead"] = _div(row["audit_usd"], row["agent_usd"])
+        row["overhead"] = ratio(row["audit_usd"], row["agent_usd"])
     notes = []
     unknown_list = [
         {"model": m or "(none)", **v} for m, v in sorted(unknown.items(), key=lambda kv: str(kv[0]))

@@ -10,9 +10,9 @@ from sqlalchemy import Engine, text
 
 from .shared import (
     Report,
-    _db_time,
-    _div,
-    _window,
+    db_time,
+    ratio,
+    window_sql,
 )
 
 TEST_COMMAND = re.compile(
@@ -68,7 +68,7 @@ def followup_report(
     from ..threads import load_messages
 
     params: dict[str, Any] = {"cc": SOURCE_COURSE_CORRECTION}
-    window = _window("m.timestamp", since, until, params)
+    window = window_sql("m.timestamp", since, until, params)
     with engine.connect() as conn:
         threads = conn.execute(
             text(
@@ -94,9 +94,9 @@ def followup_report(
         for i, m in enumerate(messages):
             if m.source_type != SOURCE_COURSE_CORRECTION:
                 continue
-            when = _db_time(m.timestamp) if m.timestamp else None
-            if (since and (when is None or when < _db_time(since))) or (
-                until and (when is None or when >= _db_time(until))
+            when = db_time(m.timestamp) if m.timestamp else None
+            if (since and (when is None or when < db_time(since))) or (
+                until and (when is None or when >= db_time(until))
             ):
                 continue
             row = {
@@ -151,7 +151,7 @@ def followup_report(
         "corrections": n,
         "continued": continued,
         "acted_on": total["acted_on"],
-        "acted_on_share": _div(total["acted_on"], continued),
+        "acted_on_share": ratio(total["acted_on"], continued),
     }
     notes = (
         []

@@ -38,7 +38,8 @@ class Report:
         return out
 
 
-def _time_expr(dim: str, col: str) -> str:
+def time_expr(dim: str, col: str) -> str:
+    """SQL naming the day, week (by its Monday) or month of the stored time `col`."""
     if dim == "day":
         return f"date({col})"
     if dim == "week":  # the Monday that starts the (ISO) week
@@ -46,20 +47,21 @@ def _time_expr(dim: str, col: str) -> str:
     return f"strftime('%Y-%m', {col})"
 
 
-def _db_time(value: datetime) -> str:
+def db_time(value: datetime) -> str:
     """Format a time the way SQLAlchemy stores DateTime in SQLite (naive UTC), for comparison."""
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return value.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-def _window(col: str, since: datetime | None, until: datetime | None, params: dict) -> str:
+def window_sql(col: str, since: datetime | None, until: datetime | None, params: dict) -> str:
+    """SQL keeping `col` in [since, until), its bounds added to `params`; "1" when unbounded."""
     conds = []
     if since is not None:
-        params["since"] = _db_time(since)
+        params["since"] = db_time(since)
         conds.append(f"{col} >= :since")
     if until is not None:
-        params["until"] = _db_time(until)
+        params["until"] = db_time(until)
         conds.append(f"{col} < :until")
     return " AND ".join(conds) or "1"
 
@@ -97,18 +99,20 @@ def parse_until(value: str | None) -> datetime | None:
     return dt
 
 
-def _rank(ordered: list, p: int):
+def nearest_rank(ordered: list, p: int):
     """The p-th percentile of a sorted list by the nearest-rank method."""
     return ordered[max(1, -(-p * len(ordered) // 100)) - 1]
 
 
-def _div(a: float | None, b: float | None) -> float | None:
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, or None when either is missing or b is 0."""
     if a is None or not b:
         return None
     return a / b
 
 
-def _sort_rows(rows: list[dict], by: list[str], cost_cols: Sequence[str]) -> list[dict]:
+def sort_rows(rows: list[dict], by: list[str], cost_cols: Sequence[str]) -> list[dict]:
+    """In time order when the first dimension is a time, else the costliest first."""
     if by and by[0] in TIME_DIMS:
         return sorted(rows, key=lambda r: tuple((r[d] is not None, str(r[d] or "")) for d in by))
     return sorted(rows, key=lambda r: -sum(r.get(c) or 0 for c in cost_cols))

@@ -12,12 +12,12 @@ from .shared import (
     THREAD_DIMS,
     TIME_DIMS,
     Report,
-    _div,
-    _rank,
-    _sort_rows,
-    _time_expr,
-    _window,
     check_dims,
+    nearest_rank,
+    ratio,
+    sort_rows,
+    time_expr,
+    window_sql,
 )
 
 VERDICT_DIMS = ("observer", "model", "project", "agent", "run", "day", "week", "month")
@@ -48,7 +48,7 @@ def _verdict_keys(by: list[str], side: str) -> list[tuple[str, str]]:
     out = []
     for dim in by:
         if dim in TIME_DIMS:
-            out.append((dim, _time_expr(dim, at)))
+            out.append((dim, time_expr(dim, at)))
         elif dim in ("observer", "model"):
             out.append((dim, f"{src}.{dim}"))
         elif dim == "run":
@@ -85,8 +85,8 @@ def verdict_report(
     kl = "".join(f"k{i}, " for i in range(n))
     grp = ("GROUP BY " + ", ".join(f"k{i}" for i in range(n))) if n else ""
     params: dict[str, Any] = {}
-    cwin = _window("c.gated_at", since, until, params)
-    vwin = _window("v.created_at", since, until, params)
+    cwin = window_sql("c.gated_at", since, until, params)
+    vwin = window_sql("v.created_at", since, until, params)
     c_join = " JOIN threads t ON t.id = c.thread_id" if THREAD_DIMS & set(by) else ""
     v_join = " JOIN threads t ON t.id = v.thread_id" if THREAD_DIMS & set(by) else ""
     c_from = f"checkpoints c JOIN runs r ON r.id = c.run_id{c_join} WHERE {cwin}"
@@ -150,13 +150,16 @@ def verdict_report(
     for key, values in latencies.items():
         values.sort()
         row = rows[key]
-        row["latency_p50_ms"], row["latency_p95_ms"] = _rank(values, 50), _rank(values, 95)
+        row["latency_p50_ms"], row["latency_p95_ms"] = (
+            nearest_rank(values, 50),
+            nearest_rank(values, 95),
+        )
     for row in rows.values():
         row["gated_in"] = row["seen"] - row["gated_out"]
-        row["correction_rate"] = _div(row["corrections"], row["audited"])
-        row["usd_per_audit"] = _div(row["usd"], row["audited"])
-        row["usd_per_correction"] = _div(row["usd"], row["corrections"])
-    out = _sort_rows(list(rows.values()), by, ("calls",))
+        row["correction_rate"] = ratio(row["corrections"], row["audited"])
+        row["usd_per_audit"] = ratio(row["usd"], row["audited"])
+        row["usd_per_correction"] = ratio(row["usd"], row["corrections"])
+    out = sort_rows(list(rows.values()), by, ("calls",))
     if not by or by[0] not in TIME_DIMS:
         out.sort(key=lambda r: tuple(str(r[c] or "") for c in cols))
     total = None
@@ -183,8 +186,8 @@ def verdict_report(
             gated_out_by_reason=reasons,
             latency_p50_ms=None,
             latency_p95_ms=None,
-            correction_rate=_div(total["corrections"], total["audited"]),
-            usd_per_audit=_div(total["usd"], total["audited"]),
-            usd_per_correction=_div(total["usd"], total["corrections"]),
+            correction_rate=ratio(total["corrections"], total["audited"]),
+            usd_per_audit=ratio(total["usd"], total["audited"]),
+            usd_per_correction=ratio(total["usd"], total["corrections"]),
         )
     return Report("verdicts", by, cols + VERDICT_COLS, out, total)
