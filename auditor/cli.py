@@ -653,6 +653,71 @@ def events(ctx: Context, as_json: bool, types, limit: int, thread, run_id, since
 
 
 @cli.command()
+@click.option(
+    "--corrections", "-c", is_flag=True, help="Only verdicts that asked for a correction."
+)
+@click.option("--thread", metavar="THREAD", help="Only verdicts on this thread.")
+@click.option("--observer", "-o", metavar="NAME", help="Only this observer's verdicts.")
+@click.option("--model", "-m", metavar="MODEL", help="Only this observer model's verdicts.")
+@click.option("--run", "run_id", type=int, metavar="ID", help="Only verdicts of this run.")
+@click.option("--since", metavar="WHEN", help="Only verdicts since WHEN (ISO date, or 12h / 7d).")
+@click.option(
+    "--query", "-q", metavar="TEXT", help="Only verdicts whose message or problem contains TEXT."
+)
+@click.option(
+    "--status",
+    type=click.Choice(["ok", "invalid", "error"]),
+    help="Only answers (ok), answers that broke the contract (invalid) or failed calls (error).",
+)
+@click.option(
+    "--limit",
+    "-n",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Show at most N verdicts, newest first (0: all).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+@handle_errors
+def verdicts(
+    ctx: Context, corrections, thread, observer, model, run_id, since, query, status, limit, as_json
+) -> None:
+    """Show what the observers said, newest first: each verdict with its thread and checkpoint,
+    the message, the cost, and whether the correction reached the agent.
+
+    `auditor verdicts -c` lists the corrections; `auditor show THREAD` shows them in place.
+    """
+    from .threads import empty_store_hint, find_thread
+    from .verdicts import format_verdict, list_verdicts
+
+    rows = list_verdicts(
+        ctx.engine,
+        corrections=corrections,
+        thread_id=find_thread(ctx.engine, thread).id if thread else None,
+        observer=observer,
+        model=model,
+        run_id=run_id,
+        since=_parse_since(since),
+        query=query,
+        status=status,
+        limit=limit or None,
+    )
+    if as_json:
+        _echo_json(rows)
+    elif rows:
+        click.echo("\n\n".join(format_verdict(v) for v in rows))
+    if not rows and not as_json:
+        filtered = any((corrections, thread, observer, model, run_id, since, query, status))
+        hint = empty_store_hint(ctx.engine) or (
+            "No verdict matches these filters."
+            if filtered
+            else "No verdicts yet: `auditor run` audits the stored threads."
+        )
+        click.echo(hint, err=True)
+
+
+@cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option(
     "--limit",
