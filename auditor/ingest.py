@@ -25,7 +25,7 @@ from sqlalchemy.exc import DBAPIError, StatementError
 from . import events, guidance
 from . import schema as s
 from .errors import FormatError
-from .model import Cursor, Message, Problem, ThreadInfo, Usage
+from .model import BOM, Cursor, Message, Problem, ThreadInfo, Usage
 from .plugins import Plugins
 
 HEAD_BYTES = 64 * 1024
@@ -129,6 +129,23 @@ def iter_files(
 def _info_fingerprint(info: ThreadInfo) -> bytes:
     # Serialised, not a tuple of references: parsers may update a dict they yielded before.
     return orjson.dumps([getattr(info, f) for f in _INFO_FIELDS], option=orjson.OPT_NON_STR_KEYS)
+
+
+def _past_bad_lines(head: bytes) -> bytes | None:
+    """`head` from its first complete line that parses as JSON, or None when that is its start
+    (or no complete line parses)."""
+    lines = head.split(b"\n")
+    complete = lines if len(head) < HEAD_BYTES else lines[:-1]  # the last may be cut short
+    for i, raw in enumerate(complete):
+        body = raw.strip()
+        if not body:
+            continue
+        try:
+            orjson.loads(body)
+        except orjson.JSONDecodeError:
+            continue
+        return b"\n".join(lines[i:]) if i else None
+    return None
 
 
 def _fingerprint(fh, start: int, length: int) -> str:
@@ -282,12 +299,18 @@ class Ingester:
 
     # -- internals ------------------------------------------------------------------------
     def _detect(self, path: Path, head: bytes):
-        for fmt in self.formats:
-            try:
-                if fmt.detect(path, head):
-                    return fmt
-            except Exception:  # a detector bug must not stop the walk
+        head = head.removeprefix(BOM)
+        # A damaged first line (malformed JSON, bytes that are not UTF-8) must not hide the
+        # file: when nothing recognises it, look again from its first line that parses.
+        for attempt in (head, _past_bad_lines(head)):
+            if attempt is None:
                 continue
+            for fmt in self.formats:
+                try:
+                    if fmt.detect(path, attempt):
+                        return fmt
+                except Exception:  # a detector bug must not stop the walk
+                    continue
         return None
 
     def _fail(self, path: str, message: str, line: int | None = None) -> FileResult:

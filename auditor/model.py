@@ -21,6 +21,8 @@ from typing import Any, Protocol
 
 import orjson
 
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some editors put at the start of a file
+
 # Roles of a message.
 USER, ASSISTANT, SYSTEM, TOOL = "user", "assistant", "system", "tool"
 
@@ -198,6 +200,8 @@ def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem
             line_no += 1
             complete = raw.endswith(b"\n")
             body = raw.strip()
+            if line_no == 1:
+                body = body.removeprefix(BOM)
             if not body:
                 if complete:
                     cursor.offset += len(raw)

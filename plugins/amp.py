@@ -26,6 +26,7 @@ import orjson
 from auditor.hookspecs import hookimpl
 from auditor.model import (
     ASSISTANT,
+    BOM,
     SOURCE_AGENT,
     SOURCE_COMMAND,
     SOURCE_COMPACT,
@@ -79,7 +80,7 @@ def read_document(path: Path) -> tuple[Any, Problem | None]:
     except OSError as exc:
         return None, Problem(f"cannot read file: {exc.strerror or exc}")
     try:
-        return orjson.loads(data), None
+        return orjson.loads(data.removeprefix(BOM)), None
     except orjson.JSONDecodeError as exc:
         line = getattr(exc, "lineno", None)
         pos = getattr(exc, "pos", None)

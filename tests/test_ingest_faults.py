@@ -57,3 +57,45 @@ def test_a_record_too_deep_to_store_costs_its_line_only_and_is_retried(
     fixed = ingest(engine, plugins, [bad])
     assert fixed.ok and message_count(engine) == 35
     assert ingest(engine, plugins, [bad]).skipped == 1
+
+
+ROLLOUT = (
+    "codex/aneesh199608-dslint/sessions/2025/12/09/"
+    "rollout-2025-12-09T14-27-29-019b0254-78dd-7ea3-9224-5ae646e225ea.jsonl"
+)
+AMP = "amp/letta-ai-trajectory/orb-thread-export.input.json"
+FIRST_LINES = {
+    "invalid UTF-8": b'{"type": "\xff\xfe"}\n',
+    "lone surrogate": b'{"type": "\\ud800"}\n',
+    "malformed JSON": b'{"type": "user", "mess\n',
+}
+
+
+def messages_of(corpus, rel, tmp_path, plugins) -> int:
+    from auditor.db import open_db
+
+    clean = open_db(tmp_path / "clean.db")
+    assert ingest(clean, plugins, [corpus / rel]).ok
+    return message_count(clean)
+
+
+@pytest.mark.parametrize("rel", [SESSION, ROLLOUT], ids=["claude-code", "codex"])
+@pytest.mark.parametrize("damage", sorted(FIRST_LINES))
+def test_a_bad_first_line_costs_that_line_only(corpus, tmp_path, engine, plugins, rel, damage):
+    expected = messages_of(corpus, rel, tmp_path, plugins)
+    path = tmp_path / (corpus / rel).name
+    path.write_bytes(FIRST_LINES[damage] + (corpus / rel).read_bytes())
+    summary = ingest(engine, plugins, [path])
+    assert summary.new == 0 and summary.failed == 1
+    assert [e.split(": ")[:2] for e in summary.errors] == [[f"{path}:1", "malformed JSON"]]
+    assert message_count(engine) == expected > 30
+
+
+@pytest.mark.parametrize("rel", [SESSION, ROLLOUT, AMP], ids=["claude-code", "codex", "amp"])
+def test_a_byte_order_mark_is_read_past(corpus, tmp_path, engine, plugins, rel):
+    expected = messages_of(corpus, rel, tmp_path, plugins)
+    path = tmp_path / (corpus / rel).name
+    path.write_bytes(b"\xef\xbb\xbf" + (corpus / rel).read_bytes())
+    summary = ingest(engine, plugins, [path])
+    assert summary.ok and summary.new == 1
+    assert message_count(engine) == expected > 0
