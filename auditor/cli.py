@@ -97,7 +97,8 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+# readable=False: an unreadable path is reported by ingest as PATH: problem, the rest still read.
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option(
     "--format",
     "format_name",

@@ -99,3 +99,50 @@ def test_a_byte_order_mark_is_read_past(corpus, tmp_path, engine, plugins, rel):
     summary = ingest(engine, plugins, [path])
     assert summary.ok and summary.new == 1
     assert message_count(engine) == expected > 0
+
+
+def make_unreadable(path, monkeypatch) -> None:
+    """chmod 000; where that binds nobody (root), refuse the file the way the OS would."""
+    import builtins
+    import os
+
+    import auditor.ingest
+
+    path.chmod(0)
+    if os.geteuid() != 0:
+        return
+    real_access, real_open = os.access, builtins.open
+
+    def access(p, mode, *args, **kwargs):
+        if os.fspath(p) == str(path) and mode & os.R_OK:
+            return False
+        return real_access(p, mode, *args, **kwargs)
+
+    def open_(p, *args, **kwargs):
+        if os.fspath(p) == str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(p, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    monkeypatch.setattr(auditor.ingest, "open", open_, raising=False)
+
+
+def test_an_unreadable_path_on_the_command_line_is_reported_and_the_rest_ingested(
+    corpus, tmp_path, monkeypatch
+):
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    good, locked = tmp_path / "good.jsonl", tmp_path / "locked.jsonl"
+    good.write_bytes((corpus / SESSION).read_bytes())
+    locked.write_bytes((corpus / ROLLOUT).read_bytes())
+    make_unreadable(locked, monkeypatch)
+    db = tmp_path / "cli.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(good), str(locked)])
+    assert result.exit_code == 1, result.output
+    assert f"{locked}: cannot read file: Permission denied\n" in result.output
+    assert "1 new" in result.output and "1 with problems" in result.output
+    from auditor.db import open_db
+
+    assert message_count(open_db(db)) == 35
