@@ -180,6 +180,7 @@ class Ingester:
         # never leaves committed rows with stale counts.
         self._group_threads: set[int] = set()
         self._group_since = 0
+        self._file_threads: set[int] = set()  # the threads the file being read feeds
         self._c: Connection | None = None
         self._remember_stmt = None
         self._thread_stmts: dict[tuple, object] = {}
@@ -410,6 +411,7 @@ class Ingester:
         key = (agent, native_id)
         if key in self._thread_ids:
             self._group_threads.add(self._thread_ids[key])
+            self._file_threads.add(self._thread_ids[key])
             if info is None:
                 return self._thread_ids[key]
             # Parsers repeat what they know on many records; write only what changed.
@@ -445,6 +447,7 @@ class Ingester:
             self._thread_infos[key] = _info_fingerprint(info)
         self.touched_threads.add(thread_id)
         self._group_threads.add(thread_id)
+        self._file_threads.add(thread_id)
         return thread_id
 
     def _parse_and_store(self, path: Path, st, fmt, cursor: Cursor, status: str, row) -> FileResult:
@@ -456,9 +459,20 @@ class Ingester:
         savepoint = conn.begin_nested()
         try:
             file_id = self._remember(spath, st, fmt.name, Cursor(), conn)
+            before: set[int] = set()  # the threads the file fed before it was rewritten
+            self._file_threads = set()
             if status == "rewritten":
                 # Everything this file contributed is read again; drop it so nothing stale stays.
+                t = s.Thread
+                before.update(conn.scalars(select(t.id).where(t.source_file_id == file_id)))
                 for table in (s.Message, s.ToolCall, s.TokenUsage):
+                    before.update(
+                        conn.scalars(
+                            select(table.thread_id)
+                            .where(table.source_file_id == file_id)
+                            .distinct()
+                        )
+                    )
                     conn.execute(delete(table).where(table.source_file_id == file_id))
             batch = _Batch(conn.dialect.name)
             # True when something in the file was not stored (a record the store cannot take, a
@@ -506,6 +520,8 @@ class Ingester:
                 if batch.size >= BATCH:
                     batch.flush(conn)
             batch.flush(conn)
+            if before:
+                self._drop_left_behind(conn, before)
             if extra_errors:
                 errors.append((spath, None, f"... and {extra_errors} more problems in this file"))
             self._insert_errors(conn, errors)
@@ -528,6 +544,24 @@ class Ingester:
         if errors and result.status != "failed":
             result.status = "failed"
         return result
+
+    def _drop_left_behind(self, conn: Connection, before: set[int]) -> None:
+        """After a rewrite, the threads the file no longer feeds: recount them, and delete
+        those left with nothing at all (no rows from any file, never audited)."""
+        self._group_threads |= before
+        gone = before - self._file_threads
+        if not gone:
+            return
+        t = s.Thread
+        empty = [
+            (~select(table.id).where(table.thread_id == t.id).exists())
+            for table in (s.Message, s.ToolCall, s.TokenUsage, s.Checkpoint)
+        ]
+        deleted = set(conn.scalars(delete(t).where(t.id.in_(sorted(gone)), *empty).returning(t.id)))
+        if deleted:
+            self._group_threads -= deleted
+            self.touched_threads -= deleted
+            self._forget_threads()  # their ids must not be used again
 
     def _forget_threads(self) -> None:
         self._thread_ids.clear()

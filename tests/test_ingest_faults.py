@@ -146,3 +146,22 @@ def test_an_unreadable_path_on_the_command_line_is_reported_and_the_rest_ingeste
     from auditor.db import open_db
 
     assert message_count(open_db(db)) == 35
+
+
+def test_a_file_rewritten_as_another_session_leaves_no_trace_of_the_old_one(
+    corpus, tmp_path, engine, plugins
+):
+    from auditor.threads import list_threads
+
+    path = tmp_path / "session.jsonl"
+    path.write_bytes((corpus / SESSION).read_bytes())
+    ingest(engine, plugins, [path])
+    [old] = list_threads(engine)
+    assert old["messages"] == 35
+
+    other = corpus / "claude-code/jnarowski-agentcmd/full-session.jsonl"
+    path.write_bytes(other.read_bytes())  # the same path, now another session
+    assert ingest(engine, plugins, [path]).rewritten == 1
+    [new] = list_threads(engine)
+    assert new["native_id"] != old["native_id"]
+    assert new["messages"] == message_count(engine) == 49
