@@ -179,26 +179,27 @@ def threads(ctx: Context, as_json: bool, limit: int | None, agent: str | None, w
 @cli.command()
 @click.argument("thread")
 @click.option("--full", is_flag=True, help="Do not shorten tool inputs and results.")
+@click.option(
+    "--no-pager", is_flag=True, help="Print straight to the terminal, not through $PAGER."
+)
 @pass_ctx
 @handle_errors
-def show(ctx: Context, thread: str, full: bool) -> None:
-    """Render THREAD (database id, native id or a unique prefix) readably."""
-    from .render import show_thread
+def show(ctx: Context, thread: str, full: bool, no_pager: bool) -> None:
+    """Render THREAD (database id, native id or a unique prefix) readably.
+
+    At each checkpoint come the signals that fire there and every verdict given on it: what
+    the observer said, what it cost, and whether the correction reached the agent. On a
+    terminal the thread goes through $PAGER (less, which quits at once when it fits).
+    """
+    from .render import paged, show_thread
     from .threads import find_thread, load_messages
+    from .verdicts import checkpoint_notes
 
     th = find_thread(ctx.engine, thread)
     messages = load_messages(ctx.engine, th.id)
-    show_thread(th, messages, full=full)
-    _echo_signals(ctx.plugins, th, messages)
-
-
-def _echo_signals(plugins, thread, messages) -> None:
-    """Print on stderr the signals that fire at each end of turn of a thread."""
-    from .checkpoints import find_checkpoints
-
-    for cp in find_checkpoints(thread.id, messages):
-        for sig in plugins.signals(cp, thread, messages[: cp.index + 1]):
-            click.echo(f"signal at {cp.message_id}: {sig.summary()}", err=True)
+    notes = checkpoint_notes(ctx.engine, ctx.plugins, th, messages)
+    with paged(not no_pager):
+        show_thread(th, messages, full=full, notes=notes)
 
 
 def _parse_since(value: str | None):

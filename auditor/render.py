@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import orjson
 from rich.console import Console
+from rich.pager import Pager
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -185,9 +186,15 @@ def _clip(text: str, limit: int, full: bool) -> str:
     return f"{text[:half]}\n… [{len(text) - limit} characters cut] …\n{text[-half:]}"
 
 
-def show_thread(thread, messages, full: bool = False) -> None:
+def show_thread(thread, messages, full: bool = False, notes: dict | None = None) -> None:
     """Print a thread: user messages highlighted, tools abbreviated, and course corrections set
-    apart in a magenta frame under a dimmed header saying who inserted them."""
+    apart in a magenta frame under a dimmed header saying who inserted them.
+
+    `notes` maps a message's native id to what happened at the checkpoint it ends (see
+    `auditor.verdicts.checkpoint_notes`): its signals and verdicts are shown right after it.
+    A message with nothing to show (an empty text, a bare thinking block) gets no header.
+    """
+    notes = notes or {}
     head = f"[bold]{thread.agent}[/bold] {thread.native_id}"
     if thread.cwd:
         head += f"  [dim]{thread.cwd}[/dim]"
@@ -220,6 +227,11 @@ def show_thread(thread, messages, full: bool = False) -> None:
                 parts.append(f"{mark} {_clip(b.text or '', 500, full)}")
             elif b.kind == "image":
                 parts.append("[image]")
+        note = notes.get(m.native_id)
+        if not parts:
+            if note:
+                _show_note(note)
+            continue
         body = Text("\n".join(parts))
         if m.source_type == SOURCE_COURSE_CORRECTION:
             # Amp's own observer also inserts corrections; everywhere else it was auditor.
@@ -229,11 +241,65 @@ def show_thread(thread, messages, full: bool = False) -> None:
             )
             console.print(Panel(body, title=title, title_align="left", border_style="bold magenta"))
         elif m.role == "user" and m.source_type in (SOURCE_TYPED, None):
-            console.print(Panel(body, title=label, title_align="left", border_style="bold cyan"))
+            console.print(
+                Panel(body, title=Text(label), title_align="left", border_style="bold cyan")
+            )
         else:
             console.print(Text(label, style="dim"))
             console.print(body)
+        if note:
+            _show_note(note)
     console.print(f"{len(messages)} messages", style="dim")
+
+
+_VERDICT_STYLE = {"correction": "bold yellow", "no correction": "green"}
+
+
+def _show_note(note) -> None:
+    """Print a checkpoint's signals (one dim line each) and its verdicts (a frame each)."""
+    from .verdicts import facts, outcome, printable
+
+    for sig in note.signals:
+        console.print(Text(f"⚑ signal {sig.summary()}", style="yellow"))
+    for v in note.verdicts:
+        kind = outcome(v)
+        title = Text(f"verdict {v['id']}: {kind} · {facts(v)}", style="bold")
+        text = v["message"] if v["status"] == "ok" else v["problem"]
+        body = Text(printable(text) or "(no message)", style="" if text else "dim")
+        style = _VERDICT_STYLE.get(kind.removeprefix("second pass: "), "red")
+        console.print(Panel(body, title=title, title_align="left", border_style=style))
+
+
+class _Pager(Pager):
+    """$PAGER (else less), given colours and told to quit at once when the text fits (LESS=FRX,
+    unless LESS is set); straight to stdout when there is no such program."""
+
+    def show(self, content: str) -> None:
+        import shlex
+        import shutil
+        import subprocess
+
+        command = os.environ.get("PAGER") or "less"
+        words = shlex.split(command)
+        if not words or shutil.which(words[0]) is None:
+            sys.stdout.write(content)
+            return
+        env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
+        proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env)
+        with contextlib.suppress(BrokenPipeError):  # the reader quit before the end
+            proc.stdin.write(content.encode("utf-8", "replace"))
+            proc.stdin.close()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def paged(enabled: bool = True) -> Iterator[None]:
+    """Send what is printed inside through a pager when stdout is a terminal."""
+    if not (enabled and console.is_terminal):
+        yield
+        return
+    with console.pager(_Pager(), styles=True):
+        yield
 
 
 def write_err(line: str) -> None:

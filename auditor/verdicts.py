@@ -4,6 +4,7 @@ its correction reached the agent. `auditor verdicts` and `auditor show` print th
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -162,6 +163,29 @@ def _as_dict(r, deliveries: dict[int, dict[str, Any]]) -> dict[str, Any]:
         "cost_usd": r.cost_usd,
         "delivery": delivery,
     }
+
+
+@dataclass
+class CheckpointNote:
+    """What happened at one checkpoint of a thread: the signals that fire, the verdicts."""
+
+    signals: list = field(default_factory=list)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def checkpoint_notes(engine: Engine, plugins, thread, messages: list) -> dict[str, CheckpointNote]:
+    """Return, by the native id of the message a checkpoint ends at, its signals (computed now,
+    at each end of turn) and its stored verdicts (oldest first)."""
+    from .checkpoints import find_checkpoints
+
+    notes: dict[str, CheckpointNote] = {}
+    for cp in find_checkpoints(thread.id, messages):
+        found = plugins.signals(cp, thread, messages[: cp.index + 1])
+        if found:
+            notes.setdefault(cp.message_id, CheckpointNote()).signals = found
+    for v in reversed(list_verdicts(engine, thread_id=thread.id, limit=None)):
+        notes.setdefault(v["message_id"], CheckpointNote()).verdicts.append(v)
+    return notes
 
 
 def outcome(v: dict[str, Any]) -> str:

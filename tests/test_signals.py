@@ -262,4 +262,8 @@ def test_prompt_and_show_print_the_signals(store, monkeypatch):
         and SECRET not in out.stderr
     )
     shown = runner.invoke(cli_mod.cli, ["show", "t-claims"], catch_exceptions=False)
-    assert "signal at t-claims-end: planted 0.90" in shown.stderr
+    # in place, right after the checkpoint's message, on stdout (issue 13 item 3)
+    assert "⚑ signal planted 0.90" in shown.stdout and shown.stderr == ""
+    lines = shown.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "[t-claims-end]" in line)
+    assert next(line for line in lines[at:] if line.startswith("⚑ ")).startswith("⚑ signal planted")
