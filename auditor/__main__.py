@@ -1,5 +1,5 @@
-"""`python -m auditor` runs the command line."""
+"""`python -m auditor` runs the command line (a hook event takes the fast path)."""
 
-from .cli import main
+from .entry import main
 
 main()

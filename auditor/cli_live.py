@@ -5,6 +5,7 @@ Imported by `auditor.cli` once its shared options are defined; import `auditor.c
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from pathlib import Path
@@ -99,6 +100,28 @@ def _hook_command(agent: str, title: str):
         is_flag=True,
         help="Say on stderr what the hook did and how long each step took.",
     )
+    @click.option(
+        "--sync",
+        is_flag=True,
+        help="Audit in the hook itself and answer with its correction (the agent waits for the "
+        "observer, up to --deadline); without it the hook returns at once and audits in the "
+        "background.",
+    )
+    @click.option(
+        "--rewake",
+        is_flag=True,
+        help="Claude Code's asyncRewake Stop handler: wait in the background for the end-of-turn "
+        "audit and exit 2 with its correction on stderr, unless the user wrote first.",
+    )
+    @click.option("--worker", "worker_dir", hidden=True, help="Serve a session's spool (internal).")
+    @click.option(
+        "--idle",
+        type=float,
+        default=120.0,
+        envvar="AUDITOR_WORKER_IDLE",
+        hidden=True,
+        help="Worker: seconds without an event before it exits.",
+    )
     @pass_ctx
     def command(
         ctx: Context,
@@ -121,10 +144,23 @@ def _hook_command(agent: str, title: str):
         max_corrections,
         lag_wait,
         verbose,
+        sync,
+        rewake,
+        worker_dir,
+        idle,
     ) -> None:
         from .hook import HookOptions, run_hook
 
-        raw = payload if payload is not None else sys.stdin.read()
+        if not sync and worker_dir is None:
+            # The CLI reached without the console script's fast path (e.g. from Python):
+            # the same non-blocking event handling.
+            from .live import main as hook_event
+
+            argv = [*(["--db", ctx.db_option] if ctx.db_option else []), "hook", agent]
+            argv += _passed_options(click.get_current_context())
+            if payload is not None:
+                sys.stdin = io.StringIO(payload)
+            hook_event(argv)
         gate = _gate_config(
             mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents
         )
@@ -132,6 +168,24 @@ def _hook_command(agent: str, title: str):
         config = run_config(
             observer, model, api_key, base_url, max_retries, timeout, gate, formatter
         )
+        if worker_dir is not None:
+            from .live_worker import WorkerOptions, run_worker
+
+            def open_store():
+                from .db import open_db
+
+                return open_db(ctx.db_option)
+
+            def load_plugins():
+                if ctx.config_error is not None:
+                    raise ctx.config_error
+                return ctx.plugins
+
+            options = WorkerOptions(deadline, max_corrections, idle, max(lag_wait, 2.0))
+            code = run_worker(worker_dir, agent, open_store, load_plugins, config, options)
+            sys.stdout.flush()
+            os._exit(code)
+        raw = payload if payload is not None else sys.stdin.read()
 
         def engine(wait_until: float):
             from .db import open_db
@@ -164,6 +218,26 @@ def _hook_command(agent: str, title: str):
         os._exit(0)
 
     return command
+
+
+def _passed_options(ctx: click.Context) -> list[str]:
+    """The options given on the command line, as arguments again (for the worker)."""
+    out: list[str] = []
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name in ("worker_dir", "sync"):
+            continue
+        if ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params[param.name]
+        flag = max(param.opts, key=len)
+        if param.is_flag:
+            out += [flag] if value else []
+        elif param.multiple:
+            for v in value:
+                out += [flag, str(v)]
+        else:
+            out += [flag, str(value)]
+    return out
 
 
 _hook_command("claude-code", "Claude Code")
@@ -214,6 +288,12 @@ _hook_command("codex", "Codex CLI")
     help="The hook's deadline in seconds.",
 )
 @click.option(
+    "--sync",
+    is_flag=True,
+    help="Install only the stop hooks, auditing while the agent waits (the behaviour before "
+    "the non-blocking hooks).",
+)
+@click.option(
     "--print", "print_only", is_flag=True, help="Print the merged settings instead of writing them."
 )
 @pass_ctx
@@ -226,13 +306,17 @@ def install(
     observer,
     model,
     deadline: float,
+    sync: bool,
     print_only: bool,
 ) -> None:
-    """Add the Stop hook running `auditor hook AGENT` to the agent's settings file.
+    """Add the hooks running `auditor hook AGENT` to the agent's settings file.
 
-    Merges into the file: other settings and hooks are kept, an auditor entry already there
-    is updated in place, so installing twice changes nothing. The hook's timeout in the
-    file is the deadline plus 15 seconds.
+    Claude Code: PostToolUse, UserPromptSubmit, Stop and SubagentStop run the non-blocking
+    hook, and Stop also runs `auditor hook claude-code --rewake` in the background
+    (asyncRewake) to wake Claude with an end-of-turn correction. Codex: PostToolUse,
+    UserPromptSubmit and Stop. Merges into the file: other settings and hooks are kept, an
+    auditor entry already there is updated in place, so installing twice changes nothing.
+    The waiting handlers' timeout is the deadline plus 15 seconds.
     """
     import json
 
@@ -251,9 +335,9 @@ def install(
     timeout = int(deadline + 15)
     if print_only:
         current = json.loads(path.read_text()) if path.exists() else {}
-        click.echo(json.dumps(merge(current, agent, command, timeout)[0], indent=2))
+        click.echo(json.dumps(merge(current, agent, command, timeout, sync)[0], indent=2))
         return
-    changed = install_hook(path, agent, command, timeout)
+    changed = install_hook(path, agent, command, timeout, sync)
     click.echo(f"{'installed in' if changed else 'already installed in'} {path}: {command}")
 
 

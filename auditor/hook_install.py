@@ -1,14 +1,22 @@
-"""`auditor hook install`: add the Stop hook entry to an agent's settings file, merging.
+"""`auditor hook install`: add auditor's hook entries to an agent's settings file, merging.
 
 Claude Code reads hooks from `.claude/settings.json` (project), `.claude/settings.local.json`
 (project, uncommitted) or `~/.claude/settings.json` (user); Codex from `.codex/hooks.json` or
-`~/.codex/hooks.json`. Both use the same shape:
+`~/.codex/hooks.json`. Both use the same shape, event -> groups -> handlers:
 
-    {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "...", "timeout": 45}]}]}}
+    {"hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "...", "timeout": 10}]}]}}
 
-`Stop` takes no matcher. The file is merged, never clobbered: other keys, other events and
-other hooks stay as they are; an auditor entry already there is updated in place, so
-installing twice changes nothing. The new file replaces the old one atomically.
+A group without `matcher` applies to every tool. Installed (see docs/live-hooks.md):
+- Claude Code: `PostToolUse`, `UserPromptSubmit`, `Stop` and `SubagentStop` run the
+  non-blocking hook; `Stop` also runs `auditor hook claude-code --rewake` as an `asyncRewake`
+  handler, which waits in the background for the end-of-turn audit and wakes Claude with its
+  correction (exit 2, the message on stderr) unless the user wrote first;
+- Codex: `PostToolUse`, `UserPromptSubmit` and `Stop`;
+- with `--sync`: only the stops, running the hook that audits while the agent waits.
+
+The file is merged, never clobbered: other keys, other events and other hooks stay as they
+are; an auditor entry already there is updated in place, so installing twice changes nothing.
+The new file replaces the old one atomically.
 """
 
 from __future__ import annotations
@@ -22,7 +30,30 @@ from pathlib import Path
 from .errors import AuditorError
 from .files import replace_atomically
 
-EVENTS = {"claude-code": ("Stop", "SubagentStop"), "codex": ("Stop",)}
+EVENTS = {
+    "claude-code": ("PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop"),
+    "codex": ("PostToolUse", "UserPromptSubmit", "Stop"),
+}
+SYNC_EVENTS = {"claude-code": ("Stop", "SubagentStop"), "codex": ("Stop",)}
+FAST_TIMEOUT = 10  # seconds: the non-blocking hook never waits for anything
+
+
+def entries(agent: str, command: str, timeout: int, sync: bool = False) -> dict[str, list[dict]]:
+    """The handlers auditor installs for `agent`, by event."""
+    if sync:
+        entry = {"type": "command", "command": f"{command} --sync", "timeout": timeout}
+        return {event: [entry] for event in SYNC_EVENTS[agent]}
+    fast = {"type": "command", "command": command, "timeout": FAST_TIMEOUT}
+    out = {event: [fast] for event in EVENTS[agent]}
+    if agent == "claude-code":
+        rewake = {
+            "type": "command",
+            "command": f"{command} --rewake",
+            "timeout": timeout,
+            "asyncRewake": True,
+        }
+        out["Stop"] = [fast, rewake]
+    return out
 
 
 def settings_path(agent: str, scope: str, project_dir: Path) -> Path:
@@ -55,47 +86,74 @@ def hook_command(agent: str, extra: list[str], db: str | None = None) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def _ours(handler: object, agent: str) -> bool:
+def _variant(handler: object, agent: str) -> str | None:
+    """Which of auditor's handlers `handler` is (fast, rewake, sync), or None if not ours."""
     if not isinstance(handler, dict) or not isinstance(handler.get("command"), str):
-        return False
+        return None
     try:
         argv = shlex.split(handler["command"])
     except ValueError:
-        return False
-    return any(Path(a).name == "auditor" for a in argv[:1]) and "hook" in argv and agent in argv
+        return None
+    if not (any(Path(a).name == "auditor" for a in argv[:1]) and "hook" in argv and agent in argv):
+        return None
+    return "rewake" if "--rewake" in argv else "sync" if "--sync" in argv else "fast"
 
 
-def merge(settings: dict, agent: str, command: str, timeout: int) -> tuple[dict, bool]:
-    """Return `settings` with auditor's Stop hook entries, and whether anything changed."""
+def merge(
+    settings: dict, agent: str, command: str, timeout: int, sync: bool = False
+) -> tuple[dict, bool]:
+    """Return `settings` with auditor's hook entries, and whether anything changed.
+
+    Each of auditor's handlers already there is updated in place; the fast and synchronous
+    handlers replace each other (one of them per event), and a `--rewake` handler is left out
+    where it is not wanted.
+    """
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise AuditorError("the settings file's 'hooks' is not an object; fix it by hand first")
-    entry = {"type": "command", "command": command, "timeout": timeout}
     changed = False
-    for event in EVENTS[agent]:
+    wanted = entries(agent, command, timeout, sync)
+    for event in dict.fromkeys([*wanted, *EVENTS[agent], *SYNC_EVENTS[agent]]):
+        if event not in wanted and event not in hooks:
+            continue
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise AuditorError(
                 f"the settings file's hooks.{event} is not a list; fix it by hand first"
             )
-        found = False
+        emptied: list = []
+        todo = {
+            ("rewake" if "--rewake" in e["command"] else "main"): e for e in wanted.get(event, [])
+        }
         for group in groups:
             handlers = group.get("hooks") if isinstance(group, dict) else None
-            for i, handler in enumerate(handlers if isinstance(handlers, list) else []):
-                if _ours(handler, agent):
-                    if found:
-                        continue
-                    found = True
-                    if handler != entry:
-                        handlers[i] = entry
-                        changed = True
-        if not found:
+            if not isinstance(handlers, list):
+                continue
+            for i in range(len(handlers) - 1, -1, -1):
+                variant = _variant(handlers[i], agent)
+                if variant is None:
+                    continue
+                slot = "rewake" if variant == "rewake" else "main"
+                entry = todo.pop(slot, None)
+                if entry is None:  # not wanted (any more), or a second copy
+                    del handlers[i]
+                    changed = True
+                    if not handlers:
+                        emptied.append(group)
+                elif handlers[i] != entry:
+                    handlers[i] = entry
+                    changed = True
+        for g in emptied:
+            groups.remove(g)
+        for entry in todo.values():
             groups.append({"hooks": [entry]})
             changed = True
+        if not groups:
+            del hooks[event]
     return settings, changed
 
 
-def install(path: Path, agent: str, command: str, timeout: int) -> bool:
+def install(path: Path, agent: str, command: str, timeout: int, sync: bool = False) -> bool:
     """Merge auditor's hook into the settings file at `path`; return whether it changed."""
     settings: dict = {}
     if path.exists():
@@ -109,7 +167,7 @@ def install(path: Path, agent: str, command: str, timeout: int) -> bool:
                 ) from None
             if not isinstance(settings, dict):
                 raise AuditorError(f"{path} does not hold a JSON object; nothing was changed")
-    settings, changed = merge(settings, agent, command, timeout)
+    settings, changed = merge(settings, agent, command, timeout, sync)
     if not changed:
         return False
     Path(os.path.realpath(path)).parent.mkdir(parents=True, exist_ok=True)  # through a link, too

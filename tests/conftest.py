@@ -24,6 +24,9 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.setenv("AUDITOR_DB", str(tmp_path / "auditor.db"))
     monkeypatch.delenv("AUDITOR_DISABLE_PLUGINS", raising=False)
+    monkeypatch.delenv("AUDITOR_STATE_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("AUDITOR_WORKER_IDLE", "5")  # a hook's worker does not outlive its test
     for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     return tmp_path

@@ -126,7 +126,7 @@ def test_a_bad_file_never_blocks_the_agent_and_is_recorded(config, corpus, tmp_p
             "stop_hook_active": False,
         }
     )
-    result = run_cli("hook", "claude-code", stdin=stdin)
+    result = run_cli("hook", "claude-code", "--sync", stdin=stdin)
     assert (result.returncode, result.stdout) == (0, "")
     [run] = rows(open_db(tmp_path / "auditor.db"), s.Run)
     assert run.status == "failed" and "'min_tools' is not a known key of [gate]" in run.error

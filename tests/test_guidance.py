@@ -300,6 +300,7 @@ def test_the_hooks_request_to_the_observer_carries_the_claude_md_of_its_director
         result = run_cli(
             "hook",
             "claude-code",
+            "--sync",
             "--observer",
             "claude",
             "--base-url",

@@ -62,6 +62,7 @@ def hook(stub, session, *args, env=KEY, **extra):
     return run_cli(
         "hook",
         "claude-code",
+        "--sync",
         "--observer",
         "claude",
         "--base-url",
@@ -151,7 +152,15 @@ def test_a_missing_key_lets_the_agent_stop_and_is_recorded(stub, session, tmp_pa
 @pytest.mark.parametrize("stdin", ["not json", "[]", json.dumps({"hook_event_name": "Stop"})])
 def test_a_bad_hook_input_fails_open(stub, session, tmp_path, stdin):
     result = run_cli(
-        "hook", "claude-code", "--observer", "claude", "--base-url", stub.url, stdin=stdin, env=KEY
+        "hook",
+        "claude-code",
+        "--sync",
+        "--observer",
+        "claude",
+        "--base-url",
+        stub.url,
+        stdin=stdin,
+        env=KEY,
     )
     assert (result.returncode, result.stdout) == (0, "")
     [run] = rows(open_db(tmp_path / "auditor.db"), s.Run)
@@ -296,7 +305,7 @@ def test_a_subagent_stop_audits_the_subagent_thread(stub, corpus, tmp_path):
             "stop_hook_active": False,
         }
     )
-    args = ("hook", "claude-code", "--observer", "claude", "--base-url", stub.url)
+    args = ("hook", "claude-code", "--sync", "--observer", "claude", "--base-url", stub.url)
     quiet = run_cli(*args, stdin=stdin, env=KEY)
     assert (quiet.returncode, quiet.stdout) == (0, "")
     engine = open_db(tmp_path / "auditor.db")

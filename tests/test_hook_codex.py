@@ -57,6 +57,7 @@ def hook(stub, rollout, *args, turn="turn-1", **extra):
     return run_cli(
         "hook",
         "codex",
+        "--sync",
         "--observer",
         "gemini",
         "--max-retries",
@@ -204,5 +205,5 @@ def test_the_hook_input_may_come_as_an_argument(stub, rollout):
         }
     )
     env = {"GEMINI_API_KEY": "AIza-TEST-dummy", "GOOGLE_GEMINI_BASE_URL": stub.url}
-    result = run_cli("hook", "codex", "--observer", "gemini", data, env=env)
+    result = run_cli("hook", "codex", "--sync", "--observer", "gemini", data, env=env)
     assert (result.returncode, result.stdout) == (0, block(FIRST))

@@ -20,26 +20,44 @@ EXAMPLE = (
 )
 
 
+EVENTS = ("PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop")
+
+
 def assert_claude_code_accepts(settings: dict, event: str = "Stop") -> dict:
-    """The shape of ../shared/reference/observer-apis.md section 6.1: event -> groups -> handlers;
-    Stop takes no matcher; a command handler has type, command and a timeout in seconds."""
-    groups = settings["hooks"][event]
-    assert isinstance(groups, list)
-    ours = [h for g in groups for h in g["hooks"] if "hook claude-code" in h.get("command", "")]
-    assert len(ours) == 1
-    for group in groups:
-        assert "matcher" not in group and isinstance(group["hooks"], list)
-    handler = ours[0]
-    assert set(handler) == {"type", "command", "timeout"}
-    assert (
-        handler["type"] == "command"
-        and isinstance(handler["timeout"], int)
-        and handler["timeout"] > 0
-    )
+    """The shape of ../shared/reference/observer-apis.md section 6.1 and docs/live-hooks.md:
+    event -> groups -> handlers; auditor's groups have no matcher (every tool); a command
+    handler has type, command and a timeout in seconds; Stop has a second, asyncRewake one.
+    Return auditor's non-blocking handler of `event`."""
+    for name in EVENTS:
+        groups = settings["hooks"][name]
+        assert isinstance(groups, list)
+        ours = [h for g in groups for h in g["hooks"] if "hook claude-code" in h.get("command", "")]
+        assert len(ours) == (2 if name == "Stop" else 1), (name, ours)
+        for group in groups:
+            if any(h in ours for h in group["hooks"]):
+                assert "matcher" not in group and isinstance(group["hooks"], list)
+        for handler in ours:
+            rewake = handler["command"].endswith(" --rewake")
+            assert set(handler) == {"type", "command", "timeout"} | (
+                {"asyncRewake"} if rewake else set()
+            )
+            assert handler["type"] == "command" and isinstance(handler["timeout"], int)
+            assert handler["timeout"] > 0 and handler.get("asyncRewake", True) is True
     if EXAMPLE.is_file():  # the same keys as the reference example
         example = json.loads(EXAMPLE.read_text())["hooks"]["Stop"][0]["hooks"][0]
-        assert set(example) == set(handler)
-    return handler
+        assert set(example) == {"type", "command", "timeout"}
+    return next(
+        h
+        for g in settings["hooks"][event]
+        for h in g["hooks"]
+        if "hook claude-code" in h.get("command", "") and "--rewake" not in h["command"]
+    )
+
+
+def rewake_handler(settings: dict) -> dict:
+    return next(
+        h for g in settings["hooks"]["Stop"] for h in g["hooks"] if "--rewake" in h["command"]
+    )
 
 
 def install(tmp_path, *args):
@@ -52,9 +70,13 @@ def test_install_writes_the_project_settings(tmp_path):
     assert result.returncode == 0 and result.stdout.startswith(f"installed in {path}: ")
     settings = json.loads(path.read_text())
     handler = assert_claude_code_accepts(settings)
-    assert handler["timeout"] == 45
+    assert handler["timeout"] == 10  # the hook never waits
     assert shlex.split(handler["command"])[-2:] == ["hook", "claude-code"]
-    assert_claude_code_accepts(settings, "SubagentStop")
+    rewake = rewake_handler(settings)
+    assert rewake["timeout"] == 45 and rewake["asyncRewake"] is True
+    assert shlex.split(rewake["command"])[-3:] == ["hook", "claude-code", "--rewake"]
+    for event in EVENTS:
+        assert assert_claude_code_accepts(settings, event)["command"] == handler["command"]
     assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
 
 
@@ -91,15 +113,39 @@ def test_install_merges_and_never_clobbers(tmp_path):
     assert install(tmp_path, "--observer", "claude", "--deadline", "20").returncode == 0
     settings = json.loads(path.read_text())
     assert settings["permissions"] == theirs["permissions"]
-    assert settings["hooks"]["PostToolUse"] == theirs["hooks"]["PostToolUse"]
+    assert settings["hooks"]["PostToolUse"][0] == theirs["hooks"]["PostToolUse"][0]
     assert settings["hooks"]["Stop"][0] == theirs["hooks"]["Stop"][0]
     handler = assert_claude_code_accepts(settings)
-    assert handler["timeout"] == 35 and "--observer claude --deadline 20" in handler["command"]
-    # Installing with other options updates auditor's entry in place.
+    assert "--observer claude --deadline 20" in handler["command"]
+    assert rewake_handler(settings)["timeout"] == 35
+    # Installing with other options updates auditor's entries in place.
     assert install(tmp_path, "--observer", "gemini").returncode == 0
     settings = json.loads(path.read_text())
     handler = assert_claude_code_accepts(settings)
-    assert "--observer gemini" in handler["command"] and len(settings["hooks"]["Stop"]) == 2
+    assert "--observer gemini" in handler["command"] and len(settings["hooks"]["Stop"]) == 3
+    assert "--observer gemini" in rewake_handler(settings)["command"]
+
+
+def test_an_earlier_stop_only_install_is_upgraded_and_sync_goes_back(tmp_path):
+    path = tmp_path / "proj" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    old = {"type": "command", "command": "/venv/bin/auditor hook claude-code", "timeout": 45}
+    path.write_text(
+        json.dumps({"hooks": {"Stop": [{"hooks": [old]}], "SubagentStop": [{"hooks": [old]}]}})
+    )
+    assert install(tmp_path).returncode == 0
+    settings = json.loads(path.read_text())
+    assert_claude_code_accepts(settings)
+    assert len(settings["hooks"]["Stop"]) == 2  # the old entry updated in place, the rewake added
+    assert install(tmp_path, "--sync").returncode == 0
+    settings = json.loads(path.read_text())
+    assert set(settings["hooks"]) == {"Stop", "SubagentStop"}
+    for event in ("Stop", "SubagentStop"):
+        [group] = settings["hooks"][event]
+        [handler] = group["hooks"]
+        assert handler["command"].endswith("hook claude-code --sync") and handler["timeout"] == 45
+    assert install(tmp_path).returncode == 0
+    assert_claude_code_accepts(json.loads(path.read_text()))
 
 
 def test_a_symlinked_settings_file_is_written_through(tmp_path):
@@ -146,11 +192,12 @@ def test_codex_hooks_file(tmp_path):
     result = run_cli("hook", "install", "codex", "--dir", str(tmp_path / "proj"))
     assert result.returncode == 0
     settings = json.loads((tmp_path / "proj" / ".codex" / "hooks.json").read_text())
-    [group] = settings["hooks"]["Stop"]
-    assert (
-        shlex.split(group["hooks"][0]["command"])[-2:] == ["hook", "codex"]
-        and "SubagentStop" not in settings["hooks"]
-    )
+    assert set(settings["hooks"]) == {"PostToolUse", "UserPromptSubmit", "Stop"}
+    for groups in settings["hooks"].values():
+        [group] = groups
+        [handler] = group["hooks"]
+        assert shlex.split(handler["command"])[-2:] == ["hook", "codex"]
+        assert handler["timeout"] == 10 and "asyncRewake" not in handler
 
 
 @pytest.mark.corpus

@@ -1,0 +1,387 @@
+"""The non-blocking hooks end to end: the real `auditor hook claude-code` command driven through a
+scripted session (tool rounds, a prompt, stops) on a real transcript from the corpus, against a
+stand-in observer that takes seconds to answer. The hook must never wait for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from live_helpers import CC_SESSION, append_lines, auditor_argv, copy_lines, rows
+from wire_stubs import Reply, Stub, anthropic_response
+
+from auditor import schema as s
+from auditor.db import open_db
+from auditor.inject import CORRECTION_MARKER
+from auditor.live import session_dir, state_root
+
+pytestmark = pytest.mark.corpus
+KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
+SESSION = "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
+MID = "You wrote CLAUDE.md without the permission you asked for; ask before writing it."
+END = "The Write call was denied, so CLAUDE.md does not exist; say so instead of claiming it."
+DELAY = 4.0  # seconds the stand-in observer takes to answer
+# Lines of the session (1-based, inclusive): 23 ends a tool round without an edit, 26 the round of
+# the Write call (11 tool calls, one edit: the gate passes), 28 the last round, 29 the final claim.
+NO_EDIT, WRITE, LAST_ROUND, FINAL = 23, 26, 28, 29
+
+
+class Session:
+    """A Claude Code session as the hooks see it: the transcript grows, events fire."""
+
+    def __init__(self, corpus: Path, tmp_path: Path, stub: Stub):
+        self.src = corpus / CC_SESSION
+        self.path = tmp_path / "projects" / "-path-to-Demo" / f"{SESSION}.jsonl"
+        copy_lines(self.src, self.path, 0)
+        self.lines = 0
+        self.stub = stub
+        self.tmp = tmp_path
+        self.took: list[float] = []
+
+    def grow(self, upto: int) -> None:
+        append_lines(self.path, self.src, self.lines, upto)
+        self.lines = upto
+
+    def user_writes(self, text: str) -> None:
+        """Append a typed user message to the transcript, as Claude Code does on a prompt."""
+        last = json.loads(self.path.read_bytes().splitlines()[-1])
+        rec = {
+            "type": "user",
+            "uuid": f"typed-{len(self.took)}",
+            "parentUuid": last.get("uuid"),
+            "sessionId": SESSION,
+            "timestamp": last.get("timestamp"),
+            "cwd": last.get("cwd"),
+            "message": {"role": "user", "content": text},
+        }
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+
+    def payload(self, name: str, **extra) -> dict:
+        data = {
+            "session_id": SESSION,
+            "transcript_path": str(self.path),
+            "cwd": "/path/to/Demo",
+            "permission_mode": "default",
+            "hook_event_name": name,
+            **extra,
+        }
+        if name == "PostToolUse":
+            data.setdefault("tool_name", "Write")
+            data.setdefault("tool_input", {"file_path": "/path/to/Demo/CLAUDE.md"})
+            data.setdefault("tool_response", {"success": True})
+        if name in ("Stop", "SubagentStop"):
+            data.setdefault("stop_hook_active", False)
+        return data
+
+    def argv(self, *extra: str) -> list[str]:
+        return [
+            *auditor_argv(),
+            "hook",
+            "claude-code",
+            "--observer",
+            "claude",
+            "--base-url",
+            self.stub.url,
+            "--max-retries",
+            "0",
+            "--idle",
+            "20",
+            *extra,
+        ]
+
+    def rewake(self, **extra) -> subprocess.Popen:
+        """Start the Stop hook's asyncRewake handler as Claude Code does: in the background."""
+        stdin = self.tmp / f"rewake-{len(self.took)}.json"
+        stdin.write_text(json.dumps(self.payload("Stop", **extra)))
+        with open(stdin) as fh:
+            return subprocess.Popen(
+                self.argv("--rewake"),
+                stdin=fh,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, **KEY},
+            )
+
+    def event(self, name: str, **extra) -> str:
+        data = self.payload(name, **extra)
+        started = time.monotonic()
+        result = subprocess.run(
+            self.argv(),
+            input=json.dumps(data),
+            capture_output=True,
+            text=True,
+            env={**os.environ, **KEY},
+            timeout=60,
+            check=False,
+        )
+        self.took.append(time.monotonic() - started)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    @property
+    def sdir(self) -> Path:
+        return Path(session_dir(state_root(), "claude-code", SESSION))
+
+    def wait_until(self, what, timeout: float = 60.0, why: str = "") -> None:
+        deadline = time.monotonic() + timeout
+        while not what():
+            if time.monotonic() > deadline:
+                log = (
+                    (self.sdir / "worker.log").read_text()
+                    if (self.sdir / "worker.log").exists()
+                    else ""
+                )
+                pytest.fail(f"timed out waiting for {why}; worker log:\n{log}")
+            time.sleep(0.1)
+
+    def staged(self) -> bool:
+        return any((self.sdir / "outbox").glob("*.json"))
+
+    def worker_pid(self) -> int | None:
+        try:
+            return int((self.sdir / "worker.lock").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def stop_worker(self) -> None:
+        pid = self.worker_pid()
+        if pid:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def stub():
+    server = Stub(
+        Reply(200, anthropic_response({"needsCorrection": True, "message": MID}), delay=DELAY)
+    )
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def cc(corpus, tmp_path, stub):
+    session = Session(corpus, tmp_path, stub)
+    yield session
+    session.stop_worker()
+
+
+def verdicts(tmp_path):
+    return rows(open_db(tmp_path / "auditor.db"), s.Verdict)
+
+
+def injections(tmp_path):
+    return rows(open_db(tmp_path / "auditor.db"), s.Injection)
+
+
+def context(message: str) -> dict:
+    text = f"{CORRECTION_MARKER} {message}"
+    return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": text}}
+
+
+def test_a_mid_turn_correction_comes_out_at_the_next_tool_round_and_none_follows_it(cc, tmp_path):
+    cc.grow(NO_EDIT)
+    assert cc.event("PostToolUse", tool_name="TodoWrite") == ""  # gate: no file edit yet
+    cc.grow(WRITE)
+    assert cc.event("PostToolUse") == ""  # the audit starts; the hook does not wait for it
+    assert cc.took[-1] < DELAY / 2, cc.took
+    cc.wait_until(cc.staged, why="the mid-turn correction")
+    cc.grow(LAST_ROUND)
+    out = cc.event("PostToolUse", tool_name="TodoWrite")
+    assert json.loads(out) == context(MID)  # the documented shape, read before the next request
+    # Loop guard across the new events: nothing is audited right after a correction.
+    cc.grow(FINAL)
+    assert cc.event("Stop") == ""
+    cc.wait_until(
+        lambda: (
+            len(injections(tmp_path)) == 1
+            and "after-correction" in (cc.sdir / "worker.log").read_text()
+        ),
+        why="the hand-over to be recorded and the Stop to be passed over",
+    )
+    [verdict] = verdicts(tmp_path)
+    assert (verdict.status, verdict.needs_correction, verdict.message) == ("ok", True, MID)
+    [injection] = injections(tmp_path)
+    assert (injection.status, injection.verdict_id, injection.target) == (
+        "delivered",
+        verdict.id,
+        "hook PostToolUse",
+    )
+    [checkpoint] = rows(open_db(tmp_path / "auditor.db"), s.Checkpoint, s.Checkpoint.gate_audit)
+    assert checkpoint.kind == "inference"
+    assert len(cc.stub.log) == 1
+    assert max(cc.took) < DELAY / 2, cc.took
+
+
+def test_the_audit_pending_when_the_user_typed_is_cancelled_and_never_delivered(cc, tmp_path):
+    cc.grow(WRITE)
+    assert cc.event("PostToolUse") == ""
+    cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
+    cc.user_writes("actually, leave CLAUDE.md alone")
+    assert cc.event("UserPromptSubmit", prompt="actually, leave CLAUDE.md alone") == ""
+    cc.wait_until(
+        lambda: [v.status for v in verdicts(tmp_path)] == ["cancelled"], why="the cancellation"
+    )
+    time.sleep(DELAY)  # past the moment the observer would have answered
+    assert cc.event("PostToolUse", tool_name="Read") == ""
+    assert cc.event("Stop") == ""
+    [verdict] = verdicts(tmp_path)
+    assert verdict.status == "cancelled" and verdict.problem.startswith("cancelled: the user wrote")
+    assert verdict.latency_ms > 0 and verdict.needs_correction is None
+    assert not cc.staged() and injections(tmp_path) == []
+    [run] = rows(open_db(tmp_path / "auditor.db"), s.Run, s.Run.id == verdict.run_id)
+    assert run.status == "done" and run.config["hook"]["hook_event_name"] == "PostToolUse"
+    assert max(cc.took) < DELAY / 2, cc.took
+
+
+def test_an_end_of_turn_correction_goes_out_only_if_the_user_has_not_written(cc, tmp_path):
+    cc.stub.default = Reply(
+        200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
+    )
+    cc.grow(FINAL)
+    assert cc.event("Stop") == ""  # the end of turn is audited in the background
+    assert cc.took[-1] < DELAY / 2
+    cc.wait_until(cc.staged, why="the end-of-turn correction")
+    out = cc.event("Stop")  # the next stop, nobody wrote in between: it goes out
+    assert json.loads(out) == {"decision": "block", "reason": f"{CORRECTION_MARKER} {END}"}
+    assert cc.event("Stop") == ""  # once only
+    cc.wait_until(lambda: len(injections(tmp_path)) == 1, why="the hand-over to be recorded")
+    [injection] = injections(tmp_path)
+    assert (injection.status, injection.target) == ("delivered", "hook Stop")
+
+
+def test_an_end_of_turn_correction_is_dropped_when_the_user_wrote_first(cc, tmp_path):
+    cc.stub.default = Reply(
+        200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
+    )
+    cc.grow(FINAL)
+    assert cc.event("Stop") == ""
+    cc.wait_until(cc.staged, why="the end-of-turn correction")
+    cc.user_writes("thanks, that's all")
+    assert cc.event("UserPromptSubmit", prompt="thanks, that's all") == ""
+    assert not cc.staged()
+    assert cc.event("Stop") == ""
+    cc.wait_until(lambda: len(injections(tmp_path)) == 1, why="the take-back to be recorded")
+    [injection] = injections(tmp_path)
+    assert injection.status == "skipped" and injection.error.startswith("user-wrote-again")
+    [verdict] = verdicts(tmp_path)
+    assert (verdict.status, verdict.message) == ("ok", END)
+
+
+def test_stop_hook_active_never_gets_a_block(cc, tmp_path):
+    cc.stub.default = Reply(
+        200, anthropic_response({"needsCorrection": True, "message": END}), delay=0
+    )
+    cc.grow(FINAL)
+    assert cc.event("Stop") == ""
+    cc.wait_until(cc.staged, why="the end-of-turn correction")
+    assert cc.event("Stop", stop_hook_active=True) == ""
+    assert cc.staged()  # kept for an event that may take it
+
+
+def test_hooks_return_at_once_with_the_store_locked_and_a_worker_killed(cc, tmp_path):
+    cc.grow(WRITE)
+    assert cc.event("PostToolUse") == ""
+    cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
+    # The worker dies in the middle of the call: the next event starts a new one, which takes
+    # the tool round up again; the call is made again (the first never answered), once.
+    pid = cc.worker_pid()
+    os.kill(pid, signal.SIGKILL)
+    cc.wait_until(lambda: not _alive(pid), why="the worker to die")
+    db = sqlite3.connect(tmp_path / "auditor.db", timeout=0)
+    db.execute("BEGIN EXCLUSIVE")  # nobody can read or write the store meanwhile
+    try:
+        assert cc.event("PostToolUse", tool_name="Read") == ""
+        assert cc.took[-1] < 1.0, cc.took
+    finally:
+        db.rollback()
+        db.close()
+    cc.wait_until(cc.staged, why="the new worker to finish the audit")
+    assert cc.worker_pid() != pid
+    cc.grow(LAST_ROUND)
+    assert json.loads(cc.event("PostToolUse")) == context(MID)
+    ok = [v for v in verdicts(tmp_path) if v.status == "ok"]
+    assert len(ok) == 1 and len(cc.stub.log) == 2
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie of a process we did not start still answers kill(0): read its state
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_hook_event_with_nothing_due_imports_neither_click_nor_sqlalchemy(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys, io, json\n"
+        "sys.argv = ['auditor', 'hook', 'claude-code']\n"
+        "sys.stdin = io.StringIO(json.dumps({'session_id': 's', 'hook_event_name': 'UserPromptSubmit'}))\n"
+        "import os\n"
+        "os._exit = lambda code: (print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('click', 'sqlalchemy', 'pluggy', 'orjson'))), sys.exit(code))\n"
+        "from auditor.entry import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, check=False)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_the_rewake_handler_wakes_claude_with_the_end_of_turn_correction(cc, tmp_path):
+    cc.stub.default = Reply(
+        200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
+    )
+    cc.grow(FINAL)
+    waiter = cc.rewake()  # Claude Code starts both Stop handlers and waits for neither
+    assert cc.event("Stop") == ""
+    out, err = waiter.communicate(timeout=60)
+    assert (waiter.returncode, out, err) == (2, "", f"{CORRECTION_MARKER} {END}\n")
+    cc.wait_until(lambda: len(injections(tmp_path)) == 1, why="the hand-over to be recorded")
+    [injection] = injections(tmp_path)
+    assert (injection.status, injection.target) == ("delivered", "hook Stop-rewake")
+
+
+def test_the_rewake_handler_stays_silent_when_the_user_writes_first(cc, tmp_path):
+    cc.stub.default = Reply(
+        200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
+    )
+    cc.grow(FINAL)
+    waiter = cc.rewake()
+    assert cc.event("Stop") == ""
+    cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
+    cc.user_writes("never mind")
+    assert cc.event("UserPromptSubmit", prompt="never mind") == ""
+    out, err = waiter.communicate(timeout=60)
+    assert (waiter.returncode, out) == (0, "")
+    cc.wait_until(
+        lambda: [v.status for v in verdicts(tmp_path)] == ["cancelled"], why="the cancellation"
+    )
+    assert injections(tmp_path) == [] and not cc.staged()
+
+
+def test_the_rewake_handler_ends_when_the_turn_needs_no_correction(cc, tmp_path):
+    cc.stub.default = Reply(
+        200, anthropic_response({"needsCorrection": False, "message": None}), delay=0.5
+    )
+    cc.grow(FINAL)
+    waiter = cc.rewake()
+    assert cc.event("Stop") == ""
+    out, err = waiter.communicate(timeout=60)
+    assert (waiter.returncode, out, err) == (0, "", "")
+    [verdict] = verdicts(tmp_path)
+    assert (verdict.status, verdict.needs_correction) == ("ok", False)
