@@ -119,7 +119,9 @@ def classify_user(rec: dict, msg: dict, content: Any) -> str:
         # corrections carry its marker; other hooks' feedback is harness text.
         return SOURCE_COURSE_CORRECTION if CORRECTION_MARKER in text else SOURCE_META
     if rec.get("isMeta"):
-        return SOURCE_META
+        # Harness text; one that carries auditor's marker is its correction (e.g. the message
+        # a Stop hook's asyncRewake handler woke Claude with).
+        return SOURCE_COURSE_CORRECTION if text and CORRECTION_MARKER in text else SOURCE_META
     if text:
         text = text.lstrip()
         if text.startswith(INTERRUPT_PREFIX):

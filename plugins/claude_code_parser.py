@@ -10,10 +10,12 @@ from typing import Any
 
 import orjson
 
+from auditor.inject import CORRECTION_MARKER
 from auditor.model import (
     ASSISTANT,
     SOURCE_AGENT,
     SOURCE_COMMAND,
+    SOURCE_COURSE_CORRECTION,
     SOURCE_ERROR,
     SOURCE_META,
     SOURCE_TYPED,
@@ -661,8 +663,22 @@ class Parser:
             self._link_agent(data.get("agentId"), rec.get("parentToolUseID"))
 
     def _attachment(self, rec: dict, line: int) -> None:
-        self._skip(rec)
         att = rec.get("attachment")
+        if type(att) is dict and att.get("type") == "hook_additional_context":
+            # A hook's additionalContext, read by Claude with a tool's result: auditor's own
+            # mid-turn correction when it carries the marker (so no audit follows it).
+            content = att.get("content")
+            parts = content if isinstance(content, list) else [content]
+            text = "\n".join(p for p in parts if isinstance(p, str))
+            uuid = rec.get("uuid")
+            if CORRECTION_MARKER in text and type(uuid) is str and uuid:
+                t = self._envelope(rec, uuid)
+                blocks = [Block("text", text)]
+                self._message(
+                    t, rec, uuid, line, USER, blocks, SOURCE_COURSE_CORRECTION, self._parent(rec)
+                )
+                return
+        self._skip(rec)
         if type(att) is not dict or att.get("type") == "edited_text_file":
             return
         path, content = att.get("path") or att.get("filename"), att.get("content")

@@ -385,3 +385,55 @@ def test_the_rewake_handler_ends_when_the_turn_needs_no_correction(cc, tmp_path)
     assert (waiter.returncode, out, err) == (0, "", "")
     [verdict] = verdicts(tmp_path)
     assert (verdict.status, verdict.needs_correction) == ("ok", False)
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_a_correction_given_as_hook_context_holds_the_core_loop_guard(corpus, tmp_path, marked):
+    """Claude Code writes a PostToolUse hook's additionalContext into the transcript as a
+    `hook_additional_context` attachment; auditor's (marked) one counts as a course correction,
+    so `checkpoints.loop_guard` holds back the rest of the turn, whichever process audits."""
+    from auditor.checkpoints import END_TURN, INFERENCE, find_checkpoints, loop_guard
+    from auditor.ingest import Ingester
+    from auditor.plugins import get_plugin_manager
+    from auditor.threads import load_messages
+
+    src = (corpus / CC_SESSION).read_bytes().splitlines(keepends=True)
+    before = json.loads(src[WRITE - 1])
+    after = json.loads(src[WRITE])
+    text = f"{CORRECTION_MARKER} {MID}" if marked else "formatter: 2 files reformatted"
+    attachment = {
+        "type": "attachment",
+        "uuid": "hook-context-1",
+        "parentUuid": before["uuid"],
+        "sessionId": SESSION,
+        "timestamp": before["timestamp"],
+        "cwd": before.get("cwd"),
+        "attachment": {
+            "type": "hook_additional_context",
+            "content": [text],
+            "hookName": "PostToolUse:Write",
+            "toolUseID": "toolu_write",
+            "hookEvent": "PostToolUse",
+        },
+    }
+    after["parentUuid"] = attachment["uuid"]
+    path = tmp_path / "p" / f"{SESSION}.jsonl"
+    path.parent.mkdir()
+    lines = src[: WRITE - 1] + [src[WRITE - 1], json.dumps(attachment).encode() + b"\n"]
+    lines += [json.dumps(after).encode() + b"\n"] + src[WRITE + 1 : FINAL]
+    path.write_bytes(b"".join(lines))
+    engine = open_db(tmp_path / "auditor.db")
+    Ingester(engine, get_plugin_manager(), "claude-code").run([path])
+    [thread] = rows(engine, s.Thread)
+    messages = load_messages(engine, thread.id)
+    assert [m.source_type for m in messages].count("course-correction") == (1 if marked else 0)
+    cps = find_checkpoints(thread.id, messages, "every-inference")
+    last_round = [c for c in cps if c.kind == INFERENCE][-1]
+    end = [c for c in cps if c.kind == END_TURN][-1]
+    assert last_round.message_id == json.loads(src[LAST_ROUND - 1])["uuid"]
+    guard = {"mode": "every-inference"}
+    if marked:
+        assert loop_guard(last_round, guard).reason == "after-correction"
+        assert loop_guard(end, guard).reason == "after-correction"
+    else:
+        assert loop_guard(last_round, guard) is None and loop_guard(end, guard) is None
