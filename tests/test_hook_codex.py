@@ -4,6 +4,7 @@ the observer a local server speaking the Gemini wire format."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from live_helpers import CODEX_ROLLOUT, CODEX_TURN_END, copy_lines, rows, run_cli
@@ -207,3 +208,56 @@ def test_the_hook_input_may_come_as_an_argument(stub, rollout):
     env = {"GEMINI_API_KEY": "AIza-TEST-dummy", "GOOGLE_GEMINI_BASE_URL": stub.url}
     result = run_cli("hook", "codex", "--sync", "--observer", "gemini", data, env=env)
     assert (result.returncode, result.stdout) == (0, block(FIRST))
+
+
+def test_the_non_blocking_hook_gives_the_end_of_turn_correction_at_the_next_stop(
+    stub, rollout, tmp_path
+):
+    """Codex has no background wake-up: the Stop returns at once, the turn is audited in the
+    background, and its correction goes out at the next Stop if nobody wrote since."""
+    import time
+
+    from auditor.live import session_dir, state_root
+
+    stub.default = Reply(200, gemini_response({"needsCorrection": True, "message": FIRST}))
+    started = time.monotonic()
+    first = live_hook(stub, rollout)
+    assert (first.returncode, first.stdout) == (0, "")
+    assert time.monotonic() - started < 10
+    outbox = Path(session_dir(state_root(), "codex", SESSION)) / "outbox"
+    deadline = time.monotonic() + 60
+    while not any(outbox.glob("*.json")):
+        assert time.monotonic() < deadline, "the end-of-turn audit never finished"
+        time.sleep(0.1)
+    again = live_hook(stub, rollout)
+    assert (again.returncode, again.stdout) == (0, block(FIRST))
+    assert live_hook(stub, rollout).stdout == ""  # once only
+    [verdict] = rows(open_db(tmp_path / "auditor.db"), s.Verdict)
+    assert (verdict.status, verdict.message) == ("ok", FIRST)
+
+
+def live_hook(stub, rollout):
+    last = json.loads(rollout.read_bytes().splitlines()[CODEX_TURN_END - 2])["payload"]["content"][
+        0
+    ]["text"]
+    data = {
+        "session_id": SESSION,
+        "turn_id": "turn-1",
+        "transcript_path": str(rollout),
+        "cwd": "/Users/aneeshar/repos",
+        "model": "gpt-5-codex",
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+        "last_assistant_message": last,
+    }
+    env = {"GEMINI_API_KEY": "AIza-TEST-dummy", "GOOGLE_GEMINI_BASE_URL": stub.url}
+    return run_cli(
+        "hook",
+        "codex",
+        "--observer",
+        "gemini",
+        "--max-retries",
+        "0",
+        stdin=json.dumps(data),
+        env=env,
+    )
