@@ -267,11 +267,12 @@ def events_benchmark(corpus: Path, runs: int, work: Path) -> None:
     timed(hook, post, env)  # starts the session's worker, as the session's first event does
     time.sleep(3)
     figures: dict[str, list[float]] = {
-        k: [] for k in ("pass", "post", "stop", "post-sync", "stop-sync")
+        k: [] for k in ("pass", "bare", "post", "stop", "post-sync", "stop-sync")
     }
     outputs = set()
     for i in range(runs):
         figures["pass"].append(timed([sys.executable, "-c", "pass"], "", env)[0])
+        figures["bare"].append(timed([sys.executable, "-S", "-c", "pass"], "", env)[0])
         for key, payload in (("post", post), ("stop", stop)):
             took, done = timed(hook, payload, env)
             figures[key].append(took)
@@ -286,7 +287,13 @@ def events_benchmark(corpus: Path, runs: int, work: Path) -> None:
         f"{transcript.stat().st_size / 1e6:.1f} MB session in the store, its worker running; "
         f"medians of {runs} rounds (synchronous: {len(figures['post-sync'])})"
     )
-    print(f"  python -c pass            {base:7.1f} ms   1.0x")
+    print(
+        f"  python -c pass            {base:7.1f} ms   1.0x  (the baseline: the hook's interpreter)"
+    )
+    bare = median(figures["bare"])
+    print(
+        f"  python -S -c pass         {bare:7.1f} ms {bare / base:5.1f}x  (no site-packages at all)"
+    )
     for key, label in (
         ("post", "PostToolUse"),
         ("stop", "Stop"),
@@ -299,7 +306,7 @@ def events_benchmark(corpus: Path, runs: int, work: Path) -> None:
             if key.endswith("sync")
             else f"  ({'meets' if m / base <= 4 else 'misses'} the 4x goal)"
         )
-        print(f"  {label:<25} {m:7.1f} ms {m / base:5.1f}x{goal}")
+        print(f"  {label:<25} {m:7.1f} ms {m / base:5.1f}x{goal}; {m / bare:.1f}x python -S")
     stop_workers(state)
 
     # A hung observer: every event still returns at once.
