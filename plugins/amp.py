@@ -23,8 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from auditor.hookspecs import hookimpl
-from auditor.model import (
+from auditor.api import (
     ASSISTANT,
     BOM,
     SOURCE_AGENT,
@@ -43,6 +42,7 @@ from auditor.model import (
     Record,
     ThreadInfo,
     Usage,
+    hookimpl,
     parse_time,
 )
 

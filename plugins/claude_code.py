@@ -44,8 +44,7 @@ from typing import Any
 
 import orjson
 
-from auditor.hookspecs import hookimpl
-from auditor.model import Cursor, Record
+from auditor.api import Cursor, Record, hookimpl
 
 from .claude_code_parser import AGENT, Parser
 

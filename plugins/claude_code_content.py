@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from auditor.inject import CORRECTION_MARKER
-from auditor.model import (
+from auditor.api import (
+    CORRECTION_MARKER,
     SOURCE_COMMAND,
     SOURCE_COMPACT,
     SOURCE_COURSE_CORRECTION,

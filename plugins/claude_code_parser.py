@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from auditor.inject import CORRECTION_MARKER
-from auditor.model import (
+from auditor.api import (
     ASSISTANT,
+    CORRECTION_MARKER,
     SOURCE_AGENT,
     SOURCE_COMMAND,
     SOURCE_COURSE_CORRECTION,

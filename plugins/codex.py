@@ -28,10 +28,9 @@ from typing import Any
 
 import orjson
 
-from auditor.hookspecs import hookimpl
-from auditor.inject import CORRECTION_MARKER
-from auditor.model import (
+from auditor.api import (
     ASSISTANT,
+    CORRECTION_MARKER,
     SOURCE_AGENT,
     SOURCE_COMMAND,
     SOURCE_COMPACT,
@@ -51,6 +50,7 @@ from auditor.model import (
     Record,
     ThreadInfo,
     Usage,
+    hookimpl,
     parse_time,
     read_jsonl,
 )

@@ -25,9 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from auditor.errors import UnknownName
-from auditor.hookspecs import hookimpl
-from auditor.observe import TOOL_DESCRIPTION, TOOL_NAME, TOOL_SCHEMA, ObserveRequest, ObserveResult
+from auditor.api import (
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    TOOL_SCHEMA,
+    ObserveRequest,
+    ObserveResult,
+    UnknownName,
+    hookimpl,
+)
 
 DEFAULT_MODEL = "gemma-3-270m-q4_k_m"
 DEFAULT_N_CTX = 8192

@@ -44,9 +44,8 @@ from typing import Any
 
 import orjson
 
-from auditor.checkpoints import INFERENCE
-from auditor.hookspecs import hookimpl
-from auditor.model import (
+from auditor.api import (
+    INFERENCE,
     SOURCE_COMMAND,
     SOURCE_COMPACT,
     SOURCE_COURSE_CORRECTION,
@@ -55,8 +54,9 @@ from auditor.model import (
     SOURCE_META,
     SOURCE_TOOL_RESULT,
     SOURCE_TYPED,
+    hookimpl,
+    redact,
 )
-from auditor.redact import redact
 
 
 def estimate_tokens(text: str) -> int:

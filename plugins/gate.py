@@ -18,8 +18,7 @@ of turn the user already answered) are not here: the core applies them before an
 
 from __future__ import annotations
 
-from auditor.checkpoints import GateDecision
-from auditor.hookspecs import hookimpl
+from auditor.api import GateDecision, hookimpl
 
 DEFAULTS = {
     "min_tool_calls": 5,

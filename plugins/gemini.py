@@ -21,16 +21,16 @@ import re
 import time
 from typing import Any
 
-from auditor.errors import AuditorError
-from auditor.hookspecs import hookimpl
-from auditor.observe import (
+from auditor.api import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     TOOL_SCHEMA,
+    AuditorError,
     ClientCache,
     ObserveRequest,
     ObserveResult,
     ObserverUsage,
+    hookimpl,
 )
 
 DEFAULT_MODEL = "gemini-3.1-pro-preview"

@@ -48,8 +48,7 @@ from typing import Any
 
 import orjson
 
-from auditor.hookspecs import hookimpl
-from auditor.model import (
+from auditor.api import (
     ASSISTANT,
     SOURCE_AGENT,
     SOURCE_ERROR,
@@ -66,6 +65,7 @@ from auditor.model import (
     Record,
     ThreadInfo,
     Usage,
+    hookimpl,
     parse_time,
     read_jsonl,
 )

@@ -13,10 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from auditor.errors import AuditorError
-from auditor.files import replace_atomically
-from auditor.hookspecs import hookimpl
-from auditor.inject import Correction
+from auditor.api import AuditorError, Correction, hookimpl, replace_atomically
 
 WEBHOOK_TIMEOUT = 10.0
 WEBHOOK_RETRIES = 3

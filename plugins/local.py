@@ -31,9 +31,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from auditor.errors import UnknownName
-from auditor.hookspecs import hookimpl
-from auditor.observe import (
+from auditor.api import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     TOOL_SCHEMA,
@@ -41,6 +39,8 @@ from auditor.observe import (
     ObserveRequest,
     ObserveResult,
     ObserverUsage,
+    UnknownName,
+    hookimpl,
 )
 
 DEFAULT_BASE_URL = "http://localhost:11434/v1"

@@ -22,7 +22,7 @@ after the last message a person typed (or the last course correction).
 
 from __future__ import annotations
 
-from auditor.hookspecs import hookimpl
+from auditor.api import hookimpl
 
 from .signals_common import calls_since, options, turn_start
 from .signals_sensitive import SENSITIVE_DATA, sensitive_data

@@ -7,8 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from auditor.checkpoints import is_typed_user
-from auditor.model import SOURCE_COURSE_CORRECTION
+from auditor.api import SOURCE_COURSE_CORRECTION, is_typed_user
 
 # Tools that run a command; their input names it under one of these keys.
 COMMAND_TOOLS = {

@@ -14,8 +14,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from auditor.redact import redact
-from auditor.signals import Evidence, Signal
+from auditor.api import Evidence, Signal, redact
 
 from .signals_common import Call
 

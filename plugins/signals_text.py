@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from auditor.checkpoints import is_typed_user
-from auditor.signals import Evidence, Signal
+from auditor.api import Evidence, Signal, is_typed_user
 
 from .signals_common import Call, goal_message, prose
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from auditor.signals import Evidence, Signal
+from auditor.api import Evidence, Signal
 
 from .signals_common import Call, failure, first_line, is_verification
 

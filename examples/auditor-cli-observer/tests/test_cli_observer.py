@@ -11,7 +11,7 @@ from pathlib import Path
 import auditor_cli_observer as plugin
 import pytest
 
-from auditor.observe import ObserveRequest, validate
+from auditor.api import ObserveRequest, validate
 
 FAKE = Path(__file__).with_name("fake_model.py")
 COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))} --model {{model}}"
@@ -34,7 +34,7 @@ def observe(user: str, **options):
 
 
 def test_it_is_registered_through_the_entry_point_hook():
-    from auditor.plugins import get_plugin_manager
+    from auditor.api import get_plugin_manager
 
     pm = get_plugin_manager()
     if "cli" not in pm.observers():  # not installed: register the module as the entry point would
@@ -111,10 +111,7 @@ def test_find_answer_skips_other_json():
 def test_an_audit_run_over_auditors_sample_transcripts():
     from importlib import resources
 
-    from auditor.db import open_db
-    from auditor.ingest import ingest
-    from auditor.plugins import get_plugin_manager
-    from auditor.run import RunConfig, run
+    from auditor.api import RunConfig, get_plugin_manager, ingest, open_db, run
 
     pm = get_plugin_manager()
     if "cli" not in pm.observers():

@@ -26,8 +26,7 @@ import shutil
 import time
 from typing import Any
 
-from auditor.hookspecs import hookimpl
-from auditor.observe import TOOL_NAME, ObserveRequest, ObserveResult, ObserverUsage
+from auditor.api import TOOL_NAME, ObserveRequest, ObserveResult, ObserverUsage, hookimpl
 
 COMMAND_ENV = "AUDITOR_CLI_COMMAND"
 MODEL_ENV = "AUDITOR_CLI_MODEL"

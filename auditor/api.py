@@ -1,0 +1,160 @@
+"""Everything a plugin needs, in one place: `from auditor.api import hookimpl, ObserveResult`.
+
+Plugins (the built-in ones in `auditor_plugins` too) import only from this module; the other
+modules of `auditor` may change without notice. A test walks the imports of the built-in
+plugins and of `examples/` to keep it so.
+
+- **Hooks**: `hookimpl` marks a hook implementation (also reachable as `auditor.hookimpl`).
+- **Transcript formats** (`register_formats`): the `TranscriptFormat` protocol and the records
+  a parser yields (`ThreadInfo`, `Message` with its `Block`s, `Usage`, `Problem`), the role
+  and source-type constants, `Cursor`, and the readers `read_jsonl` and `parse_time`.
+- **Observers** (`register_observers`): the `Observer` protocol, `ObserveRequest`,
+  `ObserveResult`, `ObserverUsage`, the one tool (`TOOL_NAME`, `TOOL_DESCRIPTION`,
+  `TOOL_SCHEMA`), `validate` (the core's check of an answer) and `ClientCache`.
+- **Signals, gate, formatter** (`compute_signals`, `gate_checkpoint`, `format_checkpoint`): the
+  hook arguments `Checkpoint`, the thread (with its `GuidanceText`s) and `StoredMessage`,
+  and what the hooks return: `Signal` with its `Evidence`, `GateDecision`.
+- **Injectors** (`register_injectors`): the `Injector` protocol, `Correction`,
+  `CORRECTION_MARKER`.
+- **Helpers**: `redact` (secrets out of text), `replace_atomically` (rewrite a file others
+  read), the errors `AuditorError` and `UnknownName`.
+- **Running auditor from Python** (a plugin's tests): `get_plugin_manager`, `open_db`,
+  `ingest`, `run` and `RunConfig`, imported when first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .checkpoints import END_TURN, INFERENCE, Checkpoint, GateDecision, is_typed_user
+from .errors import AuditorError, UnknownName
+from .files import replace_atomically
+from .guidance import GuidanceText
+from .hookspecs import hookimpl
+from .inject import CORRECTION_MARKER, Correction, Injector
+from .model import (
+    ASSISTANT,
+    BOM,
+    SOURCE_AGENT,
+    SOURCE_COMMAND,
+    SOURCE_COMPACT,
+    SOURCE_COURSE_CORRECTION,
+    SOURCE_ERROR,
+    SOURCE_INTERRUPT,
+    SOURCE_META,
+    SOURCE_TOOL_RESULT,
+    SOURCE_TYPED,
+    SYSTEM,
+    TOOL,
+    USER,
+    Block,
+    Cursor,
+    Message,
+    Problem,
+    Record,
+    ThreadInfo,
+    TranscriptFormat,
+    Usage,
+    parse_time,
+    read_jsonl,
+)
+from .observe import (
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    TOOL_SCHEMA,
+    ClientCache,
+    Observer,
+    ObserveRequest,
+    ObserveResult,
+    ObserverUsage,
+    Verdict,
+    validate,
+)
+from .redact import redact
+from .signals import Evidence, Signal
+from .threads import StoredMessage
+
+if TYPE_CHECKING:
+    from .db import open_db
+    from .ingest import ingest
+    from .plugins import Plugins, get_plugin_manager
+    from .run import RunConfig, run
+
+# Imported on first use: loading a plugin must not load the whole run machinery.
+_LAZY = {
+    "get_plugin_manager": "plugins",
+    "Plugins": "plugins",
+    "open_db": "db",
+    "ingest": "ingest",
+    "run": "run",
+    "RunConfig": "run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"auditor.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'auditor.api' has no attribute {name!r}")
+
+
+__all__ = [
+    "ASSISTANT",
+    "BOM",
+    "CORRECTION_MARKER",
+    "END_TURN",
+    "INFERENCE",
+    "SOURCE_AGENT",
+    "SOURCE_COMMAND",
+    "SOURCE_COMPACT",
+    "SOURCE_COURSE_CORRECTION",
+    "SOURCE_ERROR",
+    "SOURCE_INTERRUPT",
+    "SOURCE_META",
+    "SOURCE_TOOL_RESULT",
+    "SOURCE_TYPED",
+    "SYSTEM",
+    "TOOL",
+    "TOOL_DESCRIPTION",
+    "TOOL_NAME",
+    "TOOL_SCHEMA",
+    "USER",
+    "AuditorError",
+    "Block",
+    "Checkpoint",
+    "ClientCache",
+    "Correction",
+    "Cursor",
+    "Evidence",
+    "GateDecision",
+    "GuidanceText",
+    "Injector",
+    "Message",
+    "ObserveRequest",
+    "ObserveResult",
+    "Observer",
+    "ObserverUsage",
+    "Plugins",
+    "Problem",
+    "Record",
+    "RunConfig",
+    "Signal",
+    "StoredMessage",
+    "ThreadInfo",
+    "TranscriptFormat",
+    "UnknownName",
+    "Usage",
+    "Verdict",
+    "get_plugin_manager",
+    "hookimpl",
+    "ingest",
+    "is_typed_user",
+    "open_db",
+    "parse_time",
+    "read_jsonl",
+    "redact",
+    "replace_atomically",
+    "run",
+    "validate",
+]
