@@ -413,6 +413,23 @@ def _gate_config(
     show_default=True,
     help="With --critique: the signal score that calls for a second pass.",
 )
+@click.option(
+    "--budget",
+    type=float,
+    metavar="USD",
+    help="Spend at most USD on this run: no observer call starts whose estimate (prompt tokens and the answer's max tokens at the model's price) would cross it.",
+)
+@click.option(
+    "--budget-per-day",
+    type=float,
+    metavar="USD",
+    help="Spend at most USD on verdicts recorded since midnight UTC, by any run (config: budget_per_day in [run]).",
+)
+@click.option(
+    "--allow-unpriced",
+    is_flag=True,
+    help="Under a budget, still call a model the price table does not know (its cost counts as unknown).",
+)
 @pass_ctx
 @handle_errors
 def run(
@@ -444,6 +461,9 @@ def run(
     skip_quiet_below,
     critique,
     critique_min_score,
+    budget,
+    budget_per_day,
+    allow_unpriced,
 ) -> None:
     """Audit stored threads: gate -> format -> observe -> record.
 
@@ -486,6 +506,8 @@ def run(
 
     config.signals = parse_options(signal_options)
     config.critique, config.critique_min_score = critique, critique_min_score
+    config.budget, config.budget_per_day = budget, budget_per_day
+    config.allow_unpriced = allow_unpriced
     if audit_on:
         config.gate["audit_on_signals"] = [a for a in audit_on if a.lower() != "none"]
     config.gate["skip_quiet_below_edits"] = skip_quiet_below

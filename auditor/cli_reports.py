@@ -606,4 +606,30 @@ def eval_command(
     emit(evaluate(ctx.engine, ctx.plugins, labels, config), fmt, _eval_table)
 
 
-COMMANDS = [report, export, eval_command]
+@click.command("reprice")
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="Price every verdict again (default: only those recorded without a price).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handled
+def reprice_command(everything, as_json) -> None:
+    """Price stored verdicts from their recorded tokens once their model has a price.
+
+    Verdicts recorded while the price table did not know their model show as unpriced; after
+    a price is added (prices.json, `auditor paths` shows where, or a newer genai-prices), this
+    stores their cost, priced at the date of the call (batch verdicts at the batch price), and
+    the runs' totals, so that `auditor verdicts` and `auditor report costs` agree.
+    """
+    from .reprice import describe, reprice
+
+    result = reprice(_ctx().engine, everything=everything)
+    if as_json:
+        click.echo(orjson.dumps(result.as_dict()).decode())
+    else:
+        click.echo(describe(result))
+
+
+COMMANDS = [report, export, eval_command, reprice_command]

@@ -36,7 +36,14 @@ KEYS: dict[str, dict[str, Any]] = {
         "min_prompt_tokens": int,
         "max_prompt_tokens": int,
     },
-    "run": {"every": str, "concurrency": int, "limit": int, "since": str},
+    "run": {
+        "every": str,
+        "concurrency": int,
+        "limit": int,
+        "since": str,
+        "budget_per_day": NUMBER,
+        "allow_unpriced": bool,
+    },
     "hook": {"deadline": NUMBER, "max_corrections": int, "lag_wait": NUMBER},
     "inject": {"injector": str, "max_corrections": int},
 }
@@ -68,6 +75,7 @@ require_edit = true
 [run]
 every = "15m"
 concurrency = 4
+# budget_per_day = 5.0  # USD; no observer call starts that would cross it (UTC days)
 
 [hook]                  # auditor hook claude-code / codex
 deadline = 30           # seconds; past it the agent stops normally

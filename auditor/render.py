@@ -352,3 +352,5 @@ def run_summary(summary, dry_run: bool) -> None:
         f"cost ${summary.cost_usd:.4f}"
         + (f" ({summary.unpriced} calls unpriced)" if summary.unpriced else "")
     )
+    if summary.budget_note:
+        console.print(summary.budget_note)

@@ -20,11 +20,11 @@ from typing import Any
 
 from sqlalchemy import Engine, select, update
 
-from . import answers, critique, events, guidance, leases, runs
+from . import answers, budget, critique, events, guidance, leases, runs
 from . import schema as s
 from .checkpoints import Checkpoint, find_checkpoints
 from .errors import AuditorError
-from .observe import ObserveRequest, ObserveResult, validate
+from .observe import MAX_OUTPUT_TOKENS, ObserveRequest, ObserveResult, validate
 from .plugins import Plugins
 from .signals import store_signals
 from .threads import find_thread, load_messages
@@ -53,6 +53,10 @@ class RunConfig:
     # A second, more critical pass where the first was silent and a signal scored this much.
     critique_min_score: float = critique.DEFAULT_MIN_SCORE
     critique: bool = False
+    # Spend caps in USD (see auditor.budget): for this run, and for all verdicts of a UTC day.
+    budget: float | None = None
+    budget_per_day: float | None = None
+    allow_unpriced: bool = False  # under a budget, still call a model without a price
 
     def for_record(self) -> dict[str, Any]:
         out = asdict(self)
@@ -82,6 +86,8 @@ class RunSummary:
     critiques: int = 0  # second-pass verdicts (`--critique`)
     critique_corrections: int = 0
     critique_candidates: int = 0  # gated-in checkpoints whose signals are strong enough
+    over_budget: int = 0  # gated-in checkpoints left unaudited: their call would cross the cap
+    budget_note: str | None = None  # what the budget allowed and what was spent
     status: str = "done"
     messages: list[str] = field(default_factory=list)
 
@@ -163,6 +169,7 @@ class Auditor:
         self.summary = RunSummary(None, self.observer_name, self.model)
         self.owner = leases.new_owner()
         self._heartbeat: runs.Heartbeat | None = None
+        self.budget: budget.Budget | None = None
         self.lease = config.lease or config.timeout * 4 + 65
 
     # -- planning (sync, cheap) -----------------------------------------------------------
@@ -479,16 +486,50 @@ class Auditor:
         (`job.answered` then names the verdict). Past `deadline` seconds the call is
         abandoned and recorded as an error.
         """
-        if not self._claim(job):
+        estimate = self._reserve_for(job)
+        if estimate is not None and not await self.budget.reserve(estimate):
+            self.summary.over_budget += 1
             return None
         try:
-            verdict_id = await self._call(job, deadline)
+            if not self._claim(job):
+                return None
+            try:
+                verdict_id = await self._call(job, deadline)
+            finally:
+                self._release(job)
         finally:
-            self._release(job)
+            if estimate is not None:
+                await self.budget.release(estimate)
         follow = self._critique_job(job, verdict_id)
         if follow is not None:
             await self.call(follow, deadline)
         return verdict_id
+
+    def _reserve_for(self, job: Job) -> float | None:
+        """Return the USD to reserve for `job`'s call under the budget (None: nothing to reserve,
+        no budget or, allowed with --allow-unpriced, a model without a price)."""
+        if self.budget is None:
+            return None
+        usd = budget.estimate_usd(
+            self.model,
+            self.observer_name,
+            self._prompt_for(job).text + job.user,
+            MAX_OUTPUT_TOKENS,
+        )
+        return None if usd is None else float(usd)
+
+    def set_budget(self) -> None:
+        """Apply the run's spend caps (raise when the model has no price and that is not allowed)."""
+        c = self.config
+        self.budget = budget.for_run(
+            self.engine,
+            budget=c.budget,
+            per_day=c.budget_per_day,
+            model=self.model,
+            provider=self.observer_name,
+            allow_unpriced=c.allow_unpriced,
+            spent=lambda: self.summary.cost_usd,
+        )
 
     async def _call(self, job: Job, deadline: float | None = None) -> int:
         request = ObserveRequest(
@@ -586,6 +627,7 @@ def run(
     problem = auditor.observer.check({"model": auditor.model, **config.observer_options})
     if problem:
         raise AuditorError(f"observer {auditor.observer_name!r} cannot be used: {problem}")
+    auditor.set_budget()
     auditor._start_run()
     try:
         asyncio.run(auditor.execute(progress, should_stop))
@@ -595,5 +637,7 @@ def run(
     except Exception as exc:
         auditor._finish_run("failed", f"{type(exc).__name__}: {exc}")
         raise
+    if auditor.budget is not None:
+        auditor.summary.budget_note = auditor.budget.report(auditor.summary.unpriced)
     auditor._finish_run("interrupted" if should_stop() else "done")
     return auditor.summary

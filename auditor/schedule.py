@@ -132,6 +132,8 @@ def run_every(
                 f"run {s.run_id}: {s.audited} audited, {s.corrections} corrections, {s.errors} errors, "
                 f"{s.reused} already answered, {s.busy} left to another run"
             )
+            if s.budget_note:
+                parts.append(s.budget_note)
             report("; ".join(parts))
 
         return repeat(

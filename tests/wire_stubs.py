@@ -37,6 +37,7 @@ class Stub:
         self.queue: list[Reply] = []
         self.log: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.in_flight = self.max_in_flight = 0  # requests being answered at once
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,8 +62,12 @@ class Stub:
                         }
                     )
                     reply = stub.queue.pop(0) if stub.queue else stub.default
+                    stub.in_flight += 1
+                    stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
                 if reply.delay:
                     time.sleep(reply.delay)
+                with stub.lock:
+                    stub.in_flight -= 1
                 out = reply.body
                 data = json.dumps(out) if not isinstance(out, (str, bytes)) else out
                 data = data.encode() if isinstance(data, str) else data

@@ -1,0 +1,178 @@
+"""The spend cap (`run --budget`, `budget_per_day`) and `auditor reprice`, with the real Gemini
+SDK against a stand-in server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from audit_helpers import ScriptPlugin, write_script_thread
+from click.testing import CliRunner
+from sqlalchemy import select
+from wire_stubs import Reply, Stub, gemini_response
+
+from auditor import schema as s
+from auditor.budget import Budget, estimate_usd
+from auditor.cli import cli
+from auditor.errors import AuditorError
+from auditor.ingest import ingest
+from auditor.observe import MAX_OUTPUT_TOKENS, ObserverUsage
+from auditor.plugins import get_plugin_manager
+from auditor.prices import cost
+from auditor.prompt import load_prompt
+from auditor.run import RunConfig, run
+
+pytest.importorskip("google.genai")
+
+MODEL = "gemini-3.1-pro-preview"
+THREADS = 8
+
+
+@pytest.fixture
+def stub():
+    server = Stub(Reply(body=gemini_response(), delay=0.15))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pm():
+    return get_plugin_manager(extra=[ScriptPlugin()])
+
+
+@pytest.fixture
+def store(engine, pm, tmp_path):
+    f = tmp_path / "threads.jsonl"
+    for i in range(THREADS):
+        write_script_thread(f, f"t{i}", f"Done {i}! all tests pass.")
+    ingest(engine, pm, [f])
+    return engine
+
+
+def config(stub, model: str = MODEL, **kw) -> RunConfig:
+    options = {"api_key": "k", "base_url": stub.url, "max_retries": 0}
+    return RunConfig(observer="gemini", model=model, observer_options=options, **kw)
+
+
+def verdict_costs(engine) -> list:
+    with engine.connect() as conn:
+        return list(conn.scalars(select(s.Verdict.cost_usd).order_by(s.Verdict.id)))
+
+
+def one_call_usd() -> float:
+    """What one answer of the stand-in costs (its usageMetadata at the model's price)."""
+    usage = ObserverUsage(input=5321, output=38, cached=4096, thinking=112)
+    return float(cost(MODEL, usage, "gemini").usd)
+
+
+def quiet(line):
+    pass
+
+
+def test_no_call_starts_that_would_cross_the_budget(store, pm, stub):
+    per_call = one_call_usd()
+    budget = 0.05
+    summary = run(store, pm, config(stub, budget=budget, concurrency=8), announce=quiet)
+    costs = verdict_costs(store)
+    assert summary.gated_in == THREADS
+    # Every call that started fitted: what was spent stays under the cap...
+    assert sum(costs) <= budget
+    assert len(stub.log) == len(costs) == summary.audited
+    # ...and the rest were left unaudited because the next estimate did not fit.
+    assert summary.over_budget == THREADS - summary.audited > 0
+    # Any call's estimate is at least that of the system prompt alone with a full answer.
+    least = float(estimate_usd(MODEL, "gemini", load_prompt().text, MAX_OUTPUT_TOKENS))
+    assert sum(costs) + least > budget
+    assert summary.cost_usd == pytest.approx(per_call * summary.audited)
+    assert "spent $" in summary.budget_note and f"{summary.over_budget} checkpoints" in (
+        summary.budget_note
+    )
+    # The estimates were reserved before the calls: 8 workers never had more in flight than
+    # the budget holds estimates.
+    assert stub.max_in_flight <= int(budget // least)
+
+    # A second run with a fresh budget carries on where the first stopped, paying nothing twice.
+    again = run(store, pm, config(stub, budget=1.0, concurrency=8), announce=quiet)
+    assert (again.audited, again.reused, again.over_budget) == (
+        THREADS - summary.audited,
+        summary.audited,
+        0,
+    )
+    assert len(stub.log) == THREADS
+
+
+def test_concurrent_reservations_never_overrun():
+    """8 calls at once, each estimated and costing $1, under a $3 cap: exactly 3 start."""
+    spent = [0.0]
+    started = []
+    b = Budget(limit=3.0, spent=lambda: spent[0])
+
+    async def call(i: int) -> None:
+        if not await b.reserve(1.0):
+            return
+        started.append(i)
+        await asyncio.sleep(0.01)
+        spent[0] += 1.0
+        await b.release(1.0)
+
+    async def main():
+        await asyncio.gather(*(call(i) for i in range(8)))
+
+    asyncio.run(main())
+    assert (len(started), b.refused, spent[0]) == (3, 5, 3.0)
+
+
+def test_a_budget_per_day_counts_what_earlier_runs_spent_today(store, pm, stub):
+    run(store, pm, config(stub, limit=3), announce=quiet)
+    earlier = sum(verdict_costs(store))
+    assert len(stub.log) == 3
+    # Enough left today for about one more answer, not for an estimate: nothing starts.
+    summary = run(store, pm, config(stub, budget_per_day=earlier + one_call_usd()), announce=quiet)
+    assert (summary.audited, summary.over_budget, len(stub.log)) == (0, THREADS - 3, 3)
+    assert "budget_per_day" in summary.budget_note
+    # A larger daily budget lets the rest through.
+    summary = run(store, pm, config(stub, budget_per_day=earlier + 1.0), announce=quiet)
+    assert (summary.audited, summary.over_budget) == (THREADS - 3, 0)
+
+
+def test_an_unpriced_model_is_refused_under_a_budget_unless_allowed(store, pm, stub):
+    with pytest.raises(AuditorError, match="--allow-unpriced"):
+        run(store, pm, config(stub, budget=1.0, model="gemini-x-unknown"), announce=quiet)
+    assert stub.log == []
+    summary = run(
+        store,
+        pm,
+        config(stub, budget=1.0, allow_unpriced=True, model="gemini-x-unknown"),
+        announce=quiet,
+    )
+    assert (summary.audited, summary.unpriced, summary.cost_usd) == (THREADS, THREADS, 0.0)
+    assert f"{THREADS} calls of unknown cost" in summary.budget_note
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_reprice_after_a_price_is_added(store, pm, stub, tmp_path, monkeypatch):
+    run(store, pm, config(stub, limit=3, model="gemini-x-unknown"), announce=quiet)
+    assert verdict_costs(store) == [None] * 3
+    shown = json.loads(invoke("verdicts", "--json").output)
+    assert [v["cost_usd"] for v in shown] == [None] * 3
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"gemini-x-unknown": {"input": 2.0, "output": 12.0}}))
+    monkeypatch.setenv("AUDITOR_PRICES", str(prices))
+    # Before: the cost report prices the calls with today's table, `verdicts` says unpriced.
+    report = json.loads(invoke("report", "costs", "--format", "json").output)
+    assert report["total"]["audit_usd"] > 0
+    out = invoke("reprice")
+    assert out.exit_code == 0 and out.output.startswith("re-priced 3 verdicts: $")
+    shown = json.loads(invoke("verdicts", "--json").output)
+    each = (1225 * 2.0 + 4096 * 2.0 + 150 * 12.0) / 1e6  # no cache_read rate: the input rate
+    assert [v["cost_usd"] for v in shown] == [pytest.approx(each)] * 3
+    report = json.loads(invoke("report", "costs", "--format", "json").output)
+    assert report["total"]["audit_usd"] == pytest.approx(sum(v["cost_usd"] for v in shown))
+    assert report["total"]["audit_unpriced_calls"] == 0
+    with store.connect() as conn:
+        assert conn.scalar(select(s.Run.cost_usd)) == pytest.approx(3 * each)
+    assert invoke("reprice").output.startswith("re-priced 0 verdicts")
