@@ -22,7 +22,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -145,7 +145,7 @@ def overrides_path() -> Path:
     return Path(platformdirs.user_config_dir("auditor")) / "prices.json"
 
 
-_override_cache: dict[Path, tuple[float, dict[str, Rates]]] = {}
+_override_cache: dict[Path, tuple[bytes, dict[str, Rates]]] = {}
 
 
 def _decimal(path: Path, model: str, key: str, value: Any) -> Decimal:
@@ -165,19 +165,20 @@ def _decimal(path: Path, model: str, key: str, value: Any) -> Decimal:
 
 
 def load_overrides(path: Path | None = None) -> dict[str, Rates]:
-    """Read the override file (cached until it changes); a missing file means no overrides."""
+    """Read the override file (parsed again when its content changes); a missing file means no
+    overrides."""
     path = path or overrides_path()
     try:
-        mtime = path.stat().st_mtime
+        raw = path.read_bytes()
     except FileNotFoundError:
         if os.environ.get(PRICES_ENV):
             raise AuditorError(f"{PRICES_ENV} points at {path}, which does not exist.") from None
         return {}
     cached = _override_cache.get(path)
-    if cached and cached[0] == mtime:
+    if cached and cached[0] == raw:
         return cached[1]
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
         raise AuditorError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -195,7 +196,7 @@ def load_overrides(path: Path | None = None) -> dict[str, Rates]:
         if missing:
             raise AuditorError(f"{path}: {model!r} needs an {missing[0]!r} rate.")
         out[model] = Rates(**{k: _decimal(path, model, k, v) for k, v in entry.items()})
-    _override_cache[path] = (mtime, out)
+    _override_cache[path] = (raw, out)
     return out
 
 
@@ -339,14 +340,17 @@ FALLBACK_THRESHOLDS = (
     512_000,
     524_288,
 )
-_thresholds: tuple[int, ...] | None = None
+_scanned: tuple[tuple[int, ...], str | None] | None = None
 
 
-def thresholds() -> tuple[int, ...]:
-    """Return every prompt-size threshold at which some price changes, ascending."""
-    global _thresholds
-    if _thresholds is None:
+def scan_price_table() -> tuple[tuple[int, ...], str | None]:
+    """Return every prompt-size threshold at which some price changes (ascending), and the
+    first future date (ISO) on which a dated genai-prices price starts, or None."""
+    global _scanned
+    if _scanned is None:
         found = {TIER_THRESHOLD, *FALLBACK_THRESHOLDS}
+        today = datetime.now(UTC).date()
+        starts: set = set()
         try:  # read the tiers genai-prices knows, so a new threshold is not missed
             from genai_prices.data_snapshot import get_snapshot
             from genai_prices.types import TieredPrices
@@ -355,6 +359,9 @@ def thresholds() -> tuple[int, ...]:
                 for model in provider.models:
                     prices_ = model.prices if isinstance(model.prices, list) else [model.prices]
                     for p in prices_:
+                        start = getattr(getattr(p, "constraint", None), "start_date", None)
+                        if start is not None and start > today:
+                            starts.add(start)
                         p = getattr(p, "prices", p)
                         for value in vars(p).values():
                             if isinstance(value, TieredPrices):
@@ -365,14 +372,21 @@ def thresholds() -> tuple[int, ...]:
             TypeError,
         ):  # its internals moved: the fallback list applies
             pass
-        _thresholds = tuple(sorted(found))
-    return _thresholds
+        _scanned = (tuple(sorted(found)), min(starts).isoformat() if starts else None)
+    return _scanned
 
 
-def band_sql(prompt: str) -> str:
-    """SQL giving the band number of a call whose whole prompt (cache included) is `prompt`."""
-    cases = " ".join(f"WHEN {prompt} <= {t} THEN {i}" for i, t in enumerate(thresholds()))
-    return f"CASE {cases} ELSE {len(thresholds())} END"
+def thresholds() -> tuple[int, ...]:
+    """Return every prompt-size threshold at which some price changes, ascending."""
+    return scan_price_table()[0]
+
+
+def band_sql(prompt: str, bounds: tuple[int, ...] | None = None) -> str:
+    """SQL giving the band number of a call whose whole prompt (cache included) is `prompt`,
+    between the thresholds `bounds` (default: the price table's)."""
+    bounds = thresholds() if bounds is None else bounds
+    cases = " ".join(f"WHEN {prompt} <= {t} THEN {i}" for i, t in enumerate(bounds))
+    return f"CASE {cases} ELSE {len(bounds)} END"
 
 
 class Pricer:
@@ -380,18 +394,30 @@ class Pricer:
 
     PROBE_OUT = 1000
 
-    def __init__(self) -> None:
-        self._rates: dict[tuple, tuple | None] = {}
+    def __init__(
+        self, bounds: tuple[int, ...] | None = None, rates: dict[tuple, tuple | None] | None = None
+    ) -> None:
+        """`bounds`: the band thresholds (default: the price table's); `rates`: rates known
+        already, (model, band, provider) -> what `rates` returns (see `auditor.stored_prices`)."""
+        self.bounds = thresholds() if bounds is None else bounds
+        self._rates: dict[tuple, tuple | None] = dict(rates or {})
+        self.probed: dict[tuple, tuple | None] = {}  # rates looked up in the price table here
+        self.sources_key: str | None = None  # what the prices came from, when stored
+
+    def band_sql(self, prompt: str) -> str:
+        """SQL giving the band number of a call whose whole prompt is `prompt`."""
+        return band_sql(prompt, self.bounds)
 
     def _probe_size(self, band: int) -> int:
-        ts = thresholds()
-        return 1000 if band == 0 else ts[band - 1] + 1
+        return 1000 if band == 0 else self.bounds[band - 1] + 1
 
     def rates(self, model: str | None, band: int, provider: str | None = None):
         """(input, output, cache read, cache write) USD per token, or None for an unknown model."""
         key = (model, band, provider)
         if key not in self._rates:
             self._rates[key] = self._probe(model, band, provider) if model else None
+            if model:
+                self.probed[key] = self._rates[key]
         return self._rates[key]
 
     def _probe(self, model: str, band: int, provider: str | None):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from .prices import band_sql, thresholds
+from .prices import band_sql
 
 # A subagent that forks its parent's context (Claude Code's side questions) logs the parent's
 # calls again: same billing key, same counts. They were billed once, to the parent. Such copies
@@ -21,13 +21,18 @@ COPIES_SQL = (
 )
 
 
-def refresh_rollup(conn) -> int:
+def refresh_rollup(conn, bounds: tuple[int, ...] | None = None) -> int:
     """Bring `usage_rollup` up to date for the threads marked dirty; return how many there were.
 
     The sums per (thread, day, model, band) leave out the calls a forked subagent logged again.
-    When the price table's thresholds changed since the rollup was built, all of it is rebuilt.
+    `bounds` are the price bands' thresholds (default: the price table's); when they changed
+    since the rollup was built, all of it is rebuilt.
     """
-    current = ",".join(map(str, thresholds()))
+    if bounds is None:
+        from .prices import thresholds
+
+        bounds = thresholds()
+    current = ",".join(map(str, bounds))
     stored = conn.execute(text("SELECT thresholds FROM usage_rollup_state WHERE id = 1")).scalar()
     if stored != current:
         conn.execute(text("UPDATE threads SET rollup_dirty = 1"))
@@ -38,7 +43,7 @@ def refresh_rollup(conn) -> int:
     dirty = conn.execute(text("SELECT count(*) FROM threads WHERE rollup_dirty")).scalar()
     if not dirty:
         return 0
-    band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
+    band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)", bounds)
     conn.execute(
         text(
             "DELETE FROM usage_rollup WHERE thread_id IN (SELECT id FROM threads WHERE rollup_dirty)"

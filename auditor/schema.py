@@ -221,6 +221,34 @@ class UsageRollupState(Base):
     thresholds: Mapped[str] = mapped_column(Text)
 
 
+class PriceState(Base):
+    """What the stored price data was worked out from (one row; see `auditor.stored_prices`):
+    `key` names the price sources, `thresholds` the prompt sizes where some price changes,
+    `next_change` the first future day (ISO) a dated price starts, when the data is redone."""
+
+    __tablename__ = "price_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(Text)
+    thresholds: Mapped[str] = mapped_column(Text)
+    next_change: Mapped[str | None] = mapped_column(String(10))
+
+
+class PriceRate(Base):
+    """USD per token of a model in a price band, as decimal text (all NULL: a model the price
+    table does not know). `provider` is the observer or agent name it was priced for, or ''."""
+
+    __tablename__ = "price_rates"
+
+    model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    provider: Mapped[str] = mapped_column(String(64), primary_key=True)
+    band: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    input: Mapped[str | None] = mapped_column(Text)
+    output: Mapped[str | None] = mapped_column(Text)
+    cache_read: Mapped[str | None] = mapped_column(Text)
+    cache_write: Mapped[str | None] = mapped_column(Text)
+
+
 class IngestError(Base):
     """Something that could not be read, with where it was."""
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from ..prices import Pricer, band_sql
+from .. import stored_prices
+from ..prices import Pricer
 from ..rollup import COPIES_SQL, refresh_rollup
 from .shared import (
     THREAD_DIMS,
@@ -43,11 +44,6 @@ AUDIT_COLS = [
     "audit_credits",
     "audit_unpriced_calls",
 ]
-
-
-# A subagent that forks its parent's context (Claude Code's side questions) logs the parent's
-# calls again: same billing key, same counts. They were billed once, to the parent. Such copies
-# are looked for among sidechain threads only (through the (thread_id, key) index) and
 
 
 def _cost_columns(by: list[str]) -> tuple[list[str], list[tuple[str, str, str]]]:
@@ -117,9 +113,11 @@ def _whole_days(value: datetime | None) -> bool:
     return (value.hour, value.minute, value.second, value.microsecond) == (0, 0, 0, 0)
 
 
-def _rolled_up_usage(conn, by, sql, sel, group, since, until) -> dict[tuple, list[int]]:
+def _rolled_up_usage(
+    conn, by, sql, sel, group, since, until, pricer: Pricer
+) -> dict[tuple, list[int]]:
     """`_agent_usage` read from `usage_rollup` (whole-day windows only): a few rows a thread."""
-    refresh_rollup(conn)
+    refresh_rollup(conn, pricer.bounds)
     conn.commit()
     params: dict[str, Any] = {}
     conds = []
@@ -153,16 +151,17 @@ def _rolled_up_usage(conn, by, sql, sel, group, since, until) -> dict[tuple, lis
 
 
 def _agent_usage(
-    conn, by: list[str], sql: list[tuple[str, str, str]], since, until
+    conn, by: list[str], sql: list[tuple[str, str, str]], since, until, pricer: Pricer
 ) -> dict[tuple, list[int]]:
-    """Sum agents' calls per (SQL group, model, band), copies subtracted: group -> [calls, 4 sums]."""
+    """Sum agents' calls per (SQL group, model, band of `pricer`), copies subtracted:
+    group -> [calls, 4 sums]."""
     sel = "".join(f"{c[1]} AS k{i}, " for i, c in enumerate(sql))
     group = "".join(f"k{i}, " for i in range(len(sql)))
     if _whole_days(since) and _whole_days(until) and conn.dialect.name == "sqlite":
-        return _rolled_up_usage(conn, by, sql, sel, group, since, until)
+        return _rolled_up_usage(conn, by, sql, sel, group, since, until, pricer)
     params: dict[str, Any] = {}
     window = window_sql("u.timestamp", since, until, params)
-    band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
+    band = pricer.band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)")
     body = (
         f"SELECT {sel} u.model, {band} AS band, count(*), sum(u.input_tokens), sum(u.output_tokens), "
         f"sum(u.cache_read_tokens), sum(u.cache_write_tokens)"
@@ -182,6 +181,30 @@ def _agent_usage(
         for i, x in enumerate(r[n:]):
             have[i] -= int(x or 0)
     return sums
+
+
+def _audit_sums(conn, sql: list[tuple[str, str, str]], since, until, pricer: Pricer) -> list:
+    """Sum observer calls per (SQL group, model, observer, band): only calls recorded without a
+    price need the band (to be priced now); the rest share band 0."""
+    params: dict[str, Any] = {}
+    sel = "".join(f"{c[2]} AS k{i}, " for i, c in enumerate(sql))
+    group = "".join(f"k{i}, " for i in range(len(sql)))
+    band = f"CASE WHEN v.cost_usd IS NULL THEN {pricer.band_sql('v.input_tokens')} ELSE 0 END"
+    query = f"""
+        SELECT {sel} v.model AS model, v.observer, {band} AS band,
+               count(*) AS calls, sum(v.status = 'invalid'), sum(v.status = 'error'),
+               sum(v.input_tokens), sum(v.cached_tokens), sum(v.output_tokens), sum(v.thinking_tokens),
+               sum(v.cost_usd), sum(v.credits),
+               sum(v.cost_usd IS NULL AND v.status != 'error'),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.input_tokens END),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.output_tokens + v.thinking_tokens END),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.cached_tokens END),
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.cache_write_tokens END)
+        FROM verdicts v JOIN threads t ON t.id = v.thread_id
+        WHERE {window_sql("v.created_at", since, until, params)}
+        GROUP BY {group} v.model, v.observer, band
+    """
+    return conn.execute(text(query), params).all()
 
 
 def cost_report(
@@ -215,30 +238,11 @@ def cost_report(
             rows[key] = row
         return row
 
-    audit_params: dict[str, Any] = {}
-    audit_sel = "".join(f"{c[2]} AS k{i}, " for i, c in enumerate(sql))
-    group = "".join(f"k{i}, " for i in range(n))
-    # Only calls recorded without a price need the band (to be priced now); the rest share band 0.
-    audit_band = f"CASE WHEN v.cost_usd IS NULL THEN {band_sql('v.input_tokens')} ELSE 0 END"
-    audit_sql = f"""
-        SELECT {audit_sel} v.model AS model, v.observer, {audit_band} AS band,
-               count(*) AS calls, sum(v.status = 'invalid'), sum(v.status = 'error'),
-               sum(v.input_tokens), sum(v.cached_tokens), sum(v.output_tokens), sum(v.thinking_tokens),
-               sum(v.cost_usd), sum(v.credits),
-               sum(v.cost_usd IS NULL AND v.status != 'error'),
-               sum(CASE WHEN v.cost_usd IS NULL THEN v.input_tokens END),
-               sum(CASE WHEN v.cost_usd IS NULL THEN v.output_tokens + v.thinking_tokens END),
-               sum(CASE WHEN v.cost_usd IS NULL THEN v.cached_tokens END),
-               sum(CASE WHEN v.cost_usd IS NULL THEN v.cache_write_tokens END)
-        FROM verdicts v JOIN threads t ON t.id = v.thread_id
-        WHERE {window_sql("v.created_at", since, until, audit_params)}
-        GROUP BY {group} v.model, v.observer, band
-    """
     with engine.connect() as conn:
-        agent_sums = _agent_usage(conn, by, sql, since, until)
-        audit_rows = conn.execute(text(audit_sql), audit_params).all()
+        pricer = stored_prices.load(conn)
+        agent_sums = _agent_usage(conn, by, sql, since, until, pricer)
+        audit_rows = _audit_sums(conn, sql, since, until, pricer)
 
-    pricer = Pricer()
     unknown: dict[str | None, dict[str, int]] = {}
     for group_key, (calls, *tokens) in agent_sums.items():
         if not calls:
@@ -312,6 +316,9 @@ def cost_report(
         if usd is not None:
             row["audit_usd"] = (row["audit_usd"] or 0.0) + usd
             row["audit_credits"] = (row["audit_credits"] or 0.0) + (credits or 0.0)
+    if pricer.probed:
+        with engine.connect() as conn:
+            stored_prices.save(conn, pricer)
     out_rows = sort_rows(list(rows.values()), by, ("agent_usd", "audit_usd"))
     total = {c: None for c in key_cols}
     for c in AGENT_COLS + AUDIT_COLS:
