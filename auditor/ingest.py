@@ -274,6 +274,19 @@ class Ingester:
                 head = fh.read(HEAD_BYTES)
         except OSError as exc:
             return self._fail(spath, f"cannot read file: {exc.strerror or exc}")
+        unvouched = False  # forced on a file no detector recognises
+        if self.forced is not None:
+            claimants = list(self._claimants(path, head))
+            if claimants and self.forced not in claimants:
+                # Reading a file as a format it is not stores nothing or nonsense, and a file
+                # read before would lose what it gave: refuse before touching the store.
+                other = claimants[0].name
+                return self._fail(
+                    spath,
+                    f"--format {self.forced.name} does not fit this {other} transcript; "
+                    f"drop --format, or use --format {other}",
+                )
+            unvouched = not claimants
         fmt = self.forced or self._detect(path, head)
         if fmt is None:
             names = ", ".join(f.name for f in self.formats)
@@ -296,10 +309,11 @@ class Ingester:
                 if isinstance(state, (str, bytes)):  # JSON text as SQLite hands it back
                     state = orjson.loads(state)
                 cursor = Cursor(row.offset, row.lines, dict(state or {}))
-        return self._parse_and_store(path, st, fmt, cursor, status, row)
+        return self._parse_and_store(path, st, fmt, cursor, status, unvouched)
 
     # -- internals ------------------------------------------------------------------------
-    def _detect(self, path: Path, head: bytes):
+    def _claimants(self, path: Path, head: bytes) -> Iterator:
+        """The formats whose detector recognises the file, most specific first."""
         head = head.removeprefix(BOM)
         # A damaged first line (malformed JSON, bytes that are not UTF-8) must not hide the
         # file: when nothing recognises it, look again from its first line that parses.
@@ -309,10 +323,12 @@ class Ingester:
             for fmt in self.formats:
                 try:
                     if fmt.detect(path, attempt):
-                        return fmt
+                        yield fmt
                 except Exception:  # a detector bug must not stop the walk
                     continue
-        return None
+
+    def _detect(self, path: Path, head: bytes):
+        return next(self._claimants(path, head), None)
 
     def _fail(self, path: str, message: str, line: int | None = None) -> FileResult:
         self._record_errors([(path, line, message)])
@@ -450,7 +466,9 @@ class Ingester:
         self._file_threads.add(thread_id)
         return thread_id
 
-    def _parse_and_store(self, path: Path, st, fmt, cursor: Cursor, status: str, row) -> FileResult:
+    def _parse_and_store(
+        self, path: Path, st, fmt, cursor: Cursor, status: str, unvouched: bool = False
+    ) -> FileResult:
         spath = str(path)
         result = FileResult(spath, status, fmt.name)
         errors: list[tuple[str, int | None, str]] = []
@@ -524,6 +542,18 @@ class Ingester:
                 self._drop_left_behind(conn, before)
             if extra_errors:
                 errors.append((spath, None, f"... and {extra_errors} more problems in this file"))
+            if unvouched and not result.messages:
+                # A forced format that read nothing from a file nobody recognises: keep what the
+                # file gave before, and say so rather than report a file read.
+                savepoint.rollback()
+                self._forget_threads()
+                if not errors:
+                    message = f"nothing in this file reads as a {fmt.name} transcript"
+                    errors.append((spath, None, message))
+                self._insert_errors(conn, errors)
+                return FileResult(
+                    spath, "failed", fmt.name, errors=[_error_line(*e) for e in errors]
+                )
             self._insert_errors(conn, errors)
             if unfinished:
                 self._remember(spath, st, fmt.name, Cursor(), conn, len(errors), unread=True)
@@ -540,7 +570,7 @@ class Ingester:
                 savepoint.rollback()
             raise
         self._pending += result.messages + 1
-        result.errors = [f"{p}:{ln}: {e}" if ln else f"{p}: {e}" for p, ln, e in errors]
+        result.errors = [_error_line(*e) for e in errors]
         if errors and result.status != "failed":
             result.status = "failed"
         return result
@@ -592,6 +622,10 @@ class Ingester:
                 .where(t.c.id.in_(chunk) | t.c.parent_id.in_(chunk))
                 .values(rollup_dirty=True)
             )
+
+
+def _error_line(path: str, line: int | None, error: str) -> str:
+    return f"{path}:{line}: {error}" if line else f"{path}: {error}"
 
 
 def refresh_threads(conn: Connection, ids: list[int]) -> None:

@@ -7,6 +7,7 @@ damage costs only the damaged part, is reported as FILE:LINE: problem, and is re
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -165,3 +166,80 @@ def test_a_file_rewritten_as_another_session_leaves_no_trace_of_the_old_one(
     [new] = list_threads(engine)
     assert new["native_id"] != old["native_id"]
     assert new["messages"] == message_count(engine) == 49
+
+
+# One real file of each format, each recognised by its own format only.
+OWN_FILES = {
+    "amp": "amp/letta-ai-trajectory/orb-thread-export.input.json",
+    "claude-code": "claude-code/marot-spotter/short.jsonl",
+    "codex": "codex/0h-n0-local-voice-assistant-codex/sessions/2025/12/26/"
+    "rollout-2025-12-26T01-48-36-019b5669-8da8-7bc3-bed8-e1c1b805dad5.jsonl",
+    "codex-exec": "codex/jnarowski-agentcmd/exec-json/stream-output-2.jsonl",
+    "gemini-cli": "gemini-cli/metaphi-figma-eval-010ac575/chats/session-2026-01-30T06-08-7befeae5.json",
+    "gemini-stream": "gemini-cli/metaphi-figma-eval-49bdd49a/transcript.stream.jsonl",
+    "openai": "swe-agent/mini-swe-agent/github_issue.traj.json",
+}
+
+
+@pytest.mark.parametrize(
+    "forced,own",
+    [(forced, own) for forced in OWN_FILES for own in OWN_FILES if forced != own],
+)
+def test_a_format_forced_on_a_foreign_file_is_an_error_naming_it(
+    corpus, tmp_path, engine, plugins, forced, own
+):
+    """Issue 9 item 11: exit 0 with no message for 4 of the 7 formats (some stored a misread)."""
+    path = tmp_path / (OWN_FILES[own].replace("/", "_"))
+    path.write_bytes((corpus / OWN_FILES[own]).read_bytes())
+    assert ingest(engine, plugins, [path]).ok
+    stored = message_count(engine)
+    assert stored > 0
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # looks changed
+
+    summary = ingest(engine, plugins, [path], format_name=forced)
+    assert not summary.ok and summary.failed == 1
+    assert summary.errors == [
+        f"{path}: --format {forced} does not fit this {own} transcript; "
+        f"drop --format, or use --format {own}"
+    ]
+    assert message_count(engine) == stored  # nothing already stored was lost
+    with engine.connect() as conn:
+        recorded = conn.execute(select(s.IngestError.path, s.IngestError.error)).all()
+    assert (str(path), summary.errors[0].split(": ", 1)[1]) in recorded
+    # Read again as what it is, it is whole.
+    assert ingest(engine, plugins, [path]).ok and message_count(engine) == stored
+
+
+def test_a_forced_format_that_reads_nothing_from_an_unrecognised_file_says_so(
+    corpus, tmp_path, engine, plugins
+):
+    # OpenHands events, one a line: no format recognises them, and a rollout reader finds none.
+    events = json.loads((corpus / "openhands/All-Hands-AI-OpenHands/basic.json").read_bytes())
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    summary = ingest(engine, plugins, [path])
+    assert summary.errors == [
+        f"{path}: unknown transcript format (tried " + summary.errors[0].split("(tried ")[1]
+    ]
+    summary = ingest(engine, plugins, [path], format_name="codex")
+    assert summary.errors == [f"{path}: nothing in this file reads as a codex transcript"]
+    assert summary.failed == 1 and message_count(engine) == 0
+
+
+def test_forcing_a_foreign_format_on_the_command_line_exits_1_with_one_line(corpus, tmp_path):
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    path = corpus / OWN_FILES["codex"]
+    db = tmp_path / "cli.db"
+    result = CliRunner().invoke(
+        cli, ["--db", str(db), "ingest", "--format", "claude-code", str(path)]
+    )
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[0] == (
+        f"{path}: --format claude-code does not fit this codex transcript; "
+        "drop --format, or use --format codex"
+    )
+    assert "1 with problems" in result.output
