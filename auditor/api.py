@@ -12,7 +12,7 @@ plugins and of `examples/` to keep it so.
   `ObserveResult`, `ObserverUsage`, the one tool (`TOOL_NAME`, `TOOL_DESCRIPTION`,
   `TOOL_SCHEMA`), `validate` (the core's check of an answer) and `ClientCache`.
 - **Signals, gate, formatter** (`compute_signals`, `gate_checkpoint`, `format_checkpoint`): the
-  hook arguments `Checkpoint`, the thread (with its `GuidanceText`s) and `StoredMessage`,
+  hook arguments `Checkpoint`, `StoredThread` (with its `GuidanceText`s) and `StoredMessage`,
   and what the hooks return: `Signal` with its `Evidence`, `GateDecision`.
 - **Injectors** (`register_injectors`): the `Injector` protocol, `Correction`,
   `CORRECTION_MARKER`.
@@ -72,7 +72,7 @@ from .observe import (
 )
 from .redact import redact
 from .signals import Evidence, Signal
-from .threads import StoredMessage
+from .threads import StoredMessage, StoredThread
 
 if TYPE_CHECKING:
     from .db import open_db
@@ -141,6 +141,7 @@ __all__ = [
     "RunConfig",
     "Signal",
     "StoredMessage",
+    "StoredThread",
     "ThreadInfo",
     "TranscriptFormat",
     "UnknownName",

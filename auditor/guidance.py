@@ -31,7 +31,7 @@ import os
 import re
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -40,6 +40,7 @@ from sqlalchemy import Connection, Text, cast, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from . import schema as s
+from .threads import StoredThread
 
 # In each directory, in the order they are shown.
 NAMES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", "AGENTS.md")
@@ -420,39 +421,26 @@ def collect_disk(conn: Connection, thread_id: int, cwd: str | None, agent: str |
 
 
 # -- at a checkpoint -------------------------------------------------------------------------
-class ThreadView:
-    """A stored thread with the guidance that applies at one checkpoint.
-
-    Reads like the thread row; `guidance_files` lists the texts (`GuidanceText`) in the order to
-    show them and `guidance` maps each path to its text, for formatters that read only that.
-    """
-
-    def __init__(self, row: Any, files: list[GuidanceText]):
-        self._row, self.guidance_files = row, files
-        self.guidance = {g.path: g.text for g in files} or None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._row, name)
-
-
 def _same(text: str) -> str:
     return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
 
 
-def for_checkpoint(conn: Connection, thread: Any, messages: list) -> ThreadView:
-    """`thread` with the guidance known at the checkpoint that ends `messages`.
+def for_checkpoint(conn: Connection, thread: Any, messages: list) -> StoredThread:
+    """`thread` (a row or a `StoredThread`) with the guidance known at the checkpoint that ends
+    `messages`, in its `guidance_files`.
 
     First what the transcript recorded, then the files on disk (of each path, the version
     last read by the time of the checkpoint, else the first one read), then the files the agent
     read up to the checkpoint (of each path, its last read). The same text is shown once.
     """
+    thread = StoredThread.of(thread)
     g = s.GuidanceFile
     rows = conn.execute(
         select(g.path, g.origin, g.text, g.read_at, g.message_native_id)
         .where(g.thread_id == thread.id)
         .order_by(g.id)
     ).all()
-    recorded = getattr(thread, "guidance", None) or {}
+    recorded = thread.guidance or {}
     files = [
         GuidanceText(name, text, TRANSCRIPT)
         for name, text in recorded.items()
@@ -477,7 +465,9 @@ def for_checkpoint(conn: Connection, thread: Any, messages: list) -> ThreadView:
         if key not in seen:
             seen.add(key)
             out.append(f)
-    return ThreadView(thread, out)
+    return replace(
+        thread, guidance_files=tuple(out), guidance={f.path: f.text for f in out} or None
+    )
 
 
 def _aware(when: datetime | None) -> datetime | None:

@@ -1,4 +1,5 @@
-"""The hooks auditor calls. Plugins implement them with `@auditor.hookimpl`.
+"""The hooks auditor calls. Plugins implement them with `@auditor.hookimpl` (the same marker as
+`auditor.api.hookimpl`); every type named here is importable from `auditor.api`.
 
 Naming: things users choose by name (transcript formats, observers, injectors) are collected
 with `register_*(register)` hooks; decisions where one plugin wins are `firstresult` hooks that
@@ -10,19 +11,28 @@ plugin wins.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pluggy
+
+if TYPE_CHECKING:
+    from .checkpoints import Checkpoint, GateDecision
+    from .inject import Injector
+    from .model import TranscriptFormat
+    from .observe import Observer
+    from .signals import Signal
+    from .threads import StoredMessage, StoredThread
 
 hookspec = pluggy.HookspecMarker("auditor")
 hookimpl = pluggy.HookimplMarker("auditor")
 
 
 @hookspec
-def register_formats(register: Callable[[object], None]) -> None:
+def register_formats(register: Callable[[TranscriptFormat], None]) -> None:
     """Register transcript formats.
 
     Called once when the plugin manager is first used. Call `register(fmt)` once per format;
-    `fmt` is an object with the attributes and methods of `auditor.model.TranscriptFormat`:
+    `fmt` is an object with the attributes and methods of `TranscriptFormat`:
     `name` (what `--format NAME` selects), `agent`, `appendable`, `detect(path, head)` (cheap:
     looks at the path and the first 64 KiB only) and `parse(path, cursor)` (yields records).
 
@@ -31,12 +41,12 @@ def register_formats(register: Callable[[object], None]) -> None:
 
 
 @hookspec
-def register_observers(register: Callable[[object], None]) -> None:
+def register_observers(register: Callable[[Observer], None]) -> None:
     """Register observer backends (the models that judge a checkpoint).
 
     Called once, the first time a command needs the observers (`auditor run`, `auditor
     observers`, `auditor hook`). Call `register(observer)` once per backend; `observer` has
-    the attributes and methods of `auditor.observe.Observer`: `name` (what `--observer NAME`
+    the attributes and methods of `Observer`: `name` (what `--observer NAME`
     selects), `default_model`, `check(options)` (returns None when usable, else a one-line
     reason with the fix: missing SDK, key or server) and `async observe(request, options)`
     returning an `ObserveResult`.
@@ -45,8 +55,11 @@ def register_observers(register: Callable[[object], None]) -> None:
 
 @hookspec
 def compute_signals(
-    checkpoint: object, thread: object, messages: list, config: dict
-) -> list | None:
+    checkpoint: Checkpoint,
+    thread: StoredThread,
+    messages: list[StoredMessage],
+    config: dict[str, Any],
+) -> list[Signal] | None:
     """Compute cheap local signals at a checkpoint: no model, no network.
 
     Called once per candidate checkpoint by `auditor run` (also `--dry-run`), before the gate,
@@ -55,9 +68,9 @@ def compute_signals(
     {"min_repeats": 4}}`) plus `disabled`, a list of signal names not to compute. Read only
     the options of your own signals and ignore unknown keys.
 
-    Return a list of `auditor.signals.Signal` (name, score in [0, 1], evidence: the native
-    ids of the messages involved with short excerpts), one per signal that fired, or None or
-    `[]` when none did. Every plugin is called and the lists are concatenated; signal names
+    Return a list of `Signal` (name, score in [0, 1], evidence: the native ids of the
+    messages involved with short excerpts), one per signal that fired, or None or `[]` when
+    none did. Every plugin is called and the lists are concatenated; signal names
     should be unique across plugins. Excerpts are redacted by the core, but never put a
     secret in `detail`. Keep it fast: it runs on every checkpoint of every thread.
     """
@@ -65,19 +78,24 @@ def compute_signals(
 
 @hookspec(firstresult=True)
 def gate_checkpoint(
-    checkpoint: object, thread: object, messages: list, config: dict, signals: list
-) -> object | None:
+    checkpoint: Checkpoint,
+    thread: StoredThread,
+    messages: list[StoredMessage],
+    config: dict[str, Any],
+    signals: list[Signal],
+) -> GateDecision | None:
     """Decide whether a checkpoint is worth a paid observer call.
 
     Called once per candidate checkpoint by `auditor run` (and `--dry-run`), after
-    `compute_signals`. `checkpoint` is an `auditor.checkpoints.Checkpoint`, `thread` the
-    stored thread row, `messages` the thread's `StoredMessage` list up to and including the
-    checkpoint's message, `config` the gate options (`mode`, `min_tool_calls`,
-    `require_edit`, `projects`, `agents`, `audit_on_signals`, `skip_quiet_below_edits`...),
-    `signals` the `auditor.signals.Signal`s every plugin computed for this checkpoint.
+    `compute_signals`. `checkpoint` is a `Checkpoint` (index, message id, kind, tool calls,
+    file edits...), `thread` a `StoredThread` (agent, cwd, native id...), `messages` the
+    thread's `StoredMessage` list up to and including the checkpoint's message, `config` the
+    gate options (`mode`, `min_tool_calls`, `require_edit`, `projects`, `agents`,
+    `audit_on_signals`, `skip_quiet_below_edits`...), `signals` the `Signal`s every plugin
+    computed for this checkpoint. A hookimpl may declare only the arguments it uses.
 
-    Return an `auditor.checkpoints.GateDecision` (audit or not, and why), or None to leave the
-    decision to the next plugin. The first non-None result wins; the built-in gate runs last.
+    Return a `GateDecision` (audit or not, and why), or None to leave the decision to the
+    next plugin. The first non-None result wins; the built-in gate runs last.
     Not called where the core's loop guards hold the checkpoint back (right after a course
     correction; in every-inference mode, an end of turn the user already answered): no gate
     can audit those.
@@ -86,7 +104,10 @@ def gate_checkpoint(
 
 @hookspec(firstresult=True)
 def format_checkpoint(
-    checkpoint: object, thread: object, messages: list, config: dict
+    checkpoint: Checkpoint,
+    thread: StoredThread,
+    messages: list[StoredMessage],
+    config: dict[str, Any],
 ) -> str | None:
     """Render the thread up to a checkpoint as the markdown the observer reads.
 
@@ -99,15 +120,15 @@ def format_checkpoint(
 
 
 @hookspec
-def register_injectors(register: Callable[[object], None]) -> None:
+def register_injectors(register: Callable[[Injector], None]) -> None:
     """Register injectors: the ways a correction reaches a running agent.
 
     Called once when the plugin manager is first used. Call `register(injector)` once per
-    injector; `injector` has the attributes and methods of `auditor.inject.Injector`: `name`
+    injector; `injector` has the attributes and methods of `Injector`: `name`
     (what `--injector NAME` selects), `description` (one line for `auditor inject --help`),
     `live` (True when it can deliver only from inside the agent's own hook, like
     `claude-code`, whose delivery is the Stop hook's output) and
-    `deliver(correction, options)`, which delivers one `auditor.inject.Correction` and
+    `deliver(correction, options)`, which delivers one `Correction` and
     returns a short description of the target (a file, a URL), or raises to report a
     failed attempt. `options` holds the injector's settings from the config file's
     `[injectors.NAME]` table and the command line (`url`, `timeout`, `stream`...).

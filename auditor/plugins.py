@@ -7,11 +7,18 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from . import hookspecs
 from .errors import PluginError, UnknownName
+from .threads import StoredThread
+
+if TYPE_CHECKING:
+    from .checkpoints import Checkpoint, GateDecision
+    from .signals import Signal
+    from .threads import StoredMessage
 
 ENTRY_POINT_GROUP = "auditor"
 
@@ -122,13 +129,25 @@ class Plugins:
         return injectors[name]
 
     # -- decisions ------------------------------------------------------------------------
-    def signals(self, checkpoint, thread, messages, config: dict | None = None) -> list:
-        """Return every plugin's signals for a checkpoint, as one list, strongest first."""
+    def signals(
+        self,
+        checkpoint: Checkpoint,
+        thread: Any,
+        messages: list[StoredMessage],
+        config: dict[str, Any] | None = None,
+    ) -> list[Signal]:
+        """Return every plugin's signals for a checkpoint, as one list, strongest first.
+
+        `thread` is a `StoredThread` or a row of the `threads` table (made a `StoredThread`).
+        """
         from .signals import Signal, strongest
 
         found: list[Signal] = []
         results = self.pm.hook.compute_signals(
-            checkpoint=checkpoint, thread=thread, messages=messages, config=config or {}
+            checkpoint=checkpoint,
+            thread=StoredThread.of(thread),
+            messages=messages,
+            config=config or {},
         )
         for result in results:
             for sig in result or []:
@@ -139,7 +158,14 @@ class Plugins:
                 found.append(sig)
         return strongest(found)
 
-    def gate(self, checkpoint, thread, messages, config: dict, signals: list | None = None):
+    def gate(
+        self,
+        checkpoint: Checkpoint,
+        thread: Any,
+        messages: list[StoredMessage],
+        config: dict[str, Any],
+        signals: list[Signal] | None = None,
+    ) -> GateDecision:
         """Return the GateDecision for a checkpoint: the core's loop guards, else the winning
         plugin's (see `checkpoints.loop_guard`; no gate plugin can audit what they hold back)."""
         from .checkpoints import loop_guard
@@ -149,16 +175,25 @@ class Plugins:
             return held
         return self.pm.hook.gate_checkpoint(
             checkpoint=checkpoint,
-            thread=thread,
+            thread=StoredThread.of(thread),
             messages=messages,
             config=config,
             signals=signals or [],
         )
 
-    def render_checkpoint(self, checkpoint, thread, messages, config: dict) -> str:
+    def render_checkpoint(
+        self,
+        checkpoint: Checkpoint,
+        thread: Any,
+        messages: list[StoredMessage],
+        config: dict[str, Any],
+    ) -> str:
         """Return the observer's user content for a checkpoint."""
         out = self.pm.hook.format_checkpoint(
-            checkpoint=checkpoint, thread=thread, messages=messages, config=config
+            checkpoint=checkpoint,
+            thread=StoredThread.of(thread),
+            messages=messages,
+            config=config,
         )
         if out is None:
             raise PluginError(

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import MISSING, dataclass, fields
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, func, or_, select
 
 from . import schema as s
 from .errors import AuditorError, UnknownName
 from .model import Block
+
+if TYPE_CHECKING:
+    from .guidance import GuidanceText
 
 
 def list_threads(
@@ -129,6 +133,54 @@ def find_thread(engine: Engine, ident: str):
             raise AuditorError(f"{ident!r} is not a known thread: {EMPTY_STORE_HINT}")
         raise UnknownName("thread", ident, [])
     raise UnknownName("thread (ambiguous prefix)", ident, [r.native_id for r in rows])
+
+
+@dataclass(frozen=True)
+class StoredThread:
+    """A stored thread as the hooks see it (`compute_signals`, `gate_checkpoint`,
+    `format_checkpoint`): what the transcript said about it, read-only.
+
+    `id` is the store's id, `native_id` the agent's own (a Claude Code session id, a Codex
+    rollout id; a sub-agent's is `<session>/agent-...`), `agent` the agent that wrote it
+    (`claude-code`, `codex`...). `cwd`, `git_branch`, `title` and `version` are as the
+    transcript recorded them, or None. `is_sidechain` is True for a sub-agent's run, started by
+    `parent_native_id` as an `agent_type` (e.g. `Explore`). `started_at` and `ended_at` are the
+    times of its first and last messages (UTC).
+
+    `guidance` maps an instruction file's name or path (`AGENTS.md`, `CLAUDE.md`) to its text;
+    at a checkpoint the formatter gets it with what applied there: `guidance_files` lists those
+    texts (`GuidanceText`: path, text, where it came from) in the order to show them.
+    """
+
+    id: int
+    agent: str
+    native_id: str
+    cwd: str | None = None
+    git_branch: str | None = None
+    title: str | None = None
+    version: str | None = None
+    is_sidechain: bool = False
+    agent_type: str | None = None
+    parent_native_id: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    guidance: dict[str, str] | None = None
+    guidance_files: tuple[GuidanceText, ...] = ()
+
+    @classmethod
+    def of(cls, thread: Any) -> StoredThread:
+        """Return `thread` (a row of the `threads` table, or a StoredThread) as a StoredThread."""
+        if isinstance(thread, cls):
+            return thread
+        values = {}
+        for f in fields(cls):
+            if f.default is MISSING and not hasattr(thread, f.name):
+                raise TypeError(f"{thread!r} is not a thread: it has no {f.name!r}")
+            values[f.name] = getattr(thread, f.name, f.default)
+        values["guidance_files"] = tuple(values["guidance_files"] or ())
+        if not isinstance(values["guidance"], dict):
+            values["guidance"] = None
+        return cls(**values)
 
 
 @dataclass

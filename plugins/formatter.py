@@ -720,7 +720,7 @@ def _header(thread) -> str:
 def _guidance(thread, budget: int) -> str:
     # `guidance_files` (auditor.guidance.GuidanceText: path, text, source), else a name -> text map
     listed = getattr(thread, "guidance_files", None)
-    if listed is None:
+    if not listed:
         listed = [
             (name, text, None) for name, text in (getattr(thread, "guidance", None) or {}).items()
         ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from types import SimpleNamespace
 
 import pytest
 from auditor_plugins import formatter
@@ -12,7 +11,7 @@ from auditor_plugins.formatter import abbreviate, budget_for, estimate_tokens, q
 from auditor.checkpoints import END_TURN, INFERENCE, Checkpoint, find_checkpoints, is_typed_user
 from auditor.model import Block
 from auditor.redact import redact
-from auditor.threads import StoredMessage
+from auditor.threads import StoredMessage, StoredThread
 
 
 # -- a small vocabulary for writing threads ---------------------------------------------------------
@@ -69,15 +68,17 @@ class Thread:
         )
 
 
-def info(**kw) -> SimpleNamespace:
+def info(**kw) -> StoredThread:
     defaults = {
+        "id": 1,
+        "native_id": "t-1",
         "agent": "claude-code",
         "cwd": "/home/ada/shop",
         "git_branch": "main",
         "guidance": None,
         "is_sidechain": False,
     }
-    return SimpleNamespace(**(defaults | kw))
+    return StoredThread(**(defaults | kw))
 
 
 def end_turn(t: Thread) -> Checkpoint:

@@ -177,7 +177,7 @@ def test_the_agents_own_read_of_claude_md_is_shown_from_that_point_on(corpus, en
     messages = load_messages(engine, thread.id)
     before = [m for m in messages if m.seq < 25]
     with engine.connect() as conn:
-        assert for_checkpoint(conn, thread, before).guidance_files == []
+        assert for_checkpoint(conn, thread, before).guidance_files == ()
         assert [g.path for g in for_checkpoint(conn, thread, messages).guidance_files] == [
             "/src/deep-manifest/CLAUDE.md"
         ]

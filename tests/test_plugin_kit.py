@@ -39,6 +39,7 @@ from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.run import RunConfig, run
 from auditor.signals import Signal
+from auditor.threads import StoredThread
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "plugins.md"
@@ -186,7 +187,8 @@ def test_hook_format_checkpoint(engine, script_file):
 
     pm = get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(fake), Formatter()])
     ingest(engine, pm, [script_file])
-    assert pm.render_checkpoint(None, None, [1, 2], {}) == "CUSTOM rendering of 2 messages"
+    thread = StoredThread(1, "script", "t-claims")
+    assert pm.render_checkpoint(None, thread, [1, 2], {}) == "CUSTOM rendering of 2 messages"
     summary = run(engine, pm, RunConfig(observer="fake"), announce=quiet)
     assert summary.corrections == 1
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 from audit_helpers import (
     FakeObserver,
@@ -33,8 +31,10 @@ from auditor.signals import (
     signal_counts,
     thread_signals,
 )
+from auditor.threads import StoredThread
 
 SECRET = "sk-ant-api03-" + "Q" * 40
+THREAD = StoredThread(1, "claude-code", "t-1")
 
 
 def test_a_signal_clamps_its_score_and_redacts_and_shortens_its_excerpts():
@@ -96,7 +96,7 @@ def test_the_facade_concatenates_every_plugins_signals_strongest_first():
     pm = get_plugin_manager(extra=[Planted("weak", 0.2), Planted("strong", 0.9)])
     messages = numbered([user("fix it"), agent("done")])
     (cp,) = find_checkpoints(1, messages)
-    names = [x.name for x in pm.signals(cp, SimpleNamespace(), messages, {})]
+    names = [x.name for x in pm.signals(cp, THREAD, messages, {})]
     assert names[:2] == ["strong", "weak"]
 
 
@@ -109,7 +109,7 @@ def test_a_plugin_returning_something_else_is_named():
     pm = get_plugin_manager(extra=[Bad()])
     messages = numbered([user("fix it"), agent("done")])
     with pytest.raises(PluginError, match="return auditor.signals.Signal objects"):
-        pm.signals(find_checkpoints(1, messages)[0], SimpleNamespace(), messages, {})
+        pm.signals(find_checkpoints(1, messages)[0], THREAD, messages, {})
 
 
 # -- storage through a run -------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_signal_counts_for_reports(store):
 
 # -- the gate --------------------------------------------------------------------------------
 
-thread = SimpleNamespace(agent="claude-code", cwd="/p", is_sidechain=False)
+thread = StoredThread(1, "claude-code", "t-1", cwd="/p")
 CLAIM = Signal("claimed-success-after-failure", 0.7)
 
 
