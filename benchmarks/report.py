@@ -1,25 +1,39 @@
-"""Report speed on a store of >= 100,000 threads, against re-parsing the transcripts each time.
+"""Report speed: a warm `auditor report costs --by day` against a bare `import sqlalchemy`,
+from 1k to 100k threads, and beside ccusage on the same Claude Code files.
 
 Steps:
-1. ingest the real corpus (../shared/corpus/{claude-code,codex,amp}) into a fresh store and audit
-   it with a deterministic fake observer (registered through the real hook), so that there are
-   checkpoints, gate decisions and verdicts;
-2. replicate what the reports read (threads, token_usage, checkpoints, verdicts) with new ids in
-   SQL (INSERT ... SELECT with offset ids) until the store holds --threads threads. Messages and
-   tool calls are not copied: no report reads them, and 1,300 copies of their text would be ~40 GB;
-3. time `report costs --by day` and `report verdicts`, in process (library call, warm: after one
-   untimed call) and as the CLI (a new process each time, so including interpreter start-up);
-4. time a cold re-parse of the source files, as file-parsing cost tools do on every run: read
-   each file, parse every line (orjson), keep the last usage per message id, sum per day. The
-   corpus is parsed for real (best of 3) and the time scaled by the replication factor.
+1. ingest the real corpus ($AUDITOR_SHARED/corpus/{claude-code,codex,amp}) into a store and
+   audit it with a deterministic fake observer (registered through the real hook), so that there
+   are checkpoints, gate decisions and verdicts (kept as base.db in --work, reused next time);
+2. for each of --threads: replicate what the reports read (threads, token_usage, checkpoints,
+   verdicts) with new ids in SQL until the store holds that many threads. Messages and tool
+   calls are not copied: no report reads them;
+3. run the report once (it brings the rollup and the stored prices up to date), then time it
+   warm as the CLI, each run paired with a bare `python -c "import sqlalchemy"` in the same
+   loop: wall and CPU medians and their ratio (goal: <= 1.5x, the same at every size); and in
+   process (library call), against a cold re-parse of the source files as file-parsing cost
+   tools do on every run (the corpus parsed for real, scaled by the replication factor);
+4. where the warm report's import time goes (`python -X importtime`), by package;
+5. Claude Code files: copies of the corpus's Claude Code sessions with fresh ids (sessions,
+   message and request ids) laid out as ~/.claude/projects up to --claude-mb, ingested once,
+   then `report costs --by day` beside `ccusage daily --json --offline` reading the same files
+   through CLAUDE_CONFIG_DIR (--ccusage; "ccusage not available" when it cannot be run offline:
+   fetch it once with `npx -y ccusage@VERSION --version`).
 
-    python benchmarks/report.py [--corpus DIR] [--threads 100000] [--work DIR]
+    python benchmarks/report.py [--corpus DIR] [--threads 1000,100000] [--claude-mb 100]
+                                [--work DIR] [--repeat 7] [--ccusage CMD]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import os
+import re
+import resource
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +48,7 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 AGENTS = ("claude-code", "codex", "amp")
 COPIED = ("threads", "token_usage", "checkpoints", "verdicts")
 
@@ -200,97 +215,298 @@ def best(fn, repeat: int) -> float:
     return min(times)
 
 
+def timed(argv: list[str], env: dict | None = None) -> tuple[float, float]:
+    """Run `argv` to the end, output dropped; return (wall s, CPU s of the child)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, stderr = proc.communicate()
+    wall = time.perf_counter() - started
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {stderr.decode()[-500:]}")
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, cpu.ru_utime + cpu.ru_stime
+
+
+def paired(commands: dict[str, tuple[list[str], dict | None]], repeat: int) -> dict:
+    """Run the commands in turn, `repeat` rounds; return name -> (median wall, median CPU)."""
+    walls: dict[str, list[float]] = defaultdict(list)
+    cpus: dict[str, list[float]] = defaultdict(list)
+    for _ in range(repeat):
+        for name, (argv, env) in commands.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall, after = timed(argv, env)
+            walls[name].append(wall)
+            cpus[name].append(after - before.ru_utime - before.ru_stime)
+    return {n: (statistics.median(walls[n]), statistics.median(cpus[n])) for n in commands}
+
+
+SQLALCHEMY = [sys.executable, "-c", "import sqlalchemy"]
+
+
+def report_cmd(db: Path) -> list[str]:
+    return [sys.executable, "-m", "auditor", "--db", str(db), "report", "costs", "--by", "day"]
+
+
+def print_paired(results: dict, base: str = "import sqlalchemy") -> None:
+    bw, bc = results[base]
+    for name, (wall, cpu) in results.items():
+        print(
+            f"  {name:<34} wall {wall:7.3f}s ({wall / bw:5.2f}x)  CPU {cpu:6.3f}s ({cpu / bc:5.2f}x)"
+        )
+
+
+def import_breakdown(argv: list[str]) -> str:
+    """Where a run's import time goes (ms): each module's own time counted to the nearest
+    package that is not the standard library among it and the modules importing it (asyncio
+    imported by sqlalchemy counts to sqlalchemy), else to the standard library."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv[1:]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    rows = []  # (self us, depth, top-level name), children listed before their parent
+    for line in proc.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[0][12:].strip().isdigit():
+            name = parts[2].rstrip()
+            depth = (len(name) - len(name.lstrip())) // 2
+            rows.append((int(parts[0][12:]), depth, name.strip().split(".")[0]))
+    by: dict[str, int] = defaultdict(int)
+    for i, (own, depth, top) in enumerate(rows):
+        owner = top
+        for _, d, parent in rows[i + 1 :]:  # the ancestors: the next rows with a smaller depth
+            if owner not in sys.stdlib_module_names:
+                break
+            if d < depth:
+                owner, depth = parent, d
+        if owner.startswith("auditor"):
+            owner = "auditor"
+        elif owner in sys.stdlib_module_names:
+            owner = "standard library"
+        elif owner.startswith("_"):  # a .pth file's hook, sysconfig data: Python's start-up
+            owner = "site start-up"
+        by[owner] += own
+    total = sum(by.values())
+    top = sorted(by.items(), key=lambda kv: -kv[1])
+    return f"{total / 1000:.0f} ms: " + ", ".join(f"{k} {v / 1000:.0f}" for k, v in top if v >= 500)
+
+
+MSG_ID = re.compile(rb'"(msg|req)_')
+
+
+def claude_config(corpus: Path, dest: Path, megabytes: int) -> tuple[int, int]:
+    """Lay copies of the corpus's Claude Code sessions out as a Claude config dir's projects/,
+    each copy with fresh session, message and request ids; return (files, bytes)."""
+    from ingest_crash import copy_with_fresh_ids
+
+    src = corpus / "claude-code"
+    sources = sorted(p for p in src.rglob("*.jsonl") if p.is_file())
+    projects = dest / "projects"
+    if not projects.exists():
+        size = sum(p.stat().st_size for p in sources)
+        for k in range(max(1, -(-megabytes * 1_000_000 // size))):
+            copy_with_fresh_ids(sources, src, projects, k)
+            for out in (projects / f"copy{k:03d}").rglob("*.jsonl"):
+                out.write_bytes(
+                    MSG_ID.sub(lambda m, k=k: b'"%s_c%03d' % (m[1], k), out.read_bytes())
+                )
+    files = [p for p in projects.rglob("*.jsonl")]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def ccusage_env(config: Path, home: Path) -> dict:
+    env = dict(os.environ)
+    env.setdefault("npm_config_cache", str(Path.home() / ".npm"))
+    env.update(
+        CLAUDE_CONFIG_DIR=str(config),
+        HOME=str(home),  # read no other agent's logs of this machine's user
+        npm_config_update_notifier="false",
+    )
+    return env
+
+
+def section_sizes(args, base_db: Path, work: Path) -> None:
+    parse_times = [reparse(args.corpus) for _ in range(3)]
+    corpus_parse = min(t for t, _ in parse_times)
+    print(
+        f"cold re-parse of the corpus files (as file-parsing tools do each run): "
+        f"{corpus_parse:.3f}s ({parse_times[0][1]:,} lines)"
+    )
+    from auditor.db import open_db
+    from auditor.reports import cost_report
+
+    summary = []
+    for target in args.threads:
+        db = work / f"threads-{target}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        shutil.copyfile(base_db, db)
+        started = time.perf_counter()
+        copies = replicate(db, target)
+        big = counts(db)
+        print(
+            f"\n{big['threads']:,} threads (corpus x{copies + 1}): {big['token_usage']:,} usage rows, "
+            f"{big['checkpoints']:,} checkpoints, {big['verdicts']:,} verdicts; "
+            f"{db.stat().st_size / 1e6:.0f} MB ({time.perf_counter() - started:.1f}s)"
+        )
+        started = time.perf_counter()
+        timed(report_cmd(db) + ["--format", "json"])
+        print(
+            f"  first report (rollup and stored prices built): {time.perf_counter() - started:.1f}s"
+        )
+        results = paired(
+            {
+                "import sqlalchemy": (SQLALCHEMY, None),
+                "report costs --by day --format json": (
+                    report_cmd(db) + ["--format", "json"],
+                    None,
+                ),
+            },
+            args.repeat,
+        )
+        print_paired(results)
+        print(
+            "  imports of the warm report:", import_breakdown(report_cmd(db) + ["--format", "json"])
+        )
+        engine = open_db(db)
+        fn = functools.partial(cost_report, engine, ["day"])
+        fn()
+        lib = best(fn, 5)
+        engine.dispose()
+        scaled = corpus_parse * (copies + 1)
+        (bw, bc), (rw, rc) = results.values()
+        print(
+            f"  library call (warm) {lib:.3f}s; re-parsing the files it stands for ~{scaled:.1f}s "
+            f"({scaled / lib:.0f}x the library call, {scaled / rw:.0f}x the CLI)"
+        )
+        summary.append((big["threads"], rw / bw, rc / bc))
+    print("\nwarm `report costs --by day` / bare `import sqlalchemy` (goal <= 1.5x at every size):")
+    for threads, wall, cpu in summary:
+        print(f"  {threads:>9,} threads: wall {wall:.2f}x, CPU {cpu:.2f}x")
+
+
+def section_ccusage(args, work: Path) -> None:
+    config = work / "claude"
+    files, size = claude_config(args.corpus, config, args.claude_mb)
+    db = work / f"claude-{args.claude_mb}mb.db"
+    print(f"\nClaude Code files: {files} sessions, {size / 1e6:.0f} MB under {config}/projects")
+    if not db.exists():
+        started = time.perf_counter()
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "auditor",
+                "--db",
+                str(db),
+                "ingest",
+                "-q",
+                str(config / "projects"),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        print(f"  ingested once: {time.perf_counter() - started:.1f}s")
+    report = report_cmd(db) + ["--format", "json"]
+    mine = json.loads(subprocess.run(report, capture_output=True, check=True).stdout)["total"]
+    commands = {
+        "import sqlalchemy": (SQLALCHEMY, None),
+        "auditor report costs --by day": (report, None),
+    }
+    ccusage = [*shlex.split(args.ccusage), "daily", "--json", "--offline"]
+    home = work / "empty-home"
+    home.mkdir(exist_ok=True)
+    env = ccusage_env(config, home)
+    reason = None
+    if not shutil.which(ccusage[0]):
+        reason = f"{ccusage[0]} not found"
+    else:
+        try:
+            theirs = json.loads(
+                subprocess.run(
+                    ccusage, capture_output=True, check=True, env=env, timeout=600
+                ).stdout
+            )["totals"]
+        except (subprocess.SubprocessError, ValueError, KeyError) as exc:
+            reason = str(exc).splitlines()[0]
+    if reason:
+        print(f"  ccusage not available ({reason})")
+    else:
+        commands["ccusage daily --json --offline"] = (ccusage, env)
+        commands["ccusage --version (its start-up)"] = (
+            [*shlex.split(args.ccusage), "--version"],
+            env,
+        )
+        print(
+            f"  totals: auditor {mine['input_tokens']:,} in / {mine['output_tokens']:,} out / "
+            f"${mine['agent_usd'] or 0:,.2f}; ccusage {theirs['inputTokens']:,} in / "
+            f"{theirs['outputTokens']:,} out / ${theirs['totalCost']:,.2f}"
+        )
+    timed(report)
+    results = paired(commands, args.repeat)
+    print_paired(results)
+    if not reason:
+        ours, theirs_t = (
+            results["auditor report costs --by day"][0],
+            results["ccusage daily --json --offline"][0],
+        )
+        print(f"  ccusage / auditor (wall): {theirs_t / ours:.1f}x")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
-    ap.add_argument("--threads", type=int, default=100_000)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    shared = Path(os.environ.get("AUDITOR_SHARED", ROOT.parent / "shared"))
+    ap.add_argument("--corpus", type=Path, default=shared / "corpus")
     ap.add_argument(
-        "--work", type=Path, default=None, help="directory for the store (default: a temporary one)"
+        "--threads",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[1000, 100_000],
+        help="store sizes, comma-separated (default: 1000,100000)",
+    )
+    ap.add_argument(
+        "--claude-mb", type=int, default=100, help="size of the Claude Code files (0: skip)"
+    )
+    ap.add_argument("--repeat", type=int, default=7, help="rounds of paired runs (medians)")
+    ap.add_argument(
+        "--ccusage",
+        default="npx --offline --yes ccusage@20.0.24",
+        help="how to run ccusage (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="directory for the stores (default: a temporary one)",
     )
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="auditor-report-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    db = work / "bench.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
     prices = work / "prices.json"
     prices.write_text('{"bench-observer-1": {"input": 0.3, "output": 2.5}}')
     os.environ["AUDITOR_PRICES"] = str(prices)
 
-    started = time.perf_counter()
-    build_base(db, args.corpus)
-    base = counts(db)
+    base_db = work / "base.db"
+    if not base_db.exists():
+        started = time.perf_counter()
+        build_base(work / "base-building.db", args.corpus)
+        (work / "base-building.db").rename(base_db)
+        print(f"corpus store built ({time.perf_counter() - started:.1f}s)")
+    base = counts(base_db)
     print(
-        f"corpus store: {base['threads']} threads, {base['messages']} messages, {base['token_usage']} usage rows, "
-        f"{base['checkpoints']} checkpoints, {base['verdicts']} verdicts ({time.perf_counter() - started:.1f}s)"
+        f"corpus store: {base['threads']} threads, {base['messages']} messages, "
+        f"{base['token_usage']} usage rows, {base['checkpoints']} checkpoints, {base['verdicts']} verdicts"
     )
-    started = time.perf_counter()
-    copies = replicate(db, args.threads)
-    big = counts(db)
-    size_mb = db.stat().st_size / 1e6
-    print(
-        f"replicated x{copies + 1}: {big['threads']:,} threads, {big['token_usage']:,} usage rows, "
-        f"{big['checkpoints']:,} checkpoints, {big['verdicts']:,} verdicts; {size_mb:.0f} MB "
-        f"({time.perf_counter() - started:.1f}s)"
-    )
-
-    from auditor.db import open_db
-    from auditor.reports import cost_report, verdict_report
-
-    engine = open_db(db)
-    results = {}
-    for name, fn, argv in (
-        (
-            "report costs --by day",
-            lambda: cost_report(engine, ["day"]),
-            ["report", "costs", "--by", "day"],
-        ),
-        (
-            "report verdicts",
-            lambda: verdict_report(engine, ["observer", "model"]),
-            ["report", "verdicts"],
-        ),
-    ):
-        fn()  # warm the page cache and the price probes
-        lib = best(fn, 5)
-        cli_times = []
-        for _ in range(3):
-            t = time.perf_counter()
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    "from auditor.cli import main; main()",
-                    "--db",
-                    str(db),
-                    *argv,
-                    "--format",
-                    "json",
-                ],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-            cli_times.append(time.perf_counter() - t)
-        results[name] = (lib, min(cli_times))
-    parse_times = [reparse(args.corpus) for _ in range(3)]
-    corpus_parse = min(t for t, _ in parse_times)
-    scaled = corpus_parse * (copies + 1)
-    print(
-        f"cold re-parse of the corpus files: {corpus_parse:.3f}s ({parse_times[0][1]:,} lines); "
-        f"scaled to x{copies + 1}: {scaled:.1f}s"
-    )
-    print(
-        f"{'report':<24} {'library (warm)':>15} {'CLI process':>12} {'re-parse / library':>19} {'re-parse / CLI':>15}"
-    )
-    for name, (lib, cli) in results.items():
-        print(
-            f"{name:<24} {lib:>14.3f}s {cli:>11.3f}s {scaled / lib:>18.0f}x {scaled / cli:>14.0f}x"
-        )
-    print(
-        f"(CLI start-up alone, `auditor --help`: "
-        f"{statistics.median(best(lambda: subprocess.run([sys.executable, '-c', 'from auditor.cli import main; main()', '--help'], stdout=subprocess.DEVNULL, check=True), 1) for _ in range(3)):.3f}s)"
-    )
-    print(f"store kept at {db}")
+    if not base["threads"]:
+        sys.exit(f"no threads: is the corpus at {args.corpus}? (--corpus, $AUDITOR_SHARED)")
+    if args.threads:
+        section_sizes(args, base_db, work)
+    if args.claude_mb:
+        section_ccusage(args, work)
+    print(f"\nstores kept in {work}")
 
 
 if __name__ == "__main__":
