@@ -46,6 +46,8 @@ from auditor.api import (
     parse_time,
 )
 
+from .shell_edits import shell_edits
+
 AGENT = "amp"
 
 # Amp's built-in tools that change files, and the input key that names the file.
@@ -58,6 +60,7 @@ EDIT_TOOLS = {
     "apply_patch",
     "multi_edit",
 }
+SHELL_TOOLS = {"Bash", "shell_command"}
 _PATH_KEYS = ("path", "file_path", "filePath", "file", "target_file")
 ERROR_STATUSES = {"error", "cancelled", "canceled", "rejected-by-user", "rejected", "failed"}
 
@@ -87,6 +90,17 @@ def read_document(path: Path) -> tuple[Any, Problem | None]:
         if not line and isinstance(pos, int):
             line = data[:pos].count(b"\n") + 1
         return None, Problem(f"malformed JSON document: {exc}", line or None)
+
+
+def _edits(name: Any, tool_input: Any) -> tuple[bool, list[str] | None]:
+    """Whether an Amp tool call edits files, and which."""
+    if name in EDIT_TOOLS:
+        return True, _paths(tool_input)
+    if name in SHELL_TOOLS and isinstance(tool_input, dict):
+        command = tool_input.get("cmd") or tool_input.get("command")
+        if isinstance(command, (str, list)):
+            return shell_edits(command)
+    return False, None
 
 
 def _paths(tool_input: Any) -> list[str] | None:
@@ -150,17 +164,15 @@ def _blocks(content: Any) -> list[Block]:
         elif kind == "tool_use":
             name = part.get("name")
             tool_input = part.get("input")
-            edit = name in EDIT_TOOLS
             blocks.append(
                 Block(
                     "tool_use",
                     tool_name=name,
                     tool_use_id=part.get("id"),
                     tool_input=tool_input,
-                    is_file_edit=edit,
-                    edited_paths=_paths(tool_input) if edit else None,
                 )
             )
+            blocks[-1].is_file_edit, blocks[-1].edited_paths = _edits(name, tool_input)
         elif kind == "tool_result":
             run = part.get("run") if isinstance(part.get("run"), dict) else {}
             text, is_error = _result_text(run)

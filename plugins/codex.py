@@ -11,9 +11,6 @@ Two formats:
 
 Both are append-only, so both parsers work from any cursor: what they need from earlier lines
 (session id, current model, the last cumulative token count...) lives in ``cursor.state``.
-
-The patch and shell-command helpers at the bottom (`patch_paths`, `shell_edits`) are also
-used by the generic OpenAI chat plugin.
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +50,8 @@ from auditor.api import (
     parse_time,
     read_jsonl,
 )
+
+from .shell_edits import patch_paths, shell_edits
 
 AGENT = "codex"
 
@@ -522,206 +520,6 @@ def _call_edits(name: str | None, tool_input: Any) -> tuple[bool, list[str] | No
     return False, None
 
 
-# -- patches and shell commands -------------------------------------------------------------
-
-_PATCH_LINE = re.compile(r"^\*\*\* (?:(?:Add|Update|Delete) File|Move to): (.+?)\s*$", re.MULTILINE)
-_SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "fish"}
-_HEREDOC = re.compile(r"(?<!<)<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
-_SEPARATORS = {";", "&&", "||", "|", "&", "|&", "(", ")", ";;"}
-_REDIRECTS = {">", ">>", ">|", "&>", "&>>"}
-_PREFIX_COMMANDS = {"sudo", "command", "env", "nohup", "time", "exec"}
-_SCRATCH = ("/dev/", "/tmp/", "/proc/")
-_SHORT_I = re.compile(r"-[A-Za-z]*i[A-Za-z]*")
-
-
-def _unique(paths: list[str]) -> list[str]:
-    return list(dict.fromkeys(p for p in paths if p))
-
-
-def patch_paths(patch: str) -> list[str]:
-    """The files an `*** Begin Patch` envelope adds, updates, deletes or moves to."""
-    return _unique([m.group(1).strip() for m in _PATCH_LINE.finditer(patch)])
-
-
-def _script(command: str | list) -> tuple[str | None, str | None]:
-    """Return (shell script, apply_patch argument) for a command string or argv list."""
-    if isinstance(command, list):
-        argv = [str(a) for a in command]
-        if not argv:
-            return None, None
-        if argv[0] in ("apply_patch", "applypatch") and len(argv) > 1:
-            return None, argv[1]
-        if (
-            Path(argv[0]).name in _SHELLS
-            and len(argv) >= 3
-            and argv[1].startswith("-")
-            and "c" in argv[1]
-        ):
-            return argv[2], None
-        return shlex.join(argv), None
-    first = command.lstrip().split(None, 1)[0] if command.strip() else ""
-    if Path(first).name not in _SHELLS:
-        return command, None
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        return command, None
-    if (
-        len(argv) == 3
-        and Path(argv[0]).name in _SHELLS
-        and argv[1].startswith("-")
-        and "c" in argv[1]
-    ):
-        return argv[2], None
-    return command, None
-
-
-def _strip_heredocs(script: str) -> list[str]:
-    """The lines of `script` without heredoc bodies (joined backslash continuations)."""
-    out: list[str] = []
-    pending: list[tuple[bool, str]] = []
-    buffer = ""
-    for raw in script.split("\n"):
-        if pending:
-            dash, delim = pending[0]
-            if (raw.lstrip("\t") if dash else raw).strip() == delim:
-                pending.pop(0)
-            continue
-        if raw.endswith("\\"):
-            buffer += raw[:-1] + " "
-            continue
-        text = buffer + raw
-        buffer = ""
-        out.append(text)
-        pending.extend((m.group(1) == "-", m.group(3)) for m in _HEREDOC.finditer(text))
-    if buffer:
-        out.append(buffer)
-    return out
-
-
-def _tokens(lines: list[str]) -> Iterator[list[str]]:
-    """Shell tokens per logical line (lines with an open quote are joined to the next)."""
-    buffer = ""
-    for line in lines:
-        buffer = f"{buffer}\n{line}" if buffer else line
-        try:
-            lex = shlex.shlex(buffer, posix=True, punctuation_chars=True)
-            lex.whitespace_split = True
-            lex.commenters = "#"
-            tokens = list(lex)
-        except ValueError:
-            continue
-        buffer = ""
-        yield tokens
-
-
-def _file_args(args: list[str], takes_value: set[str]) -> list[str]:
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a in takes_value:
-            skip = True
-            continue
-        if a.startswith("-") and a != "-":
-            continue
-        out.append(a)
-    return out
-
-
-def _command_edits(words: list[str]) -> list[str]:
-    """Paths a simple command (no redirects) edits in place: sed -i, perl -i, tee."""
-    while words and (
-        "=" in words[0] and not words[0].startswith("=") or words[0] in _PREFIX_COMMANDS
-    ):
-        words = words[1:]
-    if not words:
-        return []
-    cmd, args = Path(words[0]).name, words[1:]
-    if cmd == "tee":
-        return _file_args(args, set())
-    if cmd in ("sed", "gsed") and any(
-        a.startswith(("-i", "--in-place")) or _SHORT_I.fullmatch(a) for a in args
-    ):
-        has_e = any(a in ("-e", "--expression", "-f", "--file") for a in args)
-        files = _file_args(args, {"-e", "--expression", "-f", "--file", "-l", "--line-length"})
-        return files if has_e else files[1:]
-    if cmd == "perl" and any(
-        a.startswith("-") and not a.startswith("--") and "i" in a[1:] for a in args
-    ):
-        has_e = any(a.startswith("-") and "e" in a[1:] for a in args)
-        files, skip = [], False
-        for a in args:
-            if skip:
-                skip = False
-                continue
-            if a.startswith("-"):
-                skip = a.endswith("e") or a in ("-M", "-I")
-                continue
-            files.append(a)
-        return files if has_e else files[1:]
-    return []
-
-
-def _script_edits(script: str) -> list[str]:
-    # Tokenising is the slow part of ingest; most commands cannot edit anything.
-    if ">" not in script and not any(word in script for word in ("tee", "sed", "perl")):
-        return []
-    paths: list[str] = []
-    for tokens in _tokens(_strip_heredocs(script)):
-        words: list[str] = []
-        i = 0
-        while i < len(tokens):
-            tok = tokens[i]
-            if tok in _SEPARATORS:
-                paths += _command_edits(words)
-                words = []
-            elif tok in _REDIRECTS:
-                target = tokens[i + 1] if i + 1 < len(tokens) else ""
-                stderr = bool(words) and words[-1] == "2" and tok in (">", ">>")
-                if (
-                    target
-                    and not stderr
-                    and not target.startswith(_SCRATCH)
-                    and target not in _SEPARATORS
-                ):
-                    paths.append(target)
-                if stderr:
-                    words.pop()
-                i += 1
-            elif tok in ("<", "<<", "<<<", ">&", "<&", "<<-"):
-                i += 1  # the operand is not a command word
-            else:
-                words.append(tok)
-            i += 1
-        paths += _command_edits(words)
-    return paths
-
-
-def shell_edits(command: str | list) -> tuple[bool, list[str] | None]:
-    """Whether a shell command edits files (best effort, conservative), and which.
-
-    Recognised: `apply_patch` (argv or heredoc), output redirects to files (`> f`, `>> f`,
-    `cat <<EOF > f`; not /dev, /tmp or stderr), `tee`, `sed -i`, `perl -i`. Not recognised:
-    `mv`, `cp`, `rm`, `mkdir`, scripts that write files (`python - <<EOF`), `git apply`.
-    """
-    raw = command if isinstance(command, str) else " ".join(map(str, command))
-    if not any(
-        w in raw for w in (">", "tee", "sed", "perl", "apply_patch", "applypatch", "Begin Patch")
-    ):
-        return False, None  # the common case, decided without tokenising
-    script, patch = _script(command)
-    if patch is not None:
-        return True, patch_paths(patch) or None
-    if not script:
-        return False, None
-    if "*** Begin Patch" in script and ("apply_patch" in script or "applypatch" in script):
-        return True, patch_paths(script) or None
-    paths = _unique(_script_edits(script))
-    return (True, paths) if paths else (False, None)
-
-
 # -- codex exec --json ----------------------------------------------------------------------
 
 
@@ -853,7 +651,7 @@ class CodexExecFormat:
             yield _msg(thread, f"{iid}:output", TOOL, line, [result], SOURCE_TOOL_RESULT, None)
         elif kind == "file_change":
             changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
-            paths = _unique([str(c.get("path")) for c in changes if c.get("path")])
+            paths = list(dict.fromkeys(str(c["path"]) for c in changes if c.get("path")))
             use = Block(
                 "tool_use",
                 tool_name="apply_patch",

@@ -71,6 +71,7 @@ from auditor.api import (
 )
 
 from .amp import read_document
+from .shell_edits import shell_edits
 
 AGENT = "gemini-cli"
 
@@ -114,6 +115,9 @@ def tool_edits(name: Any, args: Any) -> tuple[bool, list[str] | None]:
     if not isinstance(name, str):
         return False, None
     base = name.rsplit("__", 1)[-1]  # MCP tools may be named `server__tool`
+    if base == "run_shell_command":
+        command = args.get("command") if isinstance(args, dict) else None
+        return shell_edits(command) if isinstance(command, str) else (False, None)
     if base not in EDIT_TOOLS:
         return False, None
     if not isinstance(args, dict):

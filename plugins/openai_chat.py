@@ -50,7 +50,7 @@ from auditor.api import (
 )
 
 from .amp import read_document
-from .codex import patch_paths, shell_edits
+from .shell_edits import patch_paths, shell_edits
 
 AGENT = "openai"
 EDIT_TOOLS_ENV = "AUDITOR_OPENAI_EDIT_TOOLS"

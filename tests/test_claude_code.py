@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 from auditor_plugins.claude_code import ClaudeCodeFormat
-from auditor_plugins.claude_code_edits import bash_edits, tool_edits
+from auditor_plugins.claude_code_edits import tool_edits
 from sqlalchemy import func, select
 
 from auditor import schema as s
@@ -922,39 +922,7 @@ def test_appending_records_adds_exactly_them(cc, tmp_path, engine, plugins):
     assert_matches_raw(engine, [copy])
 
 
-# -- file edits -------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "command, expected",
-    [
-        ("ls -la 2>/dev/null", (False, None)),
-        ("make 2>&1 | tail -5", (False, None)),
-        ("echo oops >&2", (False, None)),
-        ("echo hi > /dev/null", (False, None)),
-        ('grep -r "a > b" src | head', (False, None)),
-        ("git commit -m \"$(cat <<'EOF'\nfix: a > b\nEOF\n)\"", (False, None)),
-        ("sed -n 's/a/b/p' file.txt", (False, None)),
-        ("git log --grep apply", (False, None)),
-        ("echo done # > not-a-file", (False, None)),
-        ("cat > types/state.ts << 'EOF'\nexport const x = 1 > 0;\nEOF", (True, ["types/state.ts"])),
-        (
-            "sed -i 's/x/y/' ~/.config/a.conf && sed -i '' -e 's/1/2/' b.txt",
-            (True, ["~/.config/a.conf", "b.txt"]),
-        ),
-        ("perl -pi -e 's/a/b/' one.txt two.txt", (True, ["one.txt", "two.txt"])),
-        ("make 2>&1 | tee build.log", (True, ["build.log"])),
-        ('echo x >> "my notes.md"', (True, ["my notes.md"])),
-        ("git apply fix.patch", (True, None)),
-        ("patch -p1 < fix.diff", (True, None)),
-        (
-            'figlet -f slant "L&S Electric" > ~/.config/omarchy/branding/screensaver.txt',
-            (True, ["~/.config/omarchy/branding/screensaver.txt"]),
-        ),
-    ],
-)
-def test_bash_file_edits(command, expected):
-    assert bash_edits(command) == expected
-
-
+# -- file edits (shell commands: tests/test_shell_edits.py) ------------------------------------
 def test_structured_and_mcp_edits():
     assert tool_edits("NotebookEdit", {"notebook_path": "n.ipynb"}) == (True, ["n.ipynb"])
     assert tool_edits("MultiEdit", {"file_path": "/a.py", "edits": []}) == (True, ["/a.py"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,7 +28,19 @@ EDIT_NAMES = {"write_file", "replace", "create_or_update_file", "push_files"}
 # -- independent counting from the raw JSON -----------------------------------------------------
 
 
+def shell_redirect_target(args: dict) -> str | None:
+    """The file a `run_shell_command` writes with `> FILE` (not a descriptor, not /dev)."""
+    m = re.search(r"(?<![0-9&>])>>?\s*([^\s&|;>]+)", args.get("command") or "")
+    return m.group(1) if m and not m.group(1).startswith("/dev/") else None
+
+
+def is_edit(name: str, args: dict) -> bool:
+    return name in EDIT_NAMES or (name == "run_shell_command" and bool(shell_redirect_target(args)))
+
+
 def raw_edit_paths(name: str, args: dict) -> list[str] | None:
+    if name == "run_shell_command":
+        return [shell_redirect_target(args)]
     if name in ("write_file", "replace"):
         return [args["file_path"]]
     if name == "create_or_update_file":
@@ -50,7 +63,9 @@ def raw_chat(path: Path) -> dict:
         "calls": {c["id"]: c for c in calls},
         "errors": {c["id"] for c in calls if c["status"] == "error"},
         "edits": {
-            c["id"]: raw_edit_paths(c["name"], c["args"]) for c in calls if c["name"] in EDIT_NAMES
+            c["id"]: raw_edit_paths(c["name"], c["args"])
+            for c in calls
+            if is_edit(c["name"], c["args"])
         },
         "thoughts": sum(len(m.get("thoughts") or []) for m in gemini),
         "typed": sum(1 for m in doc["messages"] if m["type"] == "user"),
@@ -122,7 +137,7 @@ def raw_stream(path: Path) -> dict[str, dict]:
         elif t == "tool_use":
             current["messages"] += 1
             current["calls"].add(e["tool_id"])
-            if e["tool_name"] in EDIT_NAMES:
+            if is_edit(e["tool_name"], e["parameters"]):
                 current["edits"][e["tool_id"]] = raw_edit_paths(e["tool_name"], e["parameters"])
         elif t == "tool_result":
             current["messages"] += 1
@@ -263,7 +278,7 @@ def test_chat_matches_raw_counts(corpus, engine, plugins):
     }
     edits = {k: c.edited_paths for k, c in got["calls"].items() if c.is_file_edit}
     assert edits == expected["edits"]
-    assert th["file_edit_count"] == len(expected["edits"]) == 17
+    assert th["file_edit_count"] == len(expected["edits"]) == 18  # 17 tools, 1 shell redirect
     assert len(edits["push_files-1769753839062-94ce87bea79f7"]) == 17  # remote repository paths
     assert edits["push_files-1769753839062-94ce87bea79f7"][0] == "package.json"
 
