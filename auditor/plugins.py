@@ -7,12 +7,15 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pluggy
 
 from . import hookspecs
 from .errors import PluginError, UnknownName
+from .inject import Injector
+from .model import TranscriptFormat
+from .observe import Observer
 from .threads import StoredThread
 
 if TYPE_CHECKING:
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
     from .threads import StoredMessage
 
 ENTRY_POINT_GROUP = "auditor"
+T = TypeVar("T")
 
 
 @dataclass
@@ -43,6 +47,80 @@ def _disabled() -> set[str]:
     return {part.strip() for part in raw.split(",") if part.strip()}
 
 
+class Registry(Generic[T]):
+    """What the plugins register through one `register_*` hook, by name.
+
+    Each object is checked against its protocol when it is registered, so that a plugin missing
+    a method fails at once, with an error naming the plugin, not later in the middle of a run.
+    """
+
+    def __init__(self, pm: pluggy.PluginManager, hook: str, kind: str, protocol: type) -> None:
+        self.pm, self.hook, self.kind, self.protocol = pm, hook, kind, protocol
+        self._found: dict[str, T] | None = None
+
+    def all(self) -> dict[str, T]:
+        """Return every registered object by name (the hook is called the first time)."""
+        if self._found is None:
+            found: dict[str, T] = {}
+            owners: dict[str, str] = {}
+
+            def register(obj: T) -> None:
+                plugin = self._calling_plugin()
+                name = self._check(obj, plugin)
+                if name in found:
+                    raise PluginError(
+                        f"Two plugins register the {self.kind} {name!r}: "
+                        f"{owners[name]!r} and {plugin!r}. Disable one with "
+                        "AUDITOR_DISABLE_PLUGINS."
+                    )
+                found[name], owners[name] = obj, plugin
+
+            getattr(self.pm.hook, self.hook)(register=register)
+            self._found = found
+        return self._found
+
+    def get(self, name: str) -> T:
+        """Return the object called `name`, or raise `UnknownName` listing the valid ones."""
+        found = self.all()
+        if name not in found:
+            raise UnknownName(self.kind, name, list(found))
+        return found[name]
+
+    def _check(self, obj: object, plugin: str) -> str:
+        """Return `obj`'s name, or raise PluginError when it lacks part of the protocol."""
+        attributes = list(getattr(self.protocol, "__annotations__", {}))
+        methods = [n for n, v in vars(self.protocol).items() if callable(v) and n[0] != "_"]
+        missing = [a for a in attributes if not hasattr(obj, a)]
+        missing += [f"{m}()" for m in methods if not callable(getattr(obj, m, None))]
+        name = getattr(obj, "name", None)
+        if not missing and not (isinstance(name, str) and name):
+            missing = ["a name (a non-empty string)"]
+        if missing:
+            needs = ", ".join(attributes + [f"{m}()" for m in methods])
+            article = "an" if self.kind[0] in "aeiou" else "a"
+            raise PluginError(
+                f"Plugin {plugin!r} registered {article} {self.kind} ({type(obj).__name__}) "
+                f"without {', '.join(missing)}: {article} {self.kind} needs {needs} "
+                f"(see auditor.api.{self.protocol.__name__})."
+            )
+        return name
+
+    def _calling_plugin(self) -> str:
+        """Return the name of the plugin whose hook implementation is calling `register`."""
+        impls = getattr(self.pm.hook, self.hook).get_hookimpls()
+        codes = {getattr(i.function, "__code__", None): i.plugin_name for i in impls}
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code not in codes:
+            frame = frame.f_back
+        if frame is None:
+            return "?"
+        name = codes[frame.f_code]
+        if name.isdigit():  # registered without a name (`extra`): pluggy names it by its id
+            plugin = self.pm.get_plugin(name)
+            return f"{type(plugin).__module__}.{type(plugin).__name__}"
+        return name
+
+
 class Plugins:
     """Typed access to the loaded plugins. The only place that calls `pm.hook.*`."""
 
@@ -55,78 +133,36 @@ class Plugins:
         self.pm = pm
         self.failures = failures
         self.dists = dists or {}
-        self._formats: dict[str, object] | None = None
-        self._observers: dict[str, object] | None = None
-        self._injectors: dict[str, object] | None = None
+        self._formats = Registry[TranscriptFormat](
+            pm, "register_formats", "transcript format", TranscriptFormat
+        )
+        self._observers = Registry[Observer](pm, "register_observers", "observer", Observer)
+        self._injectors = Registry[Injector](pm, "register_injectors", "injector", Injector)
 
-    # -- transcript formats -------------------------------------------------------------
-    def formats(self) -> dict[str, object]:
-        """Return the registered transcript formats by name, in detection order."""
-        if self._formats is None:
-            found: dict[str, object] = {}
+    # -- what plugins register by name ------------------------------------------------------
+    def formats(self) -> dict[str, TranscriptFormat]:
+        """Return the registered transcript formats by name, in registration order."""
+        return self._formats.all()
 
-            def register(fmt: object) -> None:
-                name = fmt.name
-                if name in found:
-                    raise PluginError(f"Two plugins register the transcript format {name!r}.")
-                found[name] = fmt
-
-            self.pm.hook.register_formats(register=register)
-            self._formats = found
-        return self._formats
-
-    def format(self, name: str) -> object:
+    def format(self, name: str) -> TranscriptFormat:
         """Return the format called `name`, or raise `UnknownName` listing the valid ones."""
-        formats = self.formats()
-        if name not in formats:
-            raise UnknownName("transcript format", name, list(formats))
-        return formats[name]
+        return self._formats.get(name)
 
-    # -- observers ------------------------------------------------------------------------
-    def observers(self) -> dict[str, object]:
+    def observers(self) -> dict[str, Observer]:
         """Return the registered observer backends by name."""
-        if self._observers is None:
-            found: dict[str, object] = {}
+        return self._observers.all()
 
-            def register(obs: object) -> None:
-                name = obs.name
-                if name in found:
-                    raise PluginError(f"Two plugins register the observer {name!r}.")
-                found[name] = obs
-
-            self.pm.hook.register_observers(register=register)
-            self._observers = found
-        return self._observers
-
-    def observer(self, name: str) -> object:
+    def observer(self, name: str) -> Observer:
         """Return the observer called `name`, or raise `UnknownName` listing the valid ones."""
-        observers = self.observers()
-        if name not in observers:
-            raise UnknownName("observer", name, list(observers))
-        return observers[name]
+        return self._observers.get(name)
 
-    # -- injectors ------------------------------------------------------------------------
-    def injectors(self) -> dict[str, object]:
+    def injectors(self) -> dict[str, Injector]:
         """Return the registered injectors by name."""
-        if self._injectors is None:
-            found: dict[str, object] = {}
+        return self._injectors.all()
 
-            def register(inj: object) -> None:
-                name = inj.name
-                if name in found:
-                    raise PluginError(f"Two plugins register the injector {name!r}.")
-                found[name] = inj
-
-            self.pm.hook.register_injectors(register=register)
-            self._injectors = found
-        return self._injectors
-
-    def injector(self, name: str) -> object:
+    def injector(self, name: str) -> Injector:
         """Return the injector called `name`, or raise `UnknownName` listing the valid ones."""
-        injectors = self.injectors()
-        if name not in injectors:
-            raise UnknownName("injector", name, list(injectors))
-        return injectors[name]
+        return self._injectors.get(name)
 
     # -- decisions ------------------------------------------------------------------------
     def signals(

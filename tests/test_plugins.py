@@ -9,7 +9,7 @@ import types
 import pytest
 
 from auditor import plugins as plugins_mod
-from auditor.errors import UnknownName
+from auditor.errors import PluginError, UnknownName
 from auditor.hookspecs import hookimpl
 
 
@@ -81,3 +81,78 @@ def test_a_plugin_registers_a_format_by_name():
         UnknownName, match="'nope' is not a known transcript format. Available: .*toy"
     ):
         pm.format("nope")
+
+
+def _plugin_module(monkeypatch, entry_point: str, **hooks) -> None:
+    """Install a module plugin under an entry-point name, as a third-party package would."""
+    module = types.ModuleType(f"auditor_test_{entry_point}")
+    for name, fn in hooks.items():
+        setattr(module, name, hookimpl(fn))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    _with_extra_entry_point(monkeypatch, entry_point, module.__name__)
+
+
+class HalfObserver:
+    name = "half"
+
+    def check(self, options):
+        return None
+
+
+def test_an_object_missing_part_of_its_protocol_is_refused_naming_the_plugin(monkeypatch):
+    def register_observers(register):
+        register(HalfObserver())
+
+    _plugin_module(monkeypatch, "halfway", register_observers=register_observers)
+    pm = plugins_mod.get_plugin_manager()
+    with pytest.raises(PluginError) as err:
+        pm.observers()
+    assert str(err.value) == (
+        "Plugin 'halfway' registered an observer (HalfObserver) without default_model, "
+        "observe(): an observer needs name, default_model, check(), observe() "
+        "(see auditor.api.Observer)."
+    )
+
+
+@pytest.mark.parametrize(
+    "hook, kind, bad",
+    [
+        ("register_formats", "transcript format", types.SimpleNamespace(name="x", agent="x")),
+        ("register_injectors", "injector", types.SimpleNamespace(description="no name")),
+    ],
+)
+def test_every_registry_checks_its_protocol(monkeypatch, hook, kind, bad):
+    class Plugin:
+        pass
+
+    setattr(Plugin, hook, hookimpl(lambda self, register: register(bad)))
+    pm = plugins_mod.get_plugin_manager(extra=[Plugin()])
+    registry = {"register_formats": pm.formats, "register_injectors": pm.injectors}[hook]
+    with pytest.raises(PluginError, match=rf"^Plugin 'test_plugins.Plugin' registered an? {kind} "):
+        registry()
+
+
+def test_two_plugins_registering_one_name_are_both_named(monkeypatch):
+    class Stdout:
+        name, description, live = "stdout", "another stdout", False
+
+        def deliver(self, correction, options):
+            return "stdout"
+
+    def register_injectors(register):
+        register(Stdout())
+
+    _plugin_module(monkeypatch, "copycat", register_injectors=register_injectors)
+    with pytest.raises(PluginError) as err:
+        plugins_mod.get_plugin_manager().injectors()
+    assert str(err.value) == (
+        "Two plugins register the injector 'stdout': 'copycat' and 'injectors'. "
+        "Disable one with AUDITOR_DISABLE_PLUGINS."
+    )
+
+
+def test_the_built_in_plugins_fill_every_registry():
+    pm = plugins_mod.get_plugin_manager()
+    assert {"claude-code", "codex", "amp"} <= set(pm.formats())
+    assert {"gemini", "claude", "local"} <= set(pm.observers())
+    assert {"claude-code", "stdout", "webhook"} <= set(pm.injectors())
