@@ -476,10 +476,11 @@ def run(
     With --every, ingest + run repeat on a schedule; the first Ctrl-C lets the calls in
     flight finish and stops, a second one stops at once.
     """
+    import shlex
     import signal
 
-    from .render import run_progress, run_summary
-    from .run import RunConfig
+    from .render import interrupted_lines, run_progress, run_summary
+    from .run import RunConfig, RunInterrupted
     from .run import run as run_audit
 
     options = {"max_retries": max_retries}
@@ -531,18 +532,29 @@ def run(
         sys.exit(0)
 
     def _terminate(signum, frame):
-        raise KeyboardInterrupt
+        # As Ctrl-C: inside the event loop, asyncio's SIGINT handler cancels the run cleanly.
+        signal.raise_signal(signal.SIGINT)
 
     signal.signal(signal.SIGTERM, _terminate)
+    interrupted = None
     with run_progress(enabled=not as_json and not dry_run) as progress:
         try:
             summary = run_audit(ctx.engine, ctx.plugins, config, progress)
-        except KeyboardInterrupt:
-            click.echo(
-                "Interrupted: every answer received so far is stored; run again to carry on.",
-                err=True,
-            )
+        except RunInterrupted as exc:
+            interrupted = exc.summary
+        except KeyboardInterrupt:  # before the run started
+            click.echo("Interrupted before the run started; nothing was sent.", err=True)
             sys.exit(130)
+    if interrupted is not None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C ends the process at once
+        if as_json:
+            _echo_json(interrupted.as_dict())
+        else:
+            run_summary(interrupted, False)
+        command = shlex.join(["auditor", *sys.argv[1:]])
+        click.echo(interrupted_lines(interrupted, command), err=True)
+        sys.exit(130)
     if as_json:
         _echo_json(summary.as_dict())
     else:

@@ -308,26 +308,55 @@ def write_err(line: str) -> None:
 
 @contextlib.contextmanager
 def run_progress(enabled: bool = True) -> Iterator:
-    """Yield a callback drawing calls made and live cost; only when stderr is a terminal."""
+    """Yield a callback drawing calls done of those planned, corrections, cost so far and ETA.
+
+    Only when stderr is a terminal. While checkpoints are still being gated the total is shown
+    as `N+`; the ETA is the remaining calls at the run's own pace so far.
+    """
     if not (enabled and err_console.is_terminal):
         yield None
         return
     with Progress(
         TextColumn("[bold]audit"),
-        TextColumn("{task.completed} calls"),
+        BarColumn(bar_width=24),
+        TextColumn("{task.fields[count]} calls"),
         TextColumn("{task.fields[corr]} corrections"),
         TextColumn("${task.fields[usd]:.4f}"),
         TimeElapsedColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
         console=err_console,
         transient=True,
     ) as progress:
-        task = progress.add_task("", total=None, corr=0, usd=0.0)
+        task = progress.add_task("", total=None, count="0/0+", corr=0, usd=0.0, eta="-:--:--")
 
         def callback(summary) -> None:
-            done = summary.audited + summary.invalid + summary.errors
-            progress.update(task, completed=done, corr=summary.corrections, usd=summary.cost_usd)
+            done, total = summary.finished, summary.queued
+            elapsed = progress.tasks[0].elapsed or 0.0
+            eta = "-:--:--"
+            if done and not summary.planning:
+                eta = _clock(elapsed / done * (total - done))
+            progress.update(
+                task,
+                completed=done,
+                total=None if summary.planning else total,
+                count=f"{done}/{total}{'+' if summary.planning else ''}",
+                corr=summary.corrections + summary.critique_corrections,
+                usd=summary.cost_usd,
+                eta=eta,
+                refresh=True,
+            )
 
         yield callback
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds + 0.5)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _first_line(text: str | None, width: int = 100) -> str:
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def run_summary(summary, dry_run: bool) -> None:
@@ -354,3 +383,26 @@ def run_summary(summary, dry_run: bool) -> None:
     )
     if summary.budget_note:
         console.print(summary.budget_note)
+    if summary.found:
+        console.print(
+            f"corrections ({len(summary.found)}; in full: auditor verdicts -c --run {summary.run_id}):",
+            markup=False,
+        )
+        for c in summary.found:
+            second = " (second pass)" if c["critique"] else ""
+            console.print(
+                f"  {short_thread_id(c['thread'])} at {c['message_id'][:8]}{second}: "
+                f"{_first_line(c['message'])}",
+                markup=False,
+                highlight=False,
+            )
+
+
+def interrupted_lines(summary, command: str) -> str:
+    """What to tell the user when Ctrl-C or SIGTERM stopped a run: what was kept, how to resume."""
+    of = f"{summary.finished} of {summary.queued}{'+' if summary.planning else ''}"
+    return (
+        f"Interrupted: run {summary.run_id} stopped after {of} calls; every answer received "
+        "is stored.\nTo resume, run the same command again (answered checkpoints are not sent "
+        f"again):\n  {command}"
+    )

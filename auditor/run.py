@@ -88,8 +88,13 @@ class RunSummary:
     critique_candidates: int = 0  # gated-in checkpoints whose signals are strong enough
     over_budget: int = 0  # gated-in checkpoints left unaudited: their call would cross the cap
     budget_note: str | None = None  # what the budget allowed and what was spent
+    queued: int = 0  # checkpoints handed to the observer so far (the progress bar's total)
+    finished: int = 0  # of those, the ones done with (answered, failed, or found answered)
+    planning: bool = True  # False once every checkpoint is gated, so `queued` is final
     status: str = "done"
     messages: list[str] = field(default_factory=list)
+    # The corrections this run got: verdict id, thread, checkpoint message and the message.
+    found: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,10 +110,19 @@ class Job:
     answered: int | None = None  # the verdict that already answers this exact call
     signals: list = field(default_factory=list)
     critique_of: int | None = None  # for a second pass: the verdict it re-examines
+    thread_native_id: str = ""
 
     @property
     def claim_key(self) -> str:
         return hashlib.sha256(f"{self.checkpoint_id}\0{self.input_hash}".encode()).hexdigest()
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a run; `summary` holds what it had done (all of it stored)."""
+
+    def __init__(self, summary: RunSummary):
+        super().__init__()
+        self.summary = summary
 
 
 def _now() -> datetime:
@@ -228,7 +242,15 @@ class Auditor:
         self.summary.gated_in += 1
         view = guidance.for_checkpoint(conn, thread, upto)
         user = self.plugins.render_checkpoint(cp, view, upto, self.config.formatter)
-        job = Job(cp_id, thread.id, cp.message_id, user, self._input_hash(user), signals=signals)
+        job = Job(
+            cp_id,
+            thread.id,
+            cp.message_id,
+            user,
+            self._input_hash(user),
+            signals=signals,
+            thread_native_id=thread.native_id,
+        )
         if self.config.critique and critique.strong_signals(
             signals, self.config.critique_min_score
         ):
@@ -271,6 +293,7 @@ class Auditor:
                 self._input_hash(user, self.critique_prompt),
                 signals=job.signals,
                 critique_of=first,
+                thread_native_id=job.thread_native_id,
             )
             follow.answered = self._already_answered(c, follow)
         return None if follow.answered is not None else follow
@@ -477,6 +500,17 @@ class Auditor:
                 s.Verdict.__table__.insert().values(**row).returning(s.Verdict.id)
             ).scalar_one()
             events.record_verdict(conn, verdict_id, row)
+        if row.get("needs_correction") and row["status"] == "ok":
+            sm.found.append(
+                {
+                    "verdict_id": verdict_id,
+                    "thread": job.thread_native_id,
+                    "thread_id": job.thread_id,
+                    "message_id": job.message_id,
+                    "critique": job.critique_of is not None,
+                    "message": row["message"],
+                }
+            )
         return verdict_id
 
     async def call(self, job: Job, deadline: float | None = None) -> int | None:
@@ -574,6 +608,12 @@ class Auditor:
                     break
                 await queue.put(job)
                 sent += 1
+                self.summary.queued = sent
+                if progress:
+                    progress(self.summary)
+            self.summary.planning = False
+            if progress:
+                progress(self.summary)
             for _ in range(workers_n):
                 await queue.put(None)
 
@@ -582,6 +622,7 @@ class Auditor:
                 if should_stop():
                     continue
                 await self.call(job)
+                self.summary.finished += 1
                 if progress:
                     progress(self.summary)
 
@@ -631,7 +672,10 @@ def run(
     auditor._start_run()
     try:
         asyncio.run(auditor.execute(progress, should_stop))
-    except (KeyboardInterrupt, asyncio.CancelledError):
+    except KeyboardInterrupt:
+        auditor._finish_run("interrupted")
+        raise RunInterrupted(auditor.summary) from None
+    except asyncio.CancelledError:
         auditor._finish_run("interrupted")
         raise
     except Exception as exc:

@@ -1,0 +1,150 @@
+"""What `auditor run` tells the user: progress with a horizon, the corrections it got, and how to
+resume a run stopped by Ctrl-C or SIGTERM.
+
+Real transcripts from the corpus; the observer is the `local` backend (the real openai SDK)
+against a stub server on 127.0.0.1 answering in the OpenAI wire format; the runs are real
+subprocesses.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from rich.console import Console
+from wire_stubs import CORRECTION, Reply, Stub, openai_response
+
+from auditor import render
+from auditor.run import RunSummary
+
+SESSION = "claude-code/daaain-claude-code-log/-Users-dain-workspace-claude-code-log-sample/37f83ec9-f2ea-42a9-925e-0d5c105cb6e8.jsonl"
+CORRECTING = json.dumps({"needsCorrection": True, "message": CORRECTION + "\nSecond line."})
+
+
+def auditor(*args: str, db) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "auditor", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def observer(stub: Stub) -> list[str]:
+    url = stub.url + "/v1"
+    return ["--observer", "local", "--base-url", url, "--min-tool-calls", "1", "--max-retries", "0"]
+
+
+@pytest.fixture
+def store(corpus, tmp_path):
+    shutil.copy(corpus / SESSION, tmp_path / os.path.basename(SESSION))
+    db = tmp_path / "store.db"
+    assert auditor("ingest", "-q", str(tmp_path), db=db).returncode == 0
+    return db
+
+
+def test_the_summary_lists_each_correction_with_its_thread_and_first_line(store):
+    stub = Stub(Reply(body=openai_response(CORRECTING)))
+    try:
+        done = auditor("run", *observer(stub), db=store)
+    finally:
+        stub.close()
+    assert done.returncode == 0, done.stderr
+    calls = sum(r["path"].endswith("/chat/completions") for r in stub.log)
+    assert calls >= 3
+    lines = done.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("corrections ("))
+    assert lines[head].startswith(f"corrections ({calls}; in full: auditor verdicts -c --run 1)")
+    listed = lines[head + 1 : head + 1 + calls]
+    with sqlite3.connect(store) as conn:
+        checkpoints = conn.execute(
+            "SELECT c.message_native_id FROM verdicts v JOIN checkpoints c ON c.id = v.checkpoint_id"
+        ).fetchall()
+    assert len(listed) == len(checkpoints) == calls
+    for line in listed:
+        assert line.startswith("  37f83ec9 at ")
+        assert line.endswith(": " + CORRECTION)  # the first line only
+    assert {line.split(" at ")[1][:8] for line in listed} == {m[:8] for (m,) in checkpoints}
+
+
+def test_json_summary_carries_the_corrections(store):
+    stub = Stub(Reply(body=openai_response(CORRECTING)))
+    try:
+        done = auditor("run", "--json", "--limit", "2", *observer(stub), db=store)
+    finally:
+        stub.close()
+    summary = json.loads(done.stdout)
+    assert summary["queued"] == summary["finished"] == 2 and not summary["planning"]
+    assert [c["thread"] for c in summary["found"]] == ["37f83ec9-f2ea-42a9-925e-0d5c105cb6e8"] * 2
+    assert summary["found"][0]["message"] == CORRECTION + "\nSecond line."
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_says_what_it_kept_and_how_to_resume(store, signum):
+    stub = Stub(Reply(body=openai_response(CORRECTING), delay=1.0))
+    args = ["run", "-j", "1", *observer(stub)]
+    try:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "auditor", "--db", str(store), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and run.poll() is None:
+            with sqlite3.connect(store) as conn:
+                if conn.execute("SELECT count(*) FROM verdicts").fetchone()[0] >= 1:
+                    break
+            time.sleep(0.05)
+        run.send_signal(signum)
+        out, err = run.communicate(timeout=30)
+        assert run.returncode == 130, err
+        with sqlite3.connect(store) as conn:
+            kept = conn.execute("SELECT count(*) FROM verdicts").fetchone()[0]
+            status = conn.execute("SELECT status FROM runs").fetchone()[0]
+        assert status == "interrupted"
+        assert f"corrections ({kept}; in full: auditor verdicts -c --run 1)" in out
+        said = err.strip().splitlines()[-3:]
+        assert said[0] == (
+            f"Interrupted: run 1 stopped after {kept} of 3 calls; every answer received is stored."
+        )
+        assert said[1] == (
+            "To resume, run the same command again (answered checkpoints are not sent again):"
+        )
+        assert said[2] == "  auditor " + " ".join(["--db", str(store), *args])
+        # The same command carries on where it stopped, paying for nothing twice.
+        again = auditor(*args, "--json", db=store)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["reused"] == kept
+    finally:
+        stub.close()
+
+
+def test_progress_shows_done_of_total_cost_and_eta(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(render, "err_console", Console(file=out, force_terminal=True, width=140))
+    summary = RunSummary(1, "local", "m")
+    with render.run_progress() as progress:
+        summary.queued = 3
+        progress(summary)
+        summary.planning, summary.finished, summary.cost_usd, summary.corrections = (
+            False,
+            1,
+            0.25,
+            1,
+        )
+        progress(summary)
+        seen = out.getvalue()
+    assert "0/3+ calls" in seen
+    assert "1/3 calls" in seen and "1 corrections" in seen and "$0.2500" in seen
+    assert "ETA 0:00:0" in seen  # two calls left at the pace of the first (well under a second)
