@@ -5,16 +5,30 @@ from __future__ import annotations
 import os
 import re
 import time
+from datetime import UTC, datetime
 from functools import lru_cache, partial
 from pathlib import Path
 
 import orjson
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, Table, create_engine, event, text
 from sqlalchemy.engine import make_url
 
 from .errors import DatabaseError
 
 ENV_VAR = "AUDITOR_DB"
+
+
+def utcnow() -> datetime:
+    """Return the current time in UTC, as the store's timestamps are written."""
+    return datetime.now(UTC)
+
+
+def upsert(conn: Connection, table: Table):
+    """Return an INSERT into `table` in the connection's dialect, which takes
+    `on_conflict_do_update` / `on_conflict_do_nothing` (SQLite and PostgreSQL)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
 
 
 def default_path() -> Path:

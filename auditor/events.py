@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select
 
 from . import schema as s
+from .db import utcnow
 from .errors import AuditorError, UnknownName
 
 # The types auditor writes, and what each means.
@@ -31,10 +32,6 @@ TYPES: dict[str, str] = {
 }
 _TYPE = re.compile(r"[a-z][a-z0-9-]{0,31}")
 MAX_SUBJECT = 300
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def record(
@@ -64,7 +61,7 @@ def record(
     return conn.execute(
         s.Event.__table__.insert()
         .values(
-            at=at or _now(),
+            at=at or utcnow(),
             type=type,
             run_id=run_id,
             thread_id=thread_id,

@@ -370,7 +370,7 @@ def record_failure(hook: Hook, error: str) -> int | None:
     """Record a hook that failed: an error verdict for a call cut short, and a failed run."""
     from . import leases
     from . import schema as s
-    from .run import _now
+    from .db import utcnow
 
     engine, agent, run_config, auditor = hook.engine, hook.agent, hook.run_config, hook.auditor
     if auditor is not None and hook.job is not None:
@@ -384,8 +384,8 @@ def record_failure(hook: Hook, error: str) -> int | None:
         return conn.execute(
             s.Run.__table__.insert()
             .values(
-                started_at=_now(),
-                ended_at=_now(),
+                started_at=utcnow(),
+                ended_at=utcnow(),
                 status="failed",
                 observer=(auditor.observer_name if auditor else run_config.observer) or "",
                 model=(auditor.model if auditor else run_config.model) or "",

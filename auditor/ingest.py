@@ -19,11 +19,11 @@ from pathlib import Path
 
 import orjson
 from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from . import events, guidance
 from . import schema as s
+from .db import upsert, utcnow
 from .errors import FormatError
 from .model import BOM, Cursor, Message, Problem, ThreadInfo, Usage
 from .plugins import Plugins
@@ -90,14 +90,6 @@ class IngestSummary:
             "messages": self.messages,
             "errors": self.errors,
         }
-
-
-def _insert(conn: Connection, table):
-    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def iter_files(
@@ -350,7 +342,7 @@ class Ingester:
             )
             rows = [r for r in rows if (r[1], r[2]) not in known]
         if rows:
-            now = _now()
+            now = utcnow()
             conn.execute(
                 s.IngestError.__table__.insert(),
                 [{"path": p, "line": ln, "error": e, "created_at": now} for p, ln, e in rows],
@@ -381,13 +373,13 @@ class Ingester:
             "head_hash": head,
             "tail_hash": tail,
             "parser_state": cursor.state or None,
-            "ingested_at": _now(),
+            "ingested_at": utcnow(),
             "error_count": errors,
         }
 
         c = conn if conn is not None else self._conn()
         if self._remember_stmt is None:  # built once: statement construction is not free
-            stmt = _insert(c, s.SourceFile.__table__).values({k: bindparam(k) for k in values})
+            stmt = upsert(c, s.SourceFile.__table__).values({k: bindparam(k) for k in values})
             self._remember_stmt = stmt.on_conflict_do_update(
                 index_elements=["path"], set_={k: stmt.excluded[k] for k in values if k != "path"}
             ).returning(s.SourceFile.id)
@@ -400,9 +392,7 @@ class Ingester:
         if stmt is not None:
             return stmt
         table = s.Thread.__table__
-        stmt = _insert(conn, table).values(
-            {c: bindparam(c, type_=table.c[c].type) for c in columns}
-        )
+        stmt = upsert(conn, table).values({c: bindparam(c, type_=table.c[c].type) for c in columns})
         set_ = {c: stmt.excluded[c] for c in merged}
         if "meta" in set_:
             # Later records fill in or update keys; they do not drop what earlier ones said.

@@ -113,10 +113,6 @@ class Delivery:
         }
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def _is_turn_start(m) -> bool:
     from .checkpoints import is_typed_user
     from .model import SOURCE_COURSE_CORRECTION
@@ -170,6 +166,7 @@ def _record(
 ) -> int:
     from . import events
     from . import schema as s
+    from .db import utcnow
 
     kind = {DELIVERED: "injected", FAILED: "injection-failed"}.get(status)
     if kind:
@@ -193,7 +190,7 @@ def _record(
             message_hash=c.message_hash,
             status=status,
             error=error,
-            created_at=_now(),
+            created_at=utcnow(),
         )
         .returning(s.Injection.id)
     ).scalar_one()

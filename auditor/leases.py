@@ -44,12 +44,12 @@ def dead(owner: str) -> bool:
 
 def take(conn: Connection, key: str, checkpoint_id: int, owner: str, seconds: float) -> bool:
     """Take the lease `key` for `owner` in the caller's transaction; False if someone else holds it."""
-    from .ingest import _insert
+    from .db import upsert
 
     now = datetime.now(UTC)
     c = s.Claim.__table__
     values = {"owner": owner, "claimed_at": now, "expires_at": now + timedelta(seconds=seconds)}
-    stmt = _insert(conn, c).values(key=key, checkpoint_id=checkpoint_id, **values)
+    stmt = upsert(conn, c).values(key=key, checkpoint_id=checkpoint_id, **values)
     stmt = stmt.on_conflict_do_update(
         index_elements=["key"],
         set_={k: stmt.excluded[k] for k in values},

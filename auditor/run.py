@@ -23,6 +23,7 @@ from sqlalchemy import Engine, select, update
 from . import answers, budget, critique, events, guidance, leases, runs
 from . import schema as s
 from .checkpoints import Checkpoint, find_checkpoints
+from .db import upsert, utcnow
 from .errors import AuditorError
 from .observe import MAX_OUTPUT_TOKENS, ObserveRequest, ObserveResult, validate
 from .plugins import Plugins
@@ -123,10 +124,6 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, summary: RunSummary):
         super().__init__()
         self.summary = summary
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def choose_observer(plugins: Plugins, name: str | None) -> tuple[str, str]:
@@ -299,8 +296,6 @@ class Auditor:
         return None if follow.answered is not None else follow
 
     def _record_checkpoint(self, conn, cp: Checkpoint, decision) -> int:
-        from .ingest import _insert
-
         values = {
             "thread_id": cp.thread_id,
             "message_native_id": cp.message_id,
@@ -309,10 +304,10 @@ class Auditor:
             "file_edits": cp.file_edits,
             "gate_audit": decision.audit,
             "gate_reason": decision.reason,
-            "gated_at": _now(),
+            "gated_at": utcnow(),
             "run_id": self.summary.run_id,
         }
-        stmt = _insert(conn, s.Checkpoint.__table__).values(**values)
+        stmt = upsert(conn, s.Checkpoint.__table__).values(**values)
         stmt = stmt.on_conflict_do_update(
             index_elements=["thread_id", "message_native_id", "kind"],
             set_={
@@ -368,7 +363,7 @@ class Auditor:
     def _start_run(self) -> None:
         with self.engine.begin() as conn:
             runs.mark_interrupted(conn)  # runs killed earlier, so that none stays `running`
-            now = _now()
+            now = utcnow()
             self.summary.run_id = conn.execute(
                 s.Run.__table__.insert()
                 .values(
@@ -407,7 +402,7 @@ class Auditor:
                 update(s.Run)
                 .where(s.Run.id == sm.run_id)
                 .values(
-                    ended_at=_now(),
+                    ended_at=utcnow(),
                     status=status,
                     checkpoints=sm.checkpoints,
                     gated_in=sm.gated_in,
@@ -452,7 +447,7 @@ class Auditor:
             "input_hash": job.input_hash,
             "critique_of": job.critique_of,
             "latency_ms": int(latency * 1000),
-            "created_at": _now(),
+            "created_at": utcnow(),
         }
         if result is None:
             row.update(status="error", problem=error)

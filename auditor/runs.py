@@ -14,13 +14,10 @@ from sqlalchemy.exc import OperationalError
 
 from . import events, leases
 from . import schema as s
+from .db import utcnow
 
 HEARTBEAT = 60.0  # seconds between two beats of a working run
 STALE = 5 * HEARTBEAT  # a run silent that long has stopped, wherever it ran
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _aware(when: datetime | None) -> datetime | None:
@@ -46,7 +43,7 @@ class Heartbeat:
                 conn.execute(
                     update(r)
                     .where(r.c.id == self.run_id, r.c.status == "running")
-                    .values(heartbeat_at=_now())
+                    .values(heartbeat_at=utcnow())
                 )
 
     def stop(self) -> None:
@@ -57,7 +54,7 @@ def mark_interrupted(conn: Connection) -> list[int]:
     """Mark interrupted the runs still `running` whose process is gone or that stopped beating
     STALE seconds ago; return their ids."""
     r = s.Run.__table__
-    now = _now()
+    now = utcnow()
     marked = []
     for run in conn.execute(select(r).where(r.c.status == "running")).all():
         last = _aware(run.heartbeat_at or run.started_at)
