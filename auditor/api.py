@@ -7,7 +7,8 @@ plugins and of `examples/` to keep it so.
 - **Hooks**: `hookimpl` marks a hook implementation (also reachable as `auditor.hookimpl`).
 - **Transcript formats** (`register_formats`): the `TranscriptFormat` protocol and the records
   a parser yields (`ThreadInfo`, `Message` with its `Block`s, `Usage`, `Problem`), the role
-  and source-type constants, `Cursor`, and the readers `read_jsonl` and `parse_time`.
+  and source-type constants, `Cursor`, and the readers `read_jsonl` (JSONL from a cursor),
+  `read_document` (a whole JSON file) and `parse_time`.
 - **Observers** (`register_observers`): the `Observer` protocol, `ObserveRequest`,
   `ObserveResult`, `ObserverUsage`, the one tool (`TOOL_NAME`, `TOOL_DESCRIPTION`,
   `TOOL_SCHEMA`), `validate` (the core's check of an answer) and `ClientCache`.
@@ -56,6 +57,7 @@ from .model import (
     TranscriptFormat,
     Usage,
     parse_time,
+    read_document,
     read_jsonl,
 )
 from .observe import (
@@ -153,6 +155,7 @@ __all__ = [
     "is_typed_user",
     "open_db",
     "parse_time",
+    "read_document",
     "read_jsonl",
     "redact",
     "replace_atomically",

@@ -222,3 +222,19 @@ def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem
             cursor.offset += len(raw)
             cursor.line = line_no
             yield line_no, obj
+
+
+def read_document(path: Path) -> tuple[Any, Problem | None]:
+    """Parse a whole-file JSON document; on failure return a Problem naming the error and line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, Problem(f"cannot read file: {exc.strerror or exc}")
+    try:
+        return orjson.loads(data.removeprefix(BOM)), None
+    except orjson.JSONDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        pos = getattr(exc, "pos", None)
+        if not line and isinstance(pos, int):
+            line = data[:pos].count(b"\n") + 1
+        return None, Problem(f"malformed JSON document: {exc}", line or None)

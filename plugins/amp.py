@@ -21,11 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import orjson
-
 from auditor.api import (
     ASSISTANT,
-    BOM,
     SOURCE_AGENT,
     SOURCE_COMMAND,
     SOURCE_COMPACT,
@@ -44,6 +41,7 @@ from auditor.api import (
     Usage,
     hookimpl,
     parse_time,
+    read_document,
 )
 
 from .shell_edits import shell_edits
@@ -74,22 +72,6 @@ _SOURCE_TYPES = {
     "command": SOURCE_COMMAND,
     "system": SOURCE_META,
 }
-
-
-def read_document(path: Path) -> tuple[Any, Problem | None]:
-    """Parse a whole-file JSON document; on failure return a Problem naming the error and line."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return None, Problem(f"cannot read file: {exc.strerror or exc}")
-    try:
-        return orjson.loads(data.removeprefix(BOM)), None
-    except orjson.JSONDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        pos = getattr(exc, "pos", None)
-        if not line and isinstance(pos, int):
-            line = data[:pos].count(b"\n") + 1
-        return None, Problem(f"malformed JSON document: {exc}", line or None)
 
 
 def _edits(name: Any, tool_input: Any) -> tuple[bool, list[str] | None]:

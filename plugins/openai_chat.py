@@ -46,10 +46,10 @@ from auditor.api import (
     Usage,
     hookimpl,
     parse_time,
+    read_document,
     read_jsonl,
 )
 
-from .amp import read_document
 from .shell_edits import patch_paths, shell_edits
 
 AGENT = "openai"
