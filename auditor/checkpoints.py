@@ -56,8 +56,14 @@ def loop_guard(checkpoint: Checkpoint, config: dict) -> GateDecision | None:
 
 
 def is_typed_user(m) -> bool:
-    """True for a message a person typed (not tool output, not harness text, not a correction)."""
-    return m.role == "user" and m.source_type == SOURCE_TYPED
+    """True for a message a person typed (not tool output, not harness text, not a correction).
+
+    A message whose parser does not say who wrote it (`source_type` unset) is taken at its
+    role; a message carrying tool results is never typed.
+    """
+    if m.role != "user" or m.source_type not in (SOURCE_TYPED, None):
+        return False
+    return not any(b.kind == "tool_result" for b in m.blocks)
 
 
 def _has_tool_use(m) -> bool:

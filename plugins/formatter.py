@@ -53,8 +53,8 @@ from auditor.api import (
     SOURCE_INTERRUPT,
     SOURCE_META,
     SOURCE_TOOL_RESULT,
-    SOURCE_TYPED,
     hookimpl,
+    is_typed_user,
     redact,
 )
 
@@ -340,13 +340,6 @@ class Unit:
         return self._cache[level]
 
 
-def is_typed(m) -> bool:
-    """True for a message a person typed (older parsers may leave `source_type` unset)."""
-    if m.role != "user" or m.source_type not in (SOURCE_TYPED, None):
-        return False
-    return not any(b.kind == "tool_result" for b in m.blocks)
-
-
 def _is_tool_results(m) -> bool:
     return m.source_type == SOURCE_TOOL_RESULT or (
         bool(m.blocks) and all(b.kind == "tool_result" for b in m.blocks)
@@ -479,7 +472,7 @@ def _orphans(blocks: list) -> Callable[[Level], str]:
 
 def _is_instruction(m) -> bool:
     """True for what the user said: typed messages, and slash commands given arguments."""
-    if is_typed(m):
+    if is_typed_user(m):
         return True
     return m.source_type == SOURCE_COMMAND and m.role == "user" and command_text(m.text)[1]
 
@@ -512,7 +505,7 @@ def build_units(messages: list) -> list[Unit]:
         if st == SOURCE_COURSE_CORRECTION:
             heading = "### Course correction (sent to the agent earlier by an observer)"
             units.append(Unit(heading, i, _fixed(quote(_clean(text.strip()))), protected=True))
-        elif is_typed(m):
+        elif is_typed_user(m):
             images = "\n\n[image attached]" * sum(b.kind == "image" for b in m.blocks)
             heading = "### User (original task)" if i == original else "### User"
             units.append(

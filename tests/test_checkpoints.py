@@ -37,6 +37,25 @@ def test_an_end_of_turn_is_the_last_agent_message_before_the_user_writes_again()
     ]
 
 
+def test_a_parser_that_does_not_say_who_wrote_a_message_still_has_turns():
+    """One definition of "typed by a person" (issue 11 item 5): the checkpoint finder and the
+    formatter (which now uses this one) disagreed on user messages whose `source_type` is unset."""
+    from auditor.checkpoints import is_typed_user
+
+    unsaid = [user("fix the bug", source=None), *busy_turn(2), agent("Done.")]
+    unsaid += [user("thanks", source=None), agent("ok")]
+    messages = numbered(unsaid)
+    assert is_typed_user(messages[0]) and not is_typed_user(result("r"))
+    tool_result_unsaid = result("r")
+    tool_result_unsaid.source_type = None
+    assert not is_typed_user(tool_result_unsaid)
+    cps = find_checkpoints(1, messages)
+    assert [(c.index, c.tool_calls, c.user_wrote_after) for c in cps] == [
+        (5, 2, True),
+        (7, 0, False),
+    ]
+
+
 def test_a_turn_that_ends_waiting_on_a_tool_is_not_a_checkpoint():
     messages = numbered([user("go"), agent(tools=[READ])])
     assert find_checkpoints(1, messages) == []
