@@ -2,6 +2,7 @@
 
 `usage_rollup` holds agents' usage per (thread, day, model, price band); a thread whose usage
 changed is marked `rollup_dirty` by ingest and summed again here before a cost report reads it.
+Triggers on `usage_rollup` keep `usage_daily`, its sums per day over all threads (SQLite).
 """
 
 from __future__ import annotations

@@ -63,7 +63,16 @@ class Thread(Base):
     """One agent conversation (a session, a rollout, an Amp thread, a subagent run)."""
 
     __tablename__ = "threads"
-    __table_args__ = (UniqueConstraint("agent", "native_id"),)
+    __table_args__ = (
+        UniqueConstraint("agent", "native_id"),
+        # The few threads whose usage changed, found without reading every thread.
+        Index(
+            "ix_threads_rollup_dirty",
+            "id",
+            sqlite_where=text("rollup_dirty"),
+            postgresql_where=text("rollup_dirty"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     agent: Mapped[str] = mapped_column(String(32))
@@ -212,6 +221,46 @@ class UsageRollup(Base):
     cache_write_tokens: Mapped[int] = mapped_column(BigInteger)
 
 
+class UsageDaily(Base):
+    """`usage_rollup` summed per day, model and band over all threads, for the reports that do
+    not group by thread: a few rows a day however many threads there are. Kept by triggers on
+    `usage_rollup` (SQLite); a day or model that is NULL there is '' here."""
+
+    __tablename__ = "usage_daily"
+
+    day: Mapped[str] = mapped_column(String(10), primary_key=True)
+    model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    band: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    calls: Mapped[int] = mapped_column(Integer)
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger)
+
+
+class VerdictDaily(Base):
+    """Observer calls summed per UTC day (of `created_at`), observer, model and run (0: none),
+    kept by triggers on `verdicts` (SQLite), for cost reports that do not group by thread.
+    `priced` counts the calls with a `cost_usd`; `cost_usd` and `credits` sum those."""
+
+    __tablename__ = "verdict_daily"
+
+    day: Mapped[str] = mapped_column(String(10), primary_key=True)
+    observer: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    run_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    calls: Mapped[int] = mapped_column(Integer)
+    invalid: Mapped[int] = mapped_column(Integer)
+    errors: Mapped[int] = mapped_column(Integer)
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    cached_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    thinking_tokens: Mapped[int] = mapped_column(BigInteger)
+    cost_usd: Mapped[float] = mapped_column()
+    credits: Mapped[float] = mapped_column()
+    priced: Mapped[int] = mapped_column(Integer)
+
+
 class UsageRollupState(Base):
     """The price-band thresholds `usage_rollup` was built with (one row)."""
 
@@ -322,6 +371,13 @@ class Verdict(Base):
     __table_args__ = (
         Index(
             "ix_verdicts_lookup", "checkpoint_id", "observer", "model", "prompt_hash", "input_hash"
+        ),
+        # Calls recorded without a price, which cost reports price now (see `verdict_daily`).
+        Index(
+            "ix_verdicts_unpriced",
+            "created_at",
+            sqlite_where=text("cost_usd IS NULL"),
+            postgresql_where=text("cost_usd IS NULL"),
         ),
     )
 

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import select
+from sqlalchemy import select, text
 from test_report_support import (
     COUNTS_ONLY,
     ObserversPlugin,
@@ -394,3 +394,55 @@ def test_the_rollup_follows_a_file_that_grew(engine, tmp_path, monkeypatch):
         ("2026-03-01", 300),
         ("2026-03-02", 4 * 200),
     ]
+
+
+# -- the day sums (usage_daily, verdict_daily) the reports without a thread dimension read --------
+
+
+def same_as_the_rows(engine, by: list[str]) -> list[dict]:
+    """The report from the day sums; asserted equal to the one from the rows themselves (a
+    window starting one second after midnight cannot use the day sums)."""
+    summed = cost_report(engine, by)
+    direct = cost_report(engine, by, since=datetime(2000, 1, 1, 0, 0, 1, tzinfo=UTC))
+
+    def rounded(report) -> list[dict]:
+        return [
+            {k: round(v, 12) if isinstance(v, float) else v for k, v in row.items()}
+            for row in report.rows + [report.total]
+        ]
+
+    assert rounded(summed) == rounded(direct)
+    assert summed.extra == direct.extra
+    return summed.rows
+
+
+DAY_DIMS = (["day"], ["model"], ["observer"], ["run"], ["week", "model"], ["month", "run"])
+
+
+def test_the_day_sums_give_what_the_rows_give(audited, engine):
+    for by in DAY_DIMS:
+        assert same_as_the_rows(engine, by)
+
+
+def test_the_day_sums_follow_deleted_threads_and_changed_verdicts(audited, engine):
+    same_as_the_rows(engine, ["day"])  # the rollup and the day sums are built
+    with engine.begin() as conn:
+        # A thread deleted (its usage rollup and verdicts go with it), a verdict recorded
+        # without a price (priced now from the override file), one moved to another day.
+        conn.execute(text("DELETE FROM threads WHERE native_id = 't-honest'"))
+        first, second = conn.execute(text("SELECT id FROM verdicts ORDER BY id")).scalars()
+        conn.execute(
+            text("UPDATE verdicts SET cost_usd = NULL, credits = NULL WHERE id = :i"), {"i": first}
+        )
+        conn.execute(
+            text("UPDATE verdicts SET created_at = '2026-03-09 12:00:00.000000' WHERE id = :i"),
+            {"i": second},
+        )
+    for by in DAY_DIMS:
+        same_as_the_rows(engine, by)
+    rows = {r["day"]: r for r in same_as_the_rows(engine, ["day"])}
+    assert rows["2026-03-02"]["agent_calls"] == 7  # t-claims only
+    assert rows["2026-03-09"]["audit_calls"] == 1
+    assert sum(r["audit_calls"] for r in rows.values()) == 2
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT sum(calls) FROM verdict_daily")).scalar() == 2

@@ -113,36 +113,62 @@ def _whole_days(value: datetime | None) -> bool:
     return (value.hour, value.minute, value.second, value.microsecond) == (0, 0, 0, 0)
 
 
+def _day_window(col: str, since, until, params: dict) -> str:
+    """SQL keeping the ISO day `col` in [since, until) (whole days, as `_whole_days` checks)."""
+    conds = []
+    for name, value, op in (("since", since, ">="), ("until", until, "<")):
+        if value is not None:
+            value = value.astimezone(UTC) if value.tzinfo else value
+            params[name] = value.strftime("%Y-%m-%d")
+            conds.append(f"{col} {op} :{name}")
+    return " AND ".join(conds) or "1"
+
+
+def _daily_sums(conn, by: Sequence[str], since, until) -> bool:
+    """Whether the sums per day (`usage_daily`, `verdict_daily`) can answer: no thread
+    dimension, whole-day windows, and a SQLite store (where triggers keep them)."""
+    return (
+        not THREAD_DIMS & set(by)
+        and _whole_days(since)
+        and _whole_days(until)
+        and conn.dialect.name == "sqlite"
+    )
+
+
+# The day sums with the columns of `usage_rollup` and `verdicts` the report's SQL names.
+USAGE_DAILY = (
+    "(SELECT nullif(day, '') AS day, nullif(model, '') AS model, band, calls, input_tokens, "
+    "output_tokens, cache_read_tokens, cache_write_tokens FROM usage_daily)"
+)
+VERDICT_DAILY = (
+    "(SELECT day AS created_at, observer, model, nullif(run_id, 0) AS run_id, calls, invalid, "
+    "errors, input_tokens, cached_tokens, output_tokens, thinking_tokens, cost_usd, credits, "
+    "priced FROM verdict_daily)"
+)
+
+
 def _rolled_up_usage(
     conn, by, sql, sel, group, since, until, pricer: Pricer
 ) -> dict[tuple, list[int]]:
-    """`_agent_usage` read from `usage_rollup` (whole-day windows only): a few rows a thread."""
+    """`_agent_usage` read from `usage_rollup` (whole-day windows only): a few rows a thread,
+    or from `usage_daily` when no thread dimension is asked for: a few rows a day."""
     refresh_rollup(conn, pricer.bounds)
     conn.commit()
     params: dict[str, Any] = {}
-    conds = []
-    if since is not None:
-        params["since"] = (
-            since.astimezone(UTC).strftime("%Y-%m-%d")
-            if since.tzinfo
-            else since.strftime("%Y-%m-%d")
-        )
-        conds.append("u.day >= :since")
-    if until is not None:
-        params["until"] = (
-            until.astimezone(UTC).strftime("%Y-%m-%d")
-            if until.tzinfo
-            else until.strftime("%Y-%m-%d")
-        )
-        conds.append("u.day < :until")
+    where = _day_window("u.day", since, until, params)
     # The same key expressions as over token_usage: `u.timestamp` is the day here.
     sel = sel.replace("substr(u.timestamp, 1, 10)", "u.day")
-    join = " JOIN threads t ON t.id = u.thread_id" if THREAD_DIMS & set(by) else ""
+    if _daily_sums(conn, by, since, until):
+        source = f"{USAGE_DAILY} u"
+    else:
+        source = "usage_rollup u"
+        if THREAD_DIMS & set(by):
+            source += " JOIN threads t ON t.id = u.thread_id"
     rows = conn.execute(
         text(
             f"SELECT {sel} u.model, u.band, sum(u.calls), sum(u.input_tokens), sum(u.output_tokens), "
-            f"sum(u.cache_read_tokens), sum(u.cache_write_tokens) FROM usage_rollup u{join} "
-            f"WHERE {' AND '.join(conds) or '1'} GROUP BY {group} u.model, u.band"
+            f"sum(u.cache_read_tokens), sum(u.cache_write_tokens) FROM {source} "
+            f"WHERE {where} GROUP BY {group} u.model, u.band"
         ),
         params,
     )
@@ -183,28 +209,56 @@ def _agent_usage(
     return sums
 
 
-def _audit_sums(conn, sql: list[tuple[str, str, str]], since, until, pricer: Pricer) -> list:
+def _audit_sums(conn, by, sql: list[tuple[str, str, str]], since, until, pricer: Pricer) -> list:
     """Sum observer calls per (SQL group, model, observer, band): only calls recorded without a
-    price need the band (to be priced now); the rest share band 0."""
+    price need the band (to be priced now); the rest share band 0. Rows: the group, model,
+    observer, band, calls, invalid, errors, 4 token sums, USD, credits, calls to price now and
+    their input, output, cache read and cache write tokens."""
     params: dict[str, Any] = {}
     sel = "".join(f"{c[2]} AS k{i}, " for i, c in enumerate(sql))
     group = "".join(f"k{i}, " for i in range(len(sql)))
     band = f"CASE WHEN v.cost_usd IS NULL THEN {pricer.band_sql('v.input_tokens')} ELSE 0 END"
-    query = f"""
-        SELECT {sel} v.model AS model, v.observer, {band} AS band,
-               count(*) AS calls, sum(v.status = 'invalid'), sum(v.status = 'error'),
-               sum(v.input_tokens), sum(v.cached_tokens), sum(v.output_tokens), sum(v.thinking_tokens),
-               sum(v.cost_usd), sum(v.credits),
-               sum(v.cost_usd IS NULL AND v.status != 'error'),
+    unpriced = """sum(v.cost_usd IS NULL AND v.status != 'error'),
                sum(CASE WHEN v.cost_usd IS NULL THEN v.input_tokens END),
                sum(CASE WHEN v.cost_usd IS NULL THEN v.output_tokens + v.thinking_tokens END),
                sum(CASE WHEN v.cost_usd IS NULL THEN v.cached_tokens END),
-               sum(CASE WHEN v.cost_usd IS NULL THEN v.cache_write_tokens END)
-        FROM verdicts v JOIN threads t ON t.id = v.thread_id
-        WHERE {window_sql("v.created_at", since, until, params)}
+               sum(CASE WHEN v.cost_usd IS NULL THEN v.cache_write_tokens END)"""
+    window = window_sql("v.created_at", since, until, params)
+    if not _daily_sums(conn, by, since, until):
+        query = f"""
+            SELECT {sel} v.model AS model, v.observer, {band} AS band,
+                   count(*) AS calls, sum(v.status = 'invalid'), sum(v.status = 'error'),
+                   sum(v.input_tokens), sum(v.cached_tokens), sum(v.output_tokens),
+                   sum(v.thinking_tokens), sum(v.cost_usd), sum(v.credits), {unpriced}
+            FROM verdicts v JOIN threads t ON t.id = v.thread_id
+            WHERE {window}
+            GROUP BY {group} v.model, v.observer, band
+        """
+        return conn.execute(text(query), params).all()
+    # A few rows a day from the day sums; the calls without a price (few: through their
+    # partial index) from the verdicts themselves.
+    day_params: dict[str, Any] = {}
+    summed = f"""
+        SELECT {sel} v.model AS model, v.observer, 0 AS band,
+               sum(v.calls), sum(v.invalid), sum(v.errors), sum(v.input_tokens),
+               sum(v.cached_tokens), sum(v.output_tokens), sum(v.thinking_tokens),
+               CASE WHEN sum(v.priced) THEN sum(v.cost_usd) END,
+               CASE WHEN sum(v.priced) THEN sum(v.credits) END, 0, NULL, NULL, NULL, NULL
+        FROM {VERDICT_DAILY} v
+        WHERE {_day_window("v.created_at", since, until, day_params)}
+        GROUP BY {group} v.model, v.observer
+    """
+    to_price = f"""
+        SELECT {sel} v.model AS model, v.observer, {band} AS band,
+               0, 0, 0, 0, 0, 0, 0, NULL, NULL, {unpriced}
+        FROM verdicts v
+        WHERE v.cost_usd IS NULL AND {window}
         GROUP BY {group} v.model, v.observer, band
     """
-    return conn.execute(text(query), params).all()
+    return [
+        *conn.execute(text(summed), day_params).all(),
+        *conn.execute(text(to_price), params).all(),
+    ]
 
 
 def cost_report(
@@ -241,7 +295,7 @@ def cost_report(
     with engine.connect() as conn:
         pricer = stored_prices.load(conn)
         agent_sums = _agent_usage(conn, by, sql, since, until, pricer)
-        audit_rows = _audit_sums(conn, sql, since, until, pricer)
+        audit_rows = _audit_sums(conn, by, sql, since, until, pricer)
 
     unknown: dict[str | None, dict[str, int]] = {}
     for group_key, (calls, *tokens) in agent_sums.items():
