@@ -589,9 +589,9 @@ def run(
 @handle_errors
 def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tokens, mode) -> None:
     """Print the exact system prompt and user content the observer would get at a checkpoint."""
-    from . import guidance
     from .checkpoints import checkpoint_at
     from .errors import UnknownName
+    from .plan import plan
     from .prompt import load_prompt
     from .threads import find_thread, load_messages
 
@@ -601,15 +601,20 @@ def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tok
         cp = checkpoint_at(th.id, messages, at, mode)
     except KeyError:
         raise UnknownName(f"message of thread {th.native_id}", at, []) from None
-    upto = messages[: cp.index + 1]
     with ctx.engine.connect() as conn:
-        view = guidance.for_checkpoint(conn, th, upto)
-    user = ctx.plugins.render_checkpoint(
-        cp, view, upto, formatter_config(min_prompt_tokens, max_prompt_tokens)
-    )
+        p = plan(
+            conn,
+            ctx.plugins,
+            cp,
+            th,
+            messages,
+            gate={"mode": mode},
+            formatter=formatter_config(min_prompt_tokens, max_prompt_tokens),
+            signals={},
+            render=True,
+        )
     system = load_prompt()
-    signals = ctx.plugins.signals(cp, th, upto, {})
-    decision = ctx.plugins.gate(cp, th, upto, {"mode": mode}, signals)
+    signals, decision, user = p.signals, p.decision, p.user
     click.echo(
         f"<!-- prompt {system.version} sha256:{system.sha256[:16]}; gate: {decision.reason} -->",
         err=True,

@@ -100,15 +100,11 @@ def evaluate(engine: Engine, plugins, labels_path: str, config) -> Report:
 
     labels = read_labels(engine, labels_path)
     auditor = Auditor(engine, plugins, config)
-    problem = auditor.observer.check({"model": auditor.model, **config.observer_options})
-    if problem:
-        raise AuditorError(f"observer {auditor.observer_name!r} cannot be used: {problem}")
-    mode = auditor.gate_config.get("mode", "end-turn")
+    auditor.ensure_usable()
+    mode = auditor.gate_config["mode"]
     messages: dict[int, list] = {}
     planned: list[tuple[Label, Any, Any]] = []  # (label, checkpoint, job or None)
-    auditor._start_run()
-    status = "failed"
-    try:
+    with auditor.recording():
         for label in labels:
             tid = label.thread.id
             if tid not in messages:
@@ -136,9 +132,6 @@ def evaluate(engine: Engine, plugins, labels_path: str, config) -> Report:
             )
 
         asyncio.run(call_all())
-        status = "done"
-    finally:
-        auditor._finish_run(status)
     return _score(engine, planned, auditor, labels_path)
 
 

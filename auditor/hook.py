@@ -244,27 +244,25 @@ class Hook:
     ) -> HookOutcome:
         import asyncio
 
+        from .errors import AuditorError
         from .run import Auditor
 
         self.auditor = a = Auditor(self.engine, self.plugins, self.run_config)
-        a._start_run()
-        self._note_trigger(p)
+        a.start_run({"hook": {"agent": self.agent, **p.info}})
         with self.engine.begin() as conn:
             job = a.plan_checkpoint(conn, cp, thread, messages)
         t = self._lap("gate+format", t)
         if job is None:
-            a._finish_run("done")
+            a.finish_run("done")
             reason = next(iter(a.summary.gated_out), "gated out")
             return HookOutcome("silent", f"gate: {reason}", a.summary.run_id)
         verdict_id = job.answered
         if verdict_id is None:
-            # Checked only now: a backend's check may import its SDK, which a gated-out
-            # stop never needs.
-            problem = a.observer.check({"model": a.model, **self.run_config.observer_options})
-            if problem:
-                error = f"observer {a.observer_name!r} cannot be used: {problem}"
-                a._finish_run("failed", error)
-                return HookOutcome("failed", error, a.summary.run_id)
+            try:
+                a.ensure_usable()  # only now: a gated-out stop never needs the backend's SDK
+            except AuditorError as exc:
+                a.finish_run("failed", str(exc))
+                return HookOutcome("failed", str(exc), a.summary.run_id)
             self.job, self.call_started = job, time.monotonic()
             budget = self.remaining() - MARGIN
             if budget <= 0:
@@ -275,7 +273,7 @@ class Hook:
             self.job = None
             t = self._lap("observer", t)
             if verdict_id is None and job.answered is None:
-                a._finish_run("done")
+                a.finish_run("done")
                 return HookOutcome(
                     "silent",
                     "another auditor process is auditing this checkpoint",
@@ -283,23 +281,13 @@ class Hook:
                 )
             verdict_id = verdict_id or job.answered
         outcome = self._deliver(p, thread, messages, cp, verdict_id, stream)
-        a._finish_run(
+        a.finish_run(
             "failed" if outcome.status == "failed" else "done",
             outcome.detail if outcome.status == "failed" else None,
         )
         outcome.run_id = a.summary.run_id
         self._lap("deliver", t)
         return outcome
-
-    def _note_trigger(self, p: _Payload) -> None:
-        from sqlalchemy import update
-
-        from . import schema as s
-
-        a = self.auditor
-        config = {**self.run_config.for_record(), "hook": {"agent": self.agent, **p.info}}
-        with self.engine.begin() as conn:
-            conn.execute(update(s.Run).where(s.Run.id == a.summary.run_id).values(config=config))
 
     def _deliver(
         self, p: _Payload, thread, messages: list, cp, verdict_id: int, stream: TextIO
@@ -368,17 +356,14 @@ class Hook:
 
 def record_failure(hook: Hook, error: str) -> int | None:
     """Record a hook that failed: an error verdict for a call cut short, and a failed run."""
-    from . import leases
     from . import schema as s
     from .db import utcnow
 
     engine, agent, run_config, auditor = hook.engine, hook.agent, hook.run_config, hook.auditor
     if auditor is not None and hook.job is not None:
-        auditor._record_verdict(hook.job, None, error, time.monotonic() - hook.call_started)
-        with engine.begin() as conn:
-            leases.release(conn, hook.job.claim_key, auditor.owner)
+        auditor.abandon(hook.job, error, time.monotonic() - hook.call_started)
     if auditor is not None and auditor.summary.run_id is not None:
-        auditor._finish_run("failed", error)
+        auditor.finish_run("failed", error)
         return auditor.summary.run_id
     with engine.begin() as conn:
         return conn.execute(

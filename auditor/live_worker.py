@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import live
+from .errors import AuditorError
 
 POLL = 0.05  # seconds between looks at the spool
 IDLE = 120.0  # seconds without an event before the worker exits
@@ -251,7 +252,7 @@ class Worker:
             )
             if audit.auditor is not None and audit.auditor.summary.run_id is not None:
                 try:
-                    audit.auditor._finish_run("failed", f"{type(exc).__name__}: {exc}")
+                    audit.auditor.finish_run("failed", f"{type(exc).__name__}: {exc}")
                 except Exception:  # noqa: BLE001
                     pass
         finally:
@@ -270,26 +271,16 @@ class Worker:
 
     def _record_cancel(self, audit: _Audit) -> None:
         """Record a cancelled audit: its call as a `cancelled` verdict, its run as done."""
-        from sqlalchemy import update
-
-        from . import leases
-        from . import schema as s
-
         a, job = audit.auditor, audit.job
         why = getattr(audit, "why", "cancelled")
         if a is None:
             return
         took = time.monotonic() - audit.started if audit.started else 0.0
         if job is not None and audit.started:
-            vid = a._record_verdict(job, None, f"cancelled: {why}, {took:.1f}s into the call", took)
-            with self.engine.begin() as conn:
-                conn.execute(
-                    update(s.Verdict).where(s.Verdict.id == vid).values(status="cancelled")
-                )
-                leases.release(conn, job.claim_key, a.owner)
-            a.summary.errors -= 1
+            error = f"cancelled: {why}, {took:.1f}s into the call"
+            vid = a.abandon(job, error, took, status="cancelled")
             self.log(f"verdict {vid}: cancelled {took:.1f}s into the call ({why})")
-        a._finish_run("done")
+        a.finish_run("done")
 
     async def _audit_inner(self, thread_native: str, t: _Thread, audit: _Audit) -> None:
         from .checkpoints import END_TURN, checkpoint_at, find_checkpoints
@@ -331,46 +322,29 @@ class Worker:
             self.log(f"{name}: nothing to audit (the transcript has no matching checkpoint)")
             return
         a = audit.auditor = Auditor(self.engine, self.plugins, self.run_config)
-        a._start_run()
-        self._note_trigger(a, event)
+        a.start_run({"hook": {"agent": self.agent, "live": True, **_trigger(event)}})
         with self.engine.begin() as conn:
             job = a.plan_checkpoint(conn, cp, thread, messages)
         if job is None:
-            a._finish_run("done")
+            a.finish_run("done")
             self.log(f"{name}: gate: {next(iter(a.summary.gated_out), 'gated out')}")
             return
         verdict_id = job.answered
         if verdict_id is None:
-            problem = a.observer.check({"model": a.model, **self.run_config.observer_options})
-            if problem:
-                a._finish_run("failed", f"observer {a.observer_name!r} cannot be used: {problem}")
-                self.log(f"observer {a.observer_name!r} cannot be used: {problem}")
+            try:
+                a.ensure_usable()
+            except AuditorError as exc:
+                a.finish_run("failed", str(exc))
+                self.log(str(exc))
                 return
             audit.job, audit.started = job, time.monotonic()
             verdict_id = await a.call(job, deadline=self.options.deadline)
             audit.job = None
             if verdict_id is None:
-                a._finish_run("done")
+                a.finish_run("done")
                 return
-        a._finish_run("done")
+        a.finish_run("done")
         self._stage(thread, messages, cp, verdict_id, audit)
-
-    def _note_trigger(self, a, event: dict) -> None:
-        from sqlalchemy import update
-
-        from . import schema as s
-
-        info = {
-            k: event[k]
-            for k in ("session_id", "hook_event_name", "turn_id", "agent_id", "cwd")
-            if k in event
-        }
-        config = {
-            **self.run_config.for_record(),
-            "hook": {"agent": self.agent, "live": True, **info},
-        }
-        with self.engine.begin() as conn:
-            conn.execute(update(s.Run).where(s.Run.id == a.summary.run_id).values(config=config))
 
     def _ingest(self, path) -> None:
         from .ingest import Ingester
@@ -452,6 +426,12 @@ class Worker:
             if not busy and time.monotonic() - self.last_event > self.options.idle:
                 return
             await asyncio.sleep(POLL)
+
+
+def _trigger(event: dict) -> dict:
+    """The fields of a hook event worth keeping with the run it started."""
+    keep = ("session_id", "hook_event_name", "turn_id", "agent_id", "cwd")
+    return {k: event[k] for k in keep if k in event}
 
 
 def _is_tool_round(m) -> bool:

@@ -20,12 +20,13 @@ from typing import Any
 
 from sqlalchemy import Engine, select, update
 
-from . import answers, budget, critique, events, guidance, leases, runs
+from . import answers, budget, critique, events, leases, runs
 from . import schema as s
 from .checkpoints import Checkpoint, find_checkpoints
 from .db import upsert, utcnow
 from .errors import AuditorError
 from .observe import MAX_OUTPUT_TOKENS, ObserveRequest, ObserveResult, validate
+from .plan import gate_config, plan
 from .plugins import Plugins
 from .signals import store_signals
 from .threads import find_thread, load_messages
@@ -176,7 +177,7 @@ class Auditor:
         self.model = config.model or self.observer.default_model
         self.prompt = load_prompt()
         self.critique_prompt = critique.load_critique_prompt() if config.critique else None
-        self.gate_config = {"mode": "end-turn", **config.gate}
+        self.gate_config = gate_config(config.gate)
         self.summary = RunSummary(None, self.observer_name, self.model)
         self.owner = leases.new_owner()
         self._heartbeat: runs.Heartbeat | None = None
@@ -194,9 +195,9 @@ class Auditor:
         with self.engine.connect() as conn:
             return list(conn.execute(q).all())
 
-    def plan(self) -> Iterator[Job]:
+    def jobs(self) -> Iterator[Job]:
         """Gate every checkpoint (recording each decision) and yield the ones to send."""
-        mode = self.gate_config.get("mode", "end-turn")
+        mode = self.gate_config["mode"]
         for thread in self._threads():
             messages = load_messages(self.engine, thread.id)
             checkpoints = find_checkpoints(thread.id, messages, mode)
@@ -211,46 +212,50 @@ class Auditor:
             yield from jobs
 
     def plan_checkpoint(self, conn, cp: Checkpoint, thread, messages: list) -> Job | None:
-        """Gate one checkpoint (recording the decision) and return its job.
+        """Plan one checkpoint with `auditor.plan.plan`, record the decision, return its job.
 
         Return None when the gate says no. A job whose `answered` is set needs no call: a
         verdict for the same observer, model, prompt and content exists (counted as reused).
         """
         self.summary.checkpoints += 1
-        upto = messages[: cp.index + 1]
-        signals = self.plugins.signals(cp, thread, upto, self.config.signals)
-        decision = self.plugins.gate(cp, thread, upto, self.gate_config, signals)
+        config = self.config
+        p = plan(
+            conn,
+            self.plugins,
+            cp,
+            thread,
+            messages,
+            gate=config.gate,
+            formatter=config.formatter,
+            signals=config.signals,
+        )
         before = events.gate_before(conn, cp)
-        cp_id = self._record_checkpoint(conn, cp, decision)
-        store_signals(conn, cp_id, thread.id, signals)
+        cp_id = self._record_checkpoint(conn, cp, p.decision)
+        store_signals(conn, cp_id, thread.id, p.signals)
         events.record_gate(
             conn,
             before,
-            decision,
+            p.decision,
             checkpoint_id=cp_id,
             thread_id=thread.id,
             run_id=self.summary.run_id,
-            signals=signals,
+            signals=p.signals,
         )
-        if not decision.audit:
-            key = decision.reason.split(" (")[0]
+        if not p.decision.audit or p.user is None:
+            key = p.decision.reason.split(" (")[0]
             self.summary.gated_out[key] = self.summary.gated_out.get(key, 0) + 1
             return None
         self.summary.gated_in += 1
-        view = guidance.for_checkpoint(conn, thread, upto)
-        user = self.plugins.render_checkpoint(cp, view, upto, self.config.formatter)
         job = Job(
             cp_id,
             thread.id,
             cp.message_id,
-            user,
-            self._input_hash(user),
-            signals=signals,
+            p.user,
+            self._input_hash(p.user),
+            signals=p.signals,
             thread_native_id=thread.native_id,
         )
-        if self.config.critique and critique.strong_signals(
-            signals, self.config.critique_min_score
-        ):
+        if config.critique and critique.strong_signals(p.signals, config.critique_min_score):
             self.summary.critique_candidates += 1
         job.answered = self._already_answered(conn, job)
         if job.answered is not None:
@@ -359,8 +364,39 @@ class Auditor:
         with self.engine.begin() as conn:
             leases.release(conn, job.claim_key, self.owner)
 
-    # -- executing ------------------------------------------------------------------------
-    def _start_run(self) -> None:
+    # -- the run's lifecycle --------------------------------------------------------------
+    def ensure_usable(self) -> None:
+        """Raise AuditorError saying why the observer cannot be called now (a missing key,
+        SDK or server). Checked only before a call is due: a backend's check may import its SDK.
+        """
+        problem = self.observer.check({"model": self.model, **self.config.observer_options})
+        if problem:
+            raise AuditorError(f"observer {self.observer_name!r} cannot be used: {problem}")
+
+    @contextlib.contextmanager
+    def recording(self, note: dict[str, Any] | None = None) -> Iterator[RunSummary]:
+        """Record a run around the block and yield its summary.
+
+        The run ends `failed` (with the error) when the block raises, `interrupted` on Ctrl-C
+        or cancellation, else with `summary.status` (`done` unless the block set it).
+        """
+        self.start_run(note)
+        try:
+            yield self.summary
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            self.finish_run("interrupted")
+            raise
+        except Exception as exc:
+            self.finish_run("failed", f"{type(exc).__name__}: {exc}")
+            raise
+        self.finish_run(self.summary.status)
+
+    def start_run(self, note: dict[str, Any] | None = None) -> int:
+        """Record the start of a run (its config, plus `note`) and return its id.
+
+        Runs whose process died are marked interrupted first, and the run beats until
+        `finish_run`, so that a run killed outright is recognised as interrupted later.
+        """
         with self.engine.begin() as conn:
             runs.mark_interrupted(conn)  # runs killed earlier, so that none stays `running`
             now = utcnow()
@@ -376,7 +412,7 @@ class Auditor:
                     prompt_version=self.prompt.version,
                     prompt_hash=self.prompt.sha256,
                     dry_run=self.config.dry_run,
-                    config=self.config.for_record(),
+                    config={**self.config.for_record(), **(note or {})},
                 )
                 .returning(s.Run.id)
             ).scalar_one()
@@ -391,8 +427,10 @@ class Auditor:
                 },
             )
         self._heartbeat = runs.Heartbeat(self.engine, self.summary.run_id)
+        return self.summary.run_id
 
-    def _finish_run(self, status: str, error: str | None = None) -> None:
+    def finish_run(self, status: str, error: str | None = None) -> None:
+        """Record the end of the run: `status` (done, interrupted, failed), totals, `error`."""
         if self._heartbeat is not None:
             self._heartbeat.stop()
         self.summary.status = status
@@ -430,10 +468,29 @@ class Auditor:
                 },
             )
 
+    def abandon(self, job: Job, error: str, took: float, status: str = "error") -> int:
+        """Record the call of `job`, cut short after `took` seconds, and release its lease.
+
+        `status` is `error` for a call that failed (a deadline passed) or `cancelled` for one
+        given up on purpose (the user wrote meanwhile); return the verdict id.
+        """
+        verdict_id = self._record_verdict(job, None, error, took, status)
+        self._release(job)
+        return verdict_id
+
+    # -- executing ------------------------------------------------------------------------
     def _record_verdict(
-        self, job: Job, result: ObserveResult | None, error: str | None, latency: float
+        self,
+        job: Job,
+        result: ObserveResult | None,
+        error: str | None,
+        latency: float,
+        failed: str = "error",
     ) -> int:
-        """Store the outcome of one call and return the verdict id."""
+        """Store the outcome of one call and return the verdict id.
+
+        A call without a result is stored with status `failed` (error or cancelled).
+        """
         sm = self.summary
         prompt = self._prompt_for(job)
         row: dict[str, Any] = {
@@ -450,8 +507,8 @@ class Auditor:
             "created_at": utcnow(),
         }
         if result is None:
-            row.update(status="error", problem=error)
-            sm.errors += 1
+            row.update(status=failed, problem=error)
+            sm.errors += failed == "error"
         else:
             verdict = validate(result)
             u = result.usage
@@ -586,7 +643,7 @@ class Auditor:
         progress: Callable[[RunSummary], None] | None = None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> RunSummary:
-        """Make the calls of `plan()`; once `should_stop()` is true, no new call starts."""
+        """Make the calls of `jobs()`; once `should_stop()` is true, no new call starts."""
         queue: asyncio.Queue[Job | None] = asyncio.Queue(
             maxsize=max(2, self.config.concurrency * 2)
         )
@@ -594,7 +651,7 @@ class Auditor:
 
         async def produce() -> None:
             sent = 0
-            jobs = self.plan()
+            jobs = self.jobs()
             while not should_stop() and (self.config.limit is None or sent < self.config.limit):
                 # Gate and format in a worker thread, so that answers keep being handled (and
                 # new calls started) while the next checkpoints are prepared.
@@ -630,7 +687,7 @@ class Auditor:
 
         chars = 0
         sent = 0
-        for job in self.plan():
+        for job in self.jobs():
             if self.config.limit is not None and sent >= self.config.limit:
                 break
             chars += len(self.prompt.text) + len(job.user)
@@ -660,23 +717,15 @@ def run(
     announce(f"observer: {auditor.observer_name} ({auditor.why}), model {auditor.model}")
     if config.dry_run:
         return auditor.dry_run()
-    problem = auditor.observer.check({"model": auditor.model, **config.observer_options})
-    if problem:
-        raise AuditorError(f"observer {auditor.observer_name!r} cannot be used: {problem}")
+    auditor.ensure_usable()
     auditor.set_budget()
-    auditor._start_run()
     try:
-        asyncio.run(auditor.execute(progress, should_stop))
-    except KeyboardInterrupt:
-        auditor._finish_run("interrupted")
+        with auditor.recording() as summary:
+            asyncio.run(auditor.execute(progress, should_stop))
+            if auditor.budget is not None:
+                summary.budget_note = auditor.budget.report(summary.unpriced)
+            if should_stop():
+                summary.status = "interrupted"
+    except KeyboardInterrupt:  # recorded as interrupted; the caller gets what was done
         raise RunInterrupted(auditor.summary) from None
-    except asyncio.CancelledError:
-        auditor._finish_run("interrupted")
-        raise
-    except Exception as exc:
-        auditor._finish_run("failed", f"{type(exc).__name__}: {exc}")
-        raise
-    if auditor.budget is not None:
-        auditor.summary.budget_note = auditor.budget.report(auditor.summary.unpriced)
-    auditor._finish_run("interrupted" if should_stop() else "done")
-    return auditor.summary
+    return summary

@@ -100,15 +100,12 @@ def run_every(
     """
     from datetime import datetime
 
-    from .errors import AuditorError
     from .ingest import ingest
     from .run import Auditor, run
 
     interval = every if isinstance(every, (int, float)) else parse_every(every)
     auditor = Auditor(engine, plugins, config)
-    problem = auditor.observer.check({"model": auditor.model, **config.observer_options})
-    if problem:
-        raise AuditorError(f"observer {auditor.observer_name!r} cannot be used: {problem}")
+    auditor.ensure_usable()
     report(
         f"every {every}: ingest {', '.join(sources) if sources else 'nothing (no sources configured)'}, "
         f"then audit with {auditor.observer_name} {auditor.model}. Ctrl-C stops after the calls in flight."

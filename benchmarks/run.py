@@ -89,11 +89,10 @@ def throughput(engine, concurrency: int, calls: int, gate: dict) -> float:
     auditor = Auditor(
         engine, pm, RunConfig(observer="stub", concurrency=concurrency, limit=calls, gate=gate)
     )
-    auditor._start_run()
-    started = time.perf_counter()
-    summary = asyncio.run(auditor.execute())
-    elapsed = time.perf_counter() - started
-    auditor._finish_run("done")
+    with auditor.recording():
+        started = time.perf_counter()
+        summary = asyncio.run(auditor.execute())
+        elapsed = time.perf_counter() - started
     done = summary.audited
     return (done / elapsed) / (concurrency / LATENCY), done, elapsed
 
@@ -117,11 +116,10 @@ def main() -> None:
     instant = StubObserver(default_model="stub-instant", latency=0)
     pm_instant = get_plugin_manager(extra=[StubPlugin(instant)])
     auditor = Auditor(engine, pm_instant, RunConfig(observer="stub", concurrency=1, gate=gate))
-    auditor._start_run()
-    cpu = time.process_time()
-    summary = asyncio.run(auditor.execute())
-    cpu = time.process_time() - cpu
-    auditor._finish_run("done")
+    with auditor.recording():
+        cpu = time.process_time()
+        summary = asyncio.run(auditor.execute())
+        cpu = time.process_time() - cpu
     n = summary.audited
     print(
         json.dumps(

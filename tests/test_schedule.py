@@ -114,7 +114,7 @@ def claim_everything(engine, pm, owner: str, expires_in: float) -> None:
     """Hold the lease of every call a run would make, as `owner`."""
     auditor = Auditor(engine, pm, RunConfig(observer="fake"))
     now = datetime.now(UTC)
-    for job in auditor.plan():
+    for job in auditor.jobs():
         with engine.begin() as conn:
             conn.execute(
                 s.Claim.__table__.insert().values(
@@ -150,7 +150,7 @@ def test_the_lease_of_a_local_process_that_died_is_taken_over_at_once(store, pm,
 
 def test_a_call_answered_while_waiting_is_not_made_again(store, pm, fake):
     auditor = Auditor(store, pm, RunConfig(observer="fake"))
-    [job] = list(auditor.plan())
+    [job] = list(auditor.jobs())
     run(store, pm, RunConfig(observer="fake"), announce=quiet)  # another run answers it meanwhile
     import asyncio
 
