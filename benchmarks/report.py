@@ -483,6 +483,9 @@ def main() -> None:
         help="directory for the stores (default: a temporary one)",
     )
     args = ap.parse_args()
+    # Installed, auditor's modules are byte-compiled: a setting that keeps Python from writing
+    # bytecode would time compiling them in every run (the first, untimed run writes it).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     work = args.work or Path(tempfile.mkdtemp(prefix="auditor-report-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     prices = work / "prices.json"
