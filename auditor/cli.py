@@ -182,14 +182,21 @@ def threads(ctx: Context, as_json: bool, limit: int | None, agent: str | None, w
 @click.option(
     "--no-pager", is_flag=True, help="Print straight to the terminal, not through $PAGER."
 )
+@click.option(
+    "--no-redact",
+    is_flag=True,
+    help="Show secrets (keys, tokens, passwords) as the transcript has them, not [REDACTED:kind].",
+)
 @pass_ctx
 @handle_errors
-def show(ctx: Context, thread: str, full: bool, no_pager: bool) -> None:
+def show(ctx: Context, thread: str, full: bool, no_pager: bool, no_redact: bool) -> None:
     """Render THREAD (database id, native id or a unique prefix) readably.
 
     At each checkpoint come the signals that fire there and every verdict given on it: what
     the observer said, what it cost, and whether the correction reached the agent. On a
     terminal the thread goes through $PAGER (less, which quits at once when it fits).
+    Secrets are shown as [REDACTED:kind] (--no-redact shows them) and terminal control
+    sequences in the transcript (a title, a screen clear) are left out.
     """
     from .render import paged, show_thread
     from .threads import find_thread, load_messages
@@ -199,7 +206,7 @@ def show(ctx: Context, thread: str, full: bool, no_pager: bool) -> None:
     messages = load_messages(ctx.engine, th.id)
     notes = checkpoint_notes(ctx.engine, ctx.plugins, th, messages)
     with paged(not no_pager):
-        show_thread(th, messages, full=full, notes=notes)
+        show_thread(th, messages, full=full, notes=notes, redact=not no_redact)
 
 
 def _parse_since(value: str | None):

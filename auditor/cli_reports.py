@@ -493,19 +493,25 @@ def export() -> None:
 @click.option(
     "--title", default="auditor report", show_default=True, help="Title of the index page."
 )
+@click.option(
+    "--no-redact",
+    is_flag=True,
+    help="Show secrets (keys, tokens, passwords) as the transcripts have them, not [REDACTED:kind].",
+)
 @handled
-def export_html(threads, run_id, out_dir, title) -> None:
+def export_html(threads, run_id, out_dir, title, no_redact) -> None:
     """Write a static HTML report: an index of threads with cost and verdict columns, a cost
     chart, and a page per thread with corrections set apart. It opens from disk, no server.
 
     THREAD is a database id, native id or unique prefix; without THREAD or --run, every thread.
+    Secrets are shown as [REDACTED:kind] unless --no-redact.
     """
     from .errors import AuditorError
     from .export_html import export_html as write
 
     if threads and run_id is not None:
         raise AuditorError("name THREADs or --run, not both")
-    result = write(_ctx().engine, out_dir, threads or None, run_id, title)
+    result = write(_ctx().engine, out_dir, threads or None, run_id, title, redact=not no_redact)
     click.echo(f"wrote {result.index} and {len(result.pages)} thread pages")
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, select
 from . import schema as s
 from .db import utcnow
 from .errors import AuditorError, UnknownName
+from .printable import printable
 
 # The types auditor writes, and what each means.
 TYPES: dict[str, str] = {
@@ -217,4 +218,4 @@ def format_event(event: dict[str, Any]) -> str:
         parts.append(event["subject"])
     elif event.get("data"):
         parts.append(", ".join(f"{k}={v}" for k, v in event["data"].items()))
-    return "  ".join(p for p in parts if p)
+    return printable("  ".join(p for p in parts if p))

@@ -262,7 +262,7 @@ def _daily(engine: Engine, ids: set[int]) -> list[tuple[str, dict[str, float]]]:
 # -- pages -----------------------------------------------------------------------------------
 
 
-def _index(rows: list[dict], daily, title: str) -> str:
+def _index(rows: list[dict], daily, title: str, clean) -> str:
     agents = sum(r["agent_usd"] or 0 for r in rows)
     audit = sum(r["audit_usd"] or 0 for r in rows)
     corrections = sum(r["corrections"] for r in rows)
@@ -295,7 +295,7 @@ def _index(rows: list[dict], daily, title: str) -> str:
         ),
     ]
     for r in rows:
-        label = r["title"] or r["native_id"]
+        label = clean(r["title"] or r["native_id"])
         tags = ""
         if r["parent_native_id"]:
             tags += '<span class="tag">subagent</span>'
@@ -304,8 +304,8 @@ def _index(rows: list[dict], daily, title: str) -> str:
         corr = f'<span class="tag corr">{r["corrections"]}</span>' if r["corrections"] else "0"
         body.append(
             f'<tr data-thread="{r["id"]}"><td><a href="thread-{r["id"]}.html">{_e(label[:90])}</a>{tags}'
-            + (f'<div class="dim">{_e(r["native_id"])}</div>' if r["title"] else "")
-            + f'</td><td class="nowrap">{_e(r["agent"])}</td><td>{_e(r["cwd"])}</td>'
+            + (f'<div class="dim">{_e(clean(r["native_id"]))}</div>' if r["title"] else "")
+            + f'</td><td class="nowrap">{_e(r["agent"])}</td><td>{_e(clean(r["cwd"]))}</td>'
             f'<td>{_e(_when(r["started_at"])[:16])}</td><td class="num">{r["message_count"]}</td>'
             f'<td class="num agent-usd">{_usd(r["agent_usd"])}{"+?" if r["unpriced"] else ""}</td>'
             f'<td class="num audit-usd">{_usd(r["audit_usd"])}</td><td class="num">{r["audited"]}</td>'
@@ -319,14 +319,14 @@ def _index(rows: list[dict], daily, title: str) -> str:
     return _page(title, "\n".join(body))
 
 
-def _blocks_html(m) -> str:
+def _blocks_html(m, clean) -> str:
     out = []
     for b in m.blocks:
         if b.kind == "text" and b.text:
-            out.append(f'<div class="text">{_e(b.text)}</div>')
+            out.append(f'<div class="text">{_e(clean(b.text))}</div>')
         elif b.kind == "thinking" and b.text:
             out.append(
-                f"<details><summary>thinking</summary><pre>{_e(_clip(b.text))}</pre></details>"
+                f"<details><summary>thinking</summary><pre>{_e(_clip(clean(b.text)))}</pre></details>"
             )
         elif b.kind == "tool_use":
             raw = (
@@ -336,37 +336,37 @@ def _blocks_html(m) -> str:
             )
             edit = " ✎ edits files" if b.is_file_edit else ""
             out.append(
-                f'<details class="tool-use"><summary>→ {_e(b.tool_name)}{edit}</summary>'
-                f"<pre>{_e(_clip(raw))}</pre></details>"
+                f'<details class="tool-use"><summary>→ {_e(clean(b.tool_name))}{edit}</summary>'
+                f"<pre>{_e(_clip(clean(raw)))}</pre></details>"
             )
         elif b.kind == "tool_result":
             mark = "✗ error" if b.is_error else "← result"
             out.append(
                 f'<details class="tool-result"><summary>{mark} ({len(b.text or ""):,} chars)</summary>'
-                f"<pre>{_e(_clip(b.text or ''))}</pre></details>"
+                f"<pre>{_e(_clip(clean(b.text)))}</pre></details>"
             )
         elif b.kind == "image":
             out.append('<span class="tag">image</span>')
     return "".join(out)
 
 
-def _verdict_html(v) -> str:
+def _verdict_html(v, clean) -> str:
     who = f"{_e(v.observer)} · {_e(v.model)}"
     when = _e(_when(v.created_at))
     if v.status != "ok":
         return (
             f'<div class="verdict bad"><div class="head">auditor · {who} · {_e(v.status)} · {when}</div>'
-            f"{_e(v.problem)}</div>"
+            f"{_e(clean(v.problem))}</div>"
         )
     if v.needs_correction:
         return (
             f'<div class="verdict correction"><div class="head">auditor asked for a course correction here · '
-            f'{who} · {when}</div><div class="text">{_e(v.message)}</div></div>'
+            f'{who} · {when}</div><div class="text">{_e(clean(v.message))}</div></div>'
         )
     return f'<div class="verdict ok"><div class="head">auditor · {who} · no correction needed · {when}</div></div>'
 
 
-def _thread_page(engine: Engine, row: dict, usage_chart: str) -> str:
+def _thread_page(engine: Engine, row: dict, usage_chart: str, clean) -> str:
     from .threads import load_messages
 
     with engine.connect() as conn:
@@ -383,9 +383,13 @@ def _thread_page(engine: Engine, row: dict, usage_chart: str) -> str:
     messages = load_messages(engine, row["id"])
     body = [
         '<p><a href="index.html">← all threads</a></p>',
-        f"<h1>{_e(row['title'] or row['native_id'])}</h1>",
-        f'<p class="dim">{_e(row["agent"])} · {_e(row["native_id"])} · {_e(row["cwd"])}'
-        + (f" · subagent of {_e(row['parent_native_id'])}" if row["parent_native_id"] else "")
+        f"<h1>{_e(clean(row['title'] or row['native_id']))}</h1>",
+        f'<p class="dim">{_e(row["agent"])} · {_e(clean(row["native_id"]))} · {_e(clean(row["cwd"]))}'
+        + (
+            f" · subagent of {_e(clean(row['parent_native_id']))}"
+            if row["parent_native_id"]
+            else ""
+        )
         + "</p>",
         (
             '<div class="cards">'
@@ -416,11 +420,11 @@ def _thread_page(engine: Engine, row: dict, usage_chart: str) -> str:
             cls = f"msg {_e(m.role)}"
         body.append(
             f'<div class="{cls}" id="m-{_e(m.native_id)}"><div class="head">{head}</div>'
-            f"{_blocks_html(m)}</div>"
+            f"{_blocks_html(m, clean)}</div>"
         )
         for v in by_message.get(m.native_id, ()):
-            body.append(_verdict_html(v))
-    return _page(row["title"] or row["native_id"], "\n".join(body))
+            body.append(_verdict_html(v, clean))
+    return _page(clean(row["title"] or row["native_id"]), "\n".join(body))
 
 
 def _usage_chart(engine: Engine, thread_id: int, verdict_usd: dict[str, float]) -> str:
@@ -453,8 +457,16 @@ def export_html(
     threads: Iterable[str] | None = None,
     run_id: int | None = None,
     title: str = "auditor report",
+    redact: bool = True,
 ) -> ExportResult:
-    """Write index.html and one page per thread (all threads, those named, or a run's) to `out_dir`."""
+    """Write index.html and one page per thread (all threads, those named, or a run's) to `out_dir`.
+
+    Secrets in the transcripts are shown as `[REDACTED:kind]` unless `redact` is False; terminal
+    control sequences are left out.
+    """
+    from .redact import shown
+
+    clean = shown(redact)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -465,10 +477,10 @@ def export_html(
     ids = _select_threads(engine, threads, run_id)
     rows = _thread_rows(engine, ids)
     result = ExportResult(out, out / "index.html")
-    result.index.write_text(_index(rows, _daily(engine, set(ids)), title), encoding="utf-8")
+    result.index.write_text(_index(rows, _daily(engine, set(ids)), title, clean), encoding="utf-8")
     for row in rows:
         chart = _usage_chart(engine, row["id"], {"audit": row["audit_usd"] or 0.0})
         page = out / f"thread-{row['id']}.html"
-        page.write_text(_thread_page(engine, row, chart), encoding="utf-8")
+        page.write_text(_thread_page(engine, row, chart, clean), encoding="utf-8")
         result.pages.append(page)
     return result

@@ -224,7 +224,14 @@ class Plugins:
         messages: list[StoredMessage],
         config: dict[str, Any],
     ) -> str:
-        """Return the observer's user content for a checkpoint."""
+        """Return the observer's user content for a checkpoint.
+
+        Whatever formatter rendered it, the text is redacted (`auditor.redact`) and freed of
+        terminal control sequences here, before it can reach an observer or a terminal.
+        """
+        from .printable import printable
+        from .redact import redact
+
         out = self.pm.hook.format_checkpoint(
             checkpoint=checkpoint,
             thread=StoredThread.of(thread),
@@ -235,7 +242,7 @@ class Plugins:
             raise PluginError(
                 "No formatter plugin rendered the checkpoint; is the built-in 'formatter' plugin disabled?"
             )
-        return out
+        return redact(printable(out))
 
     # -- listing ------------------------------------------------------------------------
     def describe(self) -> list[PluginInfo]:

@@ -186,24 +186,30 @@ def _clip(text: str, limit: int, full: bool) -> str:
     return f"{text[:half]}\n… [{len(text) - limit} characters cut] …\n{text[-half:]}"
 
 
-def show_thread(thread, messages, full: bool = False, notes: dict | None = None) -> None:
+def show_thread(
+    thread, messages, full: bool = False, notes: dict | None = None, redact: bool = True
+) -> None:
     """Print a thread: user messages highlighted, tools abbreviated, and course corrections set
     apart in a magenta frame under a dimmed header saying who inserted them.
 
     `notes` maps a message's native id to what happened at the checkpoint it ends (see
     `auditor.verdicts.checkpoint_notes`): its signals and verdicts are shown right after it.
     A message with nothing to show (an empty text, a bare thinking block) gets no header.
+    Secrets are redacted unless `redact` is False; terminal control sequences never get through.
     """
+    from .redact import shown
+
     notes = notes or {}
-    head = f"[bold]{thread.agent}[/bold] {thread.native_id}"
+    clean = shown(redact)
+    head = Text.assemble((thread.agent, "bold"), " ", clean(thread.native_id))
     if thread.cwd:
-        head += f"  [dim]{thread.cwd}[/dim]"
+        head.append("  " + clean(thread.cwd), style="dim")
     if thread.parent_native_id:
-        head += f"\n[dim]sidechain of {thread.parent_native_id}[/dim]"
+        head.append("\nsidechain of " + clean(thread.parent_native_id), style="dim")
     console.print(Panel(head, expand=False))
     for m in messages:
         when = m.timestamp.strftime("%Y-%m-%d %H:%M:%S") if m.timestamp else ""
-        label = (
+        label = clean(
             f"{m.role}"
             + (f" · {m.source_type}" if m.source_type else "")
             + f"  [{m.native_id}] {when}"
@@ -211,9 +217,9 @@ def show_thread(thread, messages, full: bool = False, notes: dict | None = None)
         parts: list[str] = []
         for b in m.blocks:
             if b.kind == "text" and b.text:
-                parts.append(_clip(b.text, 4000, full))
+                parts.append(_clip(clean(b.text), 4000, full))
             elif b.kind == "thinking" and b.text:
-                parts.append("(thinking) " + _clip(b.text, 300, full))
+                parts.append("(thinking) " + _clip(clean(b.text), 300, full))
             elif b.kind == "tool_use":
                 raw = (
                     b.tool_input
@@ -221,23 +227,24 @@ def show_thread(thread, messages, full: bool = False, notes: dict | None = None)
                     else orjson.dumps(b.tool_input).decode()
                 )
                 mark = " ✎" if b.is_file_edit else ""
-                parts.append(f"→ {b.tool_name}{mark} {_clip(raw, 300, full)}")
+                parts.append(f"→ {clean(b.tool_name or '')}{mark} {_clip(clean(raw), 300, full)}")
             elif b.kind == "tool_result":
                 mark = "✗" if b.is_error else "←"
-                parts.append(f"{mark} {_clip(b.text or '', 500, full)}")
+                parts.append(f"{mark} {_clip(clean(b.text or ''), 500, full)}")
             elif b.kind == "image":
                 parts.append("[image]")
         note = notes.get(m.native_id)
         if not parts:
             if note:
-                _show_note(note)
+                _show_note(note, clean)
             continue
         body = Text("\n".join(parts))
         if m.source_type == SOURCE_COURSE_CORRECTION:
             # Amp's own observer also inserts corrections; everywhere else it was auditor.
             who = "Amp's observer" if thread.agent == "amp" else "auditor"
             title = Text(
-                f"inserted by {who} · course correction  [{m.native_id}] {when}", style="dim italic"
+                f"inserted by {who} · course correction  [{clean(m.native_id)}] {when}",
+                style="dim italic",
             )
             console.print(Panel(body, title=title, title_align="left", border_style="bold magenta"))
         elif m.role == "user" and m.source_type in (SOURCE_TYPED, None):
@@ -248,24 +255,24 @@ def show_thread(thread, messages, full: bool = False, notes: dict | None = None)
             console.print(Text(label, style="dim"))
             console.print(body)
         if note:
-            _show_note(note)
+            _show_note(note, clean)
     console.print(f"{len(messages)} messages", style="dim")
 
 
 _VERDICT_STYLE = {"correction": "bold yellow", "no correction": "green"}
 
 
-def _show_note(note) -> None:
+def _show_note(note, clean) -> None:
     """Print a checkpoint's signals (one dim line each) and its verdicts (a frame each)."""
-    from .verdicts import facts, outcome, printable
+    from .verdicts import facts, outcome
 
     for sig in note.signals:
-        console.print(Text(f"⚑ signal {sig.summary()}", style="yellow"))
+        console.print(Text(f"⚑ signal {clean(sig.summary())}", style="yellow"))
     for v in note.verdicts:
         kind = outcome(v)
-        title = Text(f"verdict {v['id']}: {kind} · {facts(v)}", style="bold")
+        title = Text(f"verdict {v['id']}: {kind} · {clean(facts(v))}", style="bold")
         text = v["message"] if v["status"] == "ok" else v["problem"]
-        body = Text(printable(text) or "(no message)", style="" if text else "dim")
+        body = Text(clean(text or "") or "(no message)", style="" if text else "dim")
         style = _VERDICT_STYLE.get(kind.removeprefix("second pass: "), "red")
         console.print(Panel(body, title=title, title_align="left", border_style=style))
 

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, delete, select, text
 
 from . import schema as s
+from .printable import printable
 from .redact import redact
 
 MAX_EXCERPT = 160
@@ -23,8 +24,8 @@ MAX_EVIDENCE = 5
 
 
 def excerpt(text: str | None, limit: int = MAX_EXCERPT) -> str:
-    """Return `text` redacted, on one line, and cut to about `limit` characters."""
-    flat = " ".join(redact(text or "").split())
+    """Return `text` redacted, on one line, without control characters, cut to about `limit`."""
+    flat = " ".join(redact(printable(text)).split())
     if len(flat) <= limit:
         return flat
     return flat[: limit - 1].rstrip() + "…"

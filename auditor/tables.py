@@ -18,6 +18,8 @@ from rich.segment import Segments
 from rich.table import Table
 from rich.text import Text
 
+from .printable import printable
+
 # Only horizontal rules: under the header and above a total. Columns are two spaces apart.
 _RULES = Box("    \n    \n ── \n    \n ── \n ── \n    \n    \n")
 GAP = 2  # cells between two columns
@@ -122,6 +124,9 @@ def print_table(
     `total` is a last row set apart by a rule. Returns the headers of the columns left out for
     lack of room (not those that are `wide` only); a dim line under the table names them too.
     """
+    # Values may come from transcripts (a project path, a title): no terminal escapes.
+    rows = [[printable(str(v)) for v in row] for row in rows]
+    total = [printable(str(v)) for v in total] if total else None
     every = [*rows, *([total] if total else [])]
     shown, widths = layout(cols, every, None if wide else console.width, wide)
     table = Table(

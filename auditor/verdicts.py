@@ -3,7 +3,6 @@ its correction reached the agent. `auditor verdicts` and `auditor show` print th
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -12,17 +11,9 @@ from sqlalchemy import Engine, func, or_, select
 
 from . import schema as s
 from .errors import UnknownName
+from .printable import printable
 
 STATUSES = ("ok", "invalid", "error")
-# Control characters other than newline and tab: an observer's answer is printed to a terminal.
-_CONTROL = re.compile(
-    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|[\x00-\x08\x0b-\x1f\x7f]"
-)
-
-
-def printable(text: str | None) -> str:
-    """Return `text` without terminal escapes and control characters (newlines and tabs stay)."""
-    return _CONTROL.sub("", text or "")
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from planted_secrets import ESCAPES, PLANTED
 
+from auditor.printable import printable
 from auditor.redact import KINDS, redact
 
 # Fake credentials in the real formats (the AWS pair is the one from AWS's own docs).
@@ -200,3 +202,118 @@ def test_large_text_is_fast_enough():
     start = time.perf_counter()
     assert redact(text) == text
     assert time.perf_counter() - start < 5
+
+
+# -- every planted format (tests/planted_secrets.py), and text that only looks like one ----------
+@pytest.mark.parametrize("planted", PLANTED, ids=lambda p: p.name)
+def test_each_planted_format_is_redacted_and_its_context_kept(planted):
+    out = redact(planted.text)
+    for secret in planted.secrets:
+        assert secret not in out
+    assert planted.anchor in out
+    assert "[REDACTED:" in out
+    assert redact(out) == out
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("redis://:Hx4kPz8QwR2m@cache:6379/0", "redis://:[REDACTED:password]@cache:6379/0"),
+        (
+            "mysql -uroot -pTr7bQx2Lm9Zk shop",
+            "mysql -uroot -p[REDACTED:password] shop",
+        ),
+        (
+            "mysqldump -u root -p'Tr7b Qx2' shop",
+            "mysqldump -u root -p'[REDACTED:password]' shop",
+        ),
+        ("sshpass -p 'Wq8mZt3' ssh ada@host", "sshpass -p '[REDACTED:password]' ssh ada@host"),
+        ("redis-cli -h cache -a Hx4kPz8Qw ping", "redis-cli -h cache -a [REDACTED:password] ping"),
+        (
+            "docker login -u ada -p Wq8mZt3Lx reg.io",
+            "docker login -u ada -p [REDACTED:password] reg.io",
+        ),
+        ("psql --password Wq8mZt3Lx", "psql --password [REDACTED:password]"),
+        ("gh auth login --token gho_short1", "gh auth login --token [REDACTED:token]"),
+        (
+            "AccountName=acme;AccountKey=q7Zt3Lx9Pm2Vn8Rb4Wc6Hs1Jf5Gy0Ku3Ea7==;EndpointSuffix=x",
+            "AccountName=acme;AccountKey=[REDACTED:secret];EndpointSuffix=x",
+        ),
+        (
+            "https://hooks.slack.com/services/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",
+            "https://hooks.slack.com/services/[REDACTED:webhook-url]",
+        ),
+        (
+            "https://discord.com/api/webhooks/112233445566/Zq8Xw2Lm4Np6Rt9Vb1Kc3Hs5",
+            "https://discord.com/api/webhooks/[REDACTED:webhook-url]",
+        ),
+        (
+            "my password is Tangerine!Falcon42.",
+            "my password is [REDACTED:password].",
+        ),
+        (
+            "The password for the admin account is 'swordfish'",
+            "The password for the admin account is '[REDACTED:password]'",
+        ),
+        ("my password is swordfish", "my password is [REDACTED:password]"),
+        (
+            "Set-Cookie: session=k3q9zt7wmx2lp8vn4rb6; Path=/; HttpOnly",
+            "Set-Cookie: session=[REDACTED:cookie]; Path=/; HttpOnly",
+        ),
+        (
+            '{"name": "sessionid", "value": "k3q9zt7wmx2lp8vn4rb6hs1j", "domain": "x"}',
+            '{"name": "sessionid", "value": "[REDACTED:cookie]", "domain": "x"}',
+        ),
+        (
+            "X-Shopify-Hmac-Sha256: 9c4e1f7a2b8d3e6f0a5c9b2d7e4f1a8c",
+            "X-Shopify-Hmac-Sha256: [REDACTED:secret]",
+        ),
+        ('"auth": "YWRhOlRhbmdlcmluZUZhbGNvbjQy"', '"auth": "[REDACTED:credential]"'),
+        ("STRIPE_KEY=rk9Zt2Lx9Pm4Vn7Rb3Wc6Hs1", "STRIPE_KEY=[REDACTED:secret]"),
+        (
+            '{\\"clientSecret\\": \\"Lm4Np6Rt9Vb1Kc3Hs5\\"}',
+            '{\\"clientSecret\\": \\"[REDACTED:secret]\\"}',
+        ),
+    ],
+)
+def test_passwords_on_command_lines_urls_cookies_headers_and_prose(text, expected):
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password is incorrect",
+        "The password is required.",
+        "The password for the admin user is stored in Vault.",
+        "my password is in the keychain",
+        "session_id = 'test-session-123'",
+        '"sessionId": "5a3f2c1e-7b8d-4e9f-a0b1-c2d3e4f5a6b7"',
+        '{"file_key": "mLzr95Yi2kwGyZBc44QiV7"}',
+        '{"name": "User-Agent", "value": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36"}',
+        '{"name": "x-vercel-id", "value": "fra1::iad1::8k2vq-1764000000000-3f7a9c2e1b4d"}',
+        'gum input --password --header="Enter Windows password:"',
+        "X-Request-Id: 3f786850e387550fdab836ed7e6dc881de23001b",
+        "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "x-axis max-width: 100px; X-Content-Type-Options: nosniff",
+        "git checkout -b feature/login && docker run -u 1000:1000 app",
+        "mysql -u root -p shop; mysql -P 3306 -h db",
+        "--token TOKEN  Use --password to set it; pass the token to the client",
+        'curl -u "$USER:$TOKEN" https://x',
+        "Set-Cookie: theme=dark; Path=/; HttpOnly",
+        "cache_key = 'user:42:profile:v2'",
+        "PUBLIC_KEY=MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE",
+        "author: Ada Lovelace; auth: true; sid = 12",
+        '"jsonwebtoken": "^9.0.2", "node-fetch": "~2.6.7"',
+        "--secret-file ./secret.txt; redis-cli -h cache ping",
+    ],
+)
+def test_text_that_only_looks_like_a_new_format_is_left_alone(text):
+    assert redact(text) == text
+
+
+def test_printable_drops_terminal_escapes_and_keeps_the_text():
+    assert printable(ESCAPES + "\nok\ttab") == "redlink\nok\ttab"
+    assert printable("10%\r20%\r\nend") == "10%\n20%\nend"
+    assert printable("\x9b2J plain é 日本") == " plain é 日本"
+    assert printable(None) == ""

@@ -15,8 +15,9 @@ from auditor import inject as inj
 from auditor.cli import cli
 from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
+from auditor.printable import printable
 from auditor.run import RunConfig, run
-from auditor.verdicts import list_verdicts, printable
+from auditor.verdicts import list_verdicts
 
 
 def quiet(line):
