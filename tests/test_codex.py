@@ -404,7 +404,7 @@ def test_malformed_line_is_a_problem_and_the_rest_is_stored(corpus, engine, plug
 
 def test_rotated_file_without_session_meta(corpus, tmp_path):
     """A rollout read from its middle (or rotated): detected, and named by its file name."""
-    from auditor_plugins.codex import CodexFormat
+    from auditor_plugins.codex_rollout import CodexFormat
 
     source = corpus / ROLLOUT_SHORT
     lines = source.read_bytes().splitlines(keepends=True)
@@ -528,7 +528,8 @@ def test_codex_exec_other_item_types(tmp_path, engine, plugins):
 
 
 def test_detection_keeps_formats_apart(corpus):
-    from auditor_plugins.codex import CodexExecFormat, CodexFormat
+    from auditor_plugins.codex_exec import CodexExecFormat
+    from auditor_plugins.codex_rollout import CodexFormat
 
     rollout, exe = CodexFormat(), CodexExecFormat()
     roll = corpus / ROLLOUT_SHORT
@@ -551,7 +552,7 @@ def test_detection_keeps_formats_apart(corpus):
 
 
 def test_tool_output_shapes():
-    from auditor_plugins.codex import tool_output
+    from auditor_plugins.codex_rollout import tool_output
 
     assert tool_output('{"output":"ok\\n","metadata":{"exit_code":0,"duration_seconds":0.1}}') == (
         "ok\n",
