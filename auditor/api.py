@@ -11,7 +11,9 @@ plugins and of `examples/` to keep it so.
   `read_document` (a whole JSON file) and `parse_time`.
 - **Observers** (`register_observers`): the `Observer` protocol, `ObserveRequest`,
   `ObserveResult`, `ObserverUsage`, the one tool (`TOOL_NAME`, `TOOL_DESCRIPTION`,
-  `TOOL_SCHEMA`), `validate` (the core's check of an answer) and `ClientCache`.
+  `TOOL_SCHEMA`), `validate` (the core's check of an answer) and `ClientCache`; for the
+  providers' batch APIs (optional), `BatchObserver` with `BatchItem`, `BatchStatus` and
+  `BatchAnswer`.
 - **Signals, gate, formatter** (`compute_signals`, `gate_checkpoint`, `format_checkpoint`): the
   hook arguments `Checkpoint`, `StoredThread` (with its `GuidanceText`s) and `StoredMessage`,
   and what the hooks return: `Signal` with its `Evidence`, `GateDecision`.
@@ -64,6 +66,10 @@ from .observe import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     TOOL_SCHEMA,
+    BatchAnswer,
+    BatchItem,
+    BatchObserver,
+    BatchStatus,
     ClientCache,
     Observer,
     ObserveRequest,
@@ -125,6 +131,10 @@ __all__ = [
     "AuditorError",
     "Block",
     "Checkpoint",
+    "BatchAnswer",
+    "BatchItem",
+    "BatchObserver",
+    "BatchStatus",
     "ClientCache",
     "Correction",
     "Cursor",

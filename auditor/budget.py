@@ -56,12 +56,15 @@ def is_priced(model: str, provider: str) -> bool:
 
 
 def spent_since(conn, since: datetime) -> float:
-    """Return the USD the verdicts recorded since `since` cost (known prices only)."""
-    v = s.Verdict
-    q = select(func.coalesce(func.sum(v.cost_usd), 0.0)).where(
-        v.created_at >= since.astimezone(UTC).replace(tzinfo=None)
+    """Return the USD the verdicts recorded since `since` cost (known prices only), plus the
+    worst case of the batches submitted since then and not collected yet."""
+    v, b = s.Verdict, s.Batch
+    at = since.astimezone(UTC).replace(tzinfo=None)
+    q = select(func.coalesce(func.sum(v.cost_usd), 0.0)).where(v.created_at >= at)
+    pending = select(func.coalesce(func.sum(b.est_usd), 0.0)).where(
+        b.submitted_at >= at, b.state.in_(("submitting", "pending"))
     )
-    return float(conn.execute(q).scalar() or 0.0)
+    return float(conn.execute(q).scalar() or 0.0) + float(conn.execute(pending).scalar() or 0.0)
 
 
 def midnight_utc() -> datetime:

@@ -437,6 +437,23 @@ def _gate_config(
     is_flag=True,
     help="Under a budget, still call a model the price table does not know (its cost counts as unknown).",
 )
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Through the provider's batch API (gemini, claude), at the batch price: record the answers of finished batches, then submit the checkpoints that still need one. Run it again later to collect.",
+)
+@click.option(
+    "--collect",
+    is_flag=True,
+    help="Only record the answers of finished batches; submit nothing.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="With --batch: at most N requests a batch.",
+)
 @pass_ctx
 @handle_errors
 def run(
@@ -471,6 +488,9 @@ def run(
     budget,
     budget_per_day,
     allow_unpriced,
+    batch,
+    collect,
+    batch_size,
 ) -> None:
     """Audit stored threads: gate -> format -> observe -> record.
 
@@ -516,6 +536,7 @@ def run(
     config.critique, config.critique_min_score = critique, critique_min_score
     config.budget, config.budget_per_day = budget, budget_per_day
     config.allow_unpriced = allow_unpriced
+    config.batch, config.collect, config.batch_size = batch, collect, batch_size
     if audit_on:
         config.gate["audit_on_signals"] = [a for a in audit_on if a.lower() != "none"]
     config.gate["skip_quiet_below_edits"] = skip_quiet_below
@@ -544,7 +565,9 @@ def run(
 
     signal.signal(signal.SIGTERM, _terminate)
     interrupted = None
-    with run_progress(enabled=not as_json and not dry_run) as progress:
+    with run_progress(
+        enabled=not as_json and not dry_run and not batch and not collect
+    ) as progress:
         try:
             summary = run_audit(ctx.engine, ctx.plugins, config, progress)
         except RunInterrupted as exc:

@@ -93,6 +93,59 @@ class Observer(Protocol):
         ...
 
 
+@dataclass
+class BatchItem:
+    """One call of a batch: `key` names it in the provider's batch ([A-Za-z0-9_-]{1,64})."""
+
+    key: str
+    request: ObserveRequest
+
+
+@dataclass
+class BatchStatus:
+    """A provider batch as last polled: `done` once no request is still being processed."""
+
+    done: bool
+    state: str  # the provider's word: JOB_STATE_RUNNING, in_progress, ended...
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class BatchAnswer:
+    """The outcome of one request of a finished batch: a result, or why there is none.
+
+    `key` is the BatchItem's key when the provider echoes it, `index` its position when the
+    provider keeps the order (Gemini's inline responses); the core matches on either.
+    """
+
+    key: str | None
+    index: int | None
+    result: ObserveResult | None = None
+    error: str | None = None
+
+
+class BatchObserver(Protocol):
+    """An observer that can also send many calls as one provider batch, at the batch price.
+
+    Optional: the core uses these methods when an observer has them (`auditor run --batch`).
+    """
+
+    def submit_batch(self, items: list[BatchItem], label: str, options: dict[str, Any]) -> str:
+        """Create the batch and return the provider's id for it."""
+        ...
+
+    def find_batch(self, label: str, count: int, since: Any, options: dict[str, Any]) -> str | None:
+        """Return the id of a batch submitted as `label` (of `count` requests, created after
+        `since`) when a run was stopped before it recorded the id, or None."""
+        ...
+
+    def poll_batch(self, batch_id: str, options: dict[str, Any]) -> BatchStatus: ...
+
+    def batch_answers(self, batch_id: str, options: dict[str, Any]) -> list[BatchAnswer]:
+        """Return the outcome of every request of a finished batch."""
+        ...
+
+
 def validate(result: ObserveResult) -> Verdict:
     """Check a backend's answer against the tool contract, never guessing silence."""
     if result.tool_name is None:

@@ -45,7 +45,10 @@ PROVIDER_IDS = {
     "codex": "openai",
     "openai": "openai",
 }
-BATCH_DISCOUNT = Decimal("0.5")  # both Gemini and Anthropic batch APIs bill half
+# Batch calls are priced from genai-prices' batch rates (its `processing: batch` price variants)
+# where it has them; otherwise (an override, an older table, a model without batch rates) at
+# half the interactive price, as both the Gemini and the Anthropic batch APIs bill.
+BATCH_DISCOUNT = Decimal("0.5")
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,11 @@ def _names(model: str) -> list[str]:
     return names
 
 
-def _genai_price(model: str, t: Tokens, provider_id: str | None, at: datetime | None) -> Cost:
+def _genai_price(
+    model: str, t: Tokens, provider_id: str | None, at: datetime | None, batch: bool = False
+) -> Cost:
+    """Price with genai-prices; with `batch`, at its batch rate (source "genai-prices batch"),
+    or the interactive price when it has no batch rate for the model (the caller halves it)."""
     try:
         from genai_prices import Usage, calc_price
     except ImportError:
@@ -237,7 +244,21 @@ def _genai_price(model: str, t: Tokens, provider_id: str | None, at: datetime | 
             continue
         except ValueError as exc:
             raise AuditorError(f"Cannot price {t} for {model!r}: {exc}") from None
-        return Cost(Decimal(calc.total_price), False, "genai-prices", calc.model.id)
+        standard = Cost(Decimal(calc.total_price), False, "genai-prices", calc.model.id)
+        if batch:
+            try:
+                rated = calc_price(
+                    usage,
+                    name,
+                    provider_id=pid,
+                    genai_request_timestamp=at,
+                    price_context={"processing": "batch"},
+                )
+            except TypeError:  # a genai-prices without price variants
+                return standard
+            if Decimal(rated.total_price) < standard.usd:
+                return Cost(Decimal(rated.total_price), False, "genai-prices batch", calc.model.id)
+        return standard
     return Cost(None, True, None, None)
 
 
@@ -250,7 +271,7 @@ def price(
     batch: bool = False,
 ) -> Cost:
     """Price normalised tokens. `provider` is an observer or agent name (or a genai-prices id);
-    `at` prices at a past date; `batch` halves the bill as the batch APIs do."""
+    `at` prices at a past date; `batch` prices at the batch rate (see BATCH_DISCOUNT)."""
     overrides = load_overrides()
     result: Cost | None = None
     for name in _names(model):
@@ -261,8 +282,8 @@ def price(
         result = Cost(Decimal(0), False, "free", model)
     if result is None:
         provider_id = PROVIDER_IDS.get(provider, provider) if provider else None
-        result = _genai_price(model, tokens, provider_id, at)
-    if batch and result.usd is not None:
+        result = _genai_price(model, tokens, provider_id, at, batch)
+    if batch and result.usd is not None and result.source != "genai-prices batch":
         result = Cost(
             result.usd * BATCH_DISCOUNT, result.unknown_model, result.source, result.model
         )

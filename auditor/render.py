@@ -388,6 +388,9 @@ def run_summary(summary, dry_run: bool) -> None:
         f"cost ${summary.cost_usd:.4f}"
         + (f" ({summary.unpriced} calls unpriced)" if summary.unpriced else "")
     )
+    if summary.batch is not None:
+        for line in summary.batch.lines():
+            console.print(line)
     if summary.budget_note:
         console.print(summary.budget_note)
     if summary.found:

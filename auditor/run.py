@@ -59,6 +59,11 @@ class RunConfig:
     budget: float | None = None
     budget_per_day: float | None = None
     allow_unpriced: bool = False  # under a budget, still call a model without a price
+    # Through the provider's batch API (auditor.batch): collect finished batches, then submit
+    # (`collect`: only collect); at most `batch_size` requests a batch.
+    batch: bool = False
+    collect: bool = False
+    batch_size: int | None = None
 
     def for_record(self) -> dict[str, Any]:
         out = asdict(self)
@@ -93,6 +98,7 @@ class RunSummary:
     queued: int = 0  # checkpoints handed to the observer so far (the progress bar's total)
     finished: int = 0  # of those, the ones done with (answered, failed, or found answered)
     planning: bool = True  # False once every checkpoint is gated, so `queued` is final
+    batch: Any = None  # with --batch / --collect: what was submitted and collected (BatchReport)
     status: str = "done"
     messages: list[str] = field(default_factory=list)
     # The corrections this run got: verdict id, thread, checkpoint message and the message.
@@ -156,10 +162,12 @@ def choose_observer(plugins: Plugins, name: str | None) -> tuple[str, str]:
     return first, "the only installed observer"
 
 
-def _price(model: str, usage, observer: str | None = None) -> tuple[float | None, float | None]:
+def _price(
+    model: str, usage, observer: str | None = None, batch: bool = False
+) -> tuple[float | None, float | None]:
     from .prices import cost, credits
 
-    c = cost(model, usage, observer)
+    c = cost(model, usage, observer, batch=batch)
     if c.usd is None:
         return None, None
     return float(c.usd), float(credits(c.usd))
@@ -484,12 +492,15 @@ class Auditor:
         job: Job,
         result: ObserveResult | None,
         error: str | None,
-        latency: float,
+        latency: float | None,
         failed: str = "error",
+        batch: dict[str, Any] | None = None,
     ) -> int:
         """Store the outcome of one call and return the verdict id.
 
-        A call without a result is stored with status `failed` (error or cancelled).
+        A call without a result is stored with status `failed` (error or cancelled). `batch`
+        holds the columns of an answer collected from a provider batch (its `batch_id`, the
+        prompt it was sent with): it is priced at the batch price.
         """
         sm = self.summary
         prompt = self._prompt_for(job)
@@ -503,8 +514,9 @@ class Auditor:
             "prompt_hash": prompt.sha256,
             "input_hash": job.input_hash,
             "critique_of": job.critique_of,
-            "latency_ms": int(latency * 1000),
+            "latency_ms": None if latency is None else int(latency * 1000),
             "created_at": utcnow(),
+            **(batch or {}),
         }
         if result is None:
             row.update(status=failed, problem=error)
@@ -512,7 +524,7 @@ class Auditor:
         else:
             verdict = validate(result)
             u = result.usage
-            usd, cr = _price(self.model, u, self.observer_name)
+            usd, cr = _price(self.model, u, self.observer_name, batch=bool(batch))
             if usd is None:
                 sm.unpriced += 1
             else:
@@ -525,7 +537,7 @@ class Auditor:
                 needs_correction=verdict.needs_correction if verdict.valid else None,
                 message=verdict.message,
                 problem=verdict.problem,
-                latency_ms=int(result.latency_s * 1000),
+                latency_ms=None if batch else int(result.latency_s * 1000),
                 input_tokens=u.input,
                 output_tokens=u.output,
                 cached_tokens=u.cached,
@@ -721,7 +733,12 @@ def run(
     auditor.set_budget()
     try:
         with auditor.recording() as summary:
-            asyncio.run(auditor.execute(progress, should_stop))
+            if config.batch or config.collect:
+                from .batch import run_batch
+
+                run_batch(auditor, collect_only=config.collect)
+            else:
+                asyncio.run(auditor.execute(progress, should_stop))
             if auditor.budget is not None:
                 summary.budget_note = auditor.budget.report(summary.unpriced)
             if should_stop():

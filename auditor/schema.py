@@ -409,6 +409,54 @@ class Verdict(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # A second, more critical pass (`auditor run --critique`) names the verdict it re-examined.
     critique_of: Mapped[int | None] = mapped_column(Integer, index=True)
+    # The provider batch that answered it (`auditor run --batch`): billed at the batch price.
+    batch_id: Mapped[int | None] = mapped_column(Integer, index=True)
+
+
+class Batch(Base):
+    """Observer calls sent together through a provider's batch API (`auditor run --batch`).
+
+    `state`: submitting (recorded before the provider was asked, so a run killed meanwhile
+    can find it again by `label`), pending (the provider has it: `provider_id`), collected
+    (every answer recorded) or failed (the provider refused it, or it could not be found).
+    """
+
+    __tablename__ = "batches"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    observer: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(128))
+    label: Mapped[str] = mapped_column(String(64), unique=True)
+    provider_id: Mapped[str | None] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    provider_state: Mapped[str | None] = mapped_column(String(64))
+    requests: Mapped[int] = mapped_column(Integer, default=0)
+    est_usd: Mapped[float | None] = mapped_column()  # worst case at the batch price
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    submitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    polled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    collected_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class BatchRequest(Base):
+    """One checkpoint's call inside a batch; `verdict_id` is set once its answer is recorded."""
+
+    __tablename__ = "batch_requests"
+    __table_args__ = (UniqueConstraint("batch_id", "custom_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    batch_id: Mapped[int] = mapped_column(ForeignKey("batches.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    custom_id: Mapped[str] = mapped_column(String(64))
+    checkpoint_id: Mapped[int] = mapped_column(
+        ForeignKey("checkpoints.id", ondelete="CASCADE"), index=True
+    )
+    thread_id: Mapped[int] = mapped_column(Integer)
+    message_native_id: Mapped[str] = mapped_column(String(255))
+    prompt_hash: Mapped[str] = mapped_column(String(64))
+    input_hash: Mapped[str] = mapped_column(String(64))
+    verdict_id: Mapped[int | None] = mapped_column(Integer)
 
 
 class Signal(Base):

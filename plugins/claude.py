@@ -8,6 +8,11 @@ only to the models that still accept it: from Claude Opus 4.7 on, any temperatur
 Options: `model`, `api_key` (else ANTHROPIC_API_KEY), `base_url` (else ANTHROPIC_BASE_URL; no
 `/v1` suffix), `max_retries` (default 3; the SDK retries 408/409/429/5xx and connection errors
 and honours `retry-after`), `send_temperature` (True/False overrides the per-model rule).
+
+Batch mode (`auditor run --batch`): Message Batches (`messages.batches.create`, POST
+/v1/messages/batches), each request's `custom_id` the core's key and its `params` the same body
+as the single call (temperature a plain key there); `retrieve` polls; `results` streams the
+JSONL answers, in no particular order (matched on `custom_id`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from auditor.api import (
     TOOL_NAME,
     TOOL_SCHEMA,
     AuditorError,
+    BatchAnswer,
+    BatchItem,
+    BatchStatus,
     ClientCache,
     ObserveRequest,
     ObserveResult,
@@ -145,6 +153,7 @@ class ClaudeObserver:
         # One client per (event loop, key, endpoint, retries): an async HTTP pool must not
         # outlive the loop it was opened on.
         self._clients = ClientCache()
+        self._sync: dict[tuple, Any] = {}  # blocking clients for batch mode
 
     def check(self, options: dict[str, Any]) -> str | None:
         """Return None when the SDK and a key are present, else what to install or set."""
@@ -197,20 +206,90 @@ class ClaudeObserver:
             msg = await client.messages.create(**self.build_kwargs(request, options))
         except json.JSONDecodeError:
             raise _off_spec("the answer is not JSON") from None
-        latency = time.perf_counter() - started
-        block = tool_use_block(msg)
-        _check_usage(msg.usage)
-        usage = map_usage(msg.usage)
-        if msg.stop_reason:
-            usage.details["stop_reason"] = msg.stop_reason
-        return ObserveResult(
-            tool_name=block.name if block else None,
-            arguments=block.input if block else None,
-            usage=usage,
-            model=msg.model or request.model,
-            latency_s=latency,
-            raw=msg.model_dump(mode="json", exclude_none=True),
+        return _result(msg, request.model, time.perf_counter() - started)
+
+    # -- batch mode ---------------------------------------------------------------------------
+    def _sync_client(self, options: dict[str, Any]) -> Any:
+        import anthropic
+
+        key = _api_key(options)
+        if not key:
+            raise AuditorError(f"No Anthropic API key: set {KEY_ENV} (or pass --key).")
+        base_url = options.get("base_url") or os.environ.get(BASE_URL_ENV) or None
+        retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))
+        settings = (key, base_url, retries)
+        if settings not in self._sync:
+            self._sync[settings] = anthropic.Anthropic(
+                api_key=key, base_url=base_url, max_retries=retries
+            )
+        return self._sync[settings]
+
+    def submit_batch(self, items: list[BatchItem], label: str, options: dict[str, Any]) -> str:
+        """Create one Message Batch and return its id (msgbatch_...)."""
+        requests = []
+        for item in items:
+            params = self.build_kwargs(item.request, options)
+            params.pop("timeout")
+            params.update(params.pop("extra_body", {}))
+            requests.append({"custom_id": item.key, "params": params})
+        return self._sync_client(options).messages.batches.create(requests=requests).id
+
+    def find_batch(self, label: str, count: int, since: Any, options: dict[str, Any]) -> str | None:
+        """Message Batches carry no name: return the one batch created after `since` with
+        `count` requests, if exactly one matches."""
+        found = []
+        for b in self._sync_client(options).messages.batches.list(limit=100):
+            if b.created_at < since:
+                continue
+            c = b.request_counts
+            if c.processing + c.succeeded + c.errored + c.canceled + c.expired == count:
+                found.append(b.id)
+        return found[0] if len(found) == 1 else None
+
+    def poll_batch(self, batch_id: str, options: dict[str, Any]) -> BatchStatus:
+        b = self._sync_client(options).messages.batches.retrieve(batch_id)
+        return BatchStatus(
+            done=b.processing_status == "ended",
+            state=b.processing_status,
+            counts=b.request_counts.model_dump(),
         )
+
+    def batch_answers(self, batch_id: str, options: dict[str, Any]) -> list[BatchAnswer]:
+        """Return every result of an ended batch, keyed by custom_id."""
+        out = []
+        for item in self._sync_client(options).messages.batches.results(batch_id):
+            r = item.result
+            if r.type == "succeeded":
+                try:
+                    out.append(
+                        BatchAnswer(item.custom_id, None, result=_result(r.message, "", None))
+                    )
+                except AuditorError as exc:
+                    out.append(BatchAnswer(item.custom_id, None, error=str(exc)))
+            elif r.type == "errored":
+                err = getattr(r.error, "error", None)
+                text = f"{err.type}: {err.message}" if err is not None else "errored"
+                out.append(BatchAnswer(item.custom_id, None, error=f"batch request failed: {text}"))
+            else:  # canceled, expired
+                out.append(BatchAnswer(item.custom_id, None, error=f"batch request {r.type}"))
+        return out
+
+
+def _result(msg: Any, model: str, latency: float | None) -> ObserveResult:
+    """Turn a Messages answer into the core's ObserveResult (AuditorError when off-spec)."""
+    block = tool_use_block(msg)
+    _check_usage(msg.usage)
+    usage = map_usage(msg.usage)
+    if msg.stop_reason:
+        usage.details["stop_reason"] = msg.stop_reason
+    return ObserveResult(
+        tool_name=block.name if block else None,
+        arguments=block.input if block else None,
+        usage=usage,
+        model=msg.model or model,
+        latency_s=latency or 0.0,
+        raw=msg.model_dump(mode="json", exclude_none=True),
+    )
 
 
 @hookimpl(trylast=True)

@@ -10,6 +10,11 @@ GOOGLE_GEMINI_BASE_URL), `max_retries` (default 3), `api_version` (default "v1be
 `thinking_level` / `thinking_budget` (override the per-model default), `retry_initial_delay`
 and `retry_max_delay` in seconds (SDK defaults 1 and 60).
 
+Batch mode (`auditor run --batch`): the checkpoints go as inline requests of one
+`batches.create` (POST models/{model}:batchGenerateContent), each with its key in `metadata`;
+`batches.get` polls it and gives the answers in request order (`dest.inlined_responses`).
+Inline requests suit batches up to 20 MB; the core splits larger ones.
+
 Limits: the SDK retries 408/429/5xx and timeouts with exponential backoff but does not read the
 `RetryInfo.retryDelay` Google puts in 429 bodies.
 """
@@ -26,6 +31,9 @@ from auditor.api import (
     TOOL_NAME,
     TOOL_SCHEMA,
     AuditorError,
+    BatchAnswer,
+    BatchItem,
+    BatchStatus,
     ClientCache,
     ObserveRequest,
     ObserveResult,
@@ -100,6 +108,7 @@ class GeminiObserver:
         # One client per (event loop, key, endpoint): `Client.__del__` closes its transport, and
         # an async HTTP pool must not outlive the loop it was opened on.
         self._clients = ClientCache()
+        self._sync: dict[tuple, Any] = {}  # blocking clients for batch mode
 
     def check(self, options: dict[str, Any]) -> str | None:
         """Return None when the SDK and a key are present, else what to install or set."""
@@ -125,8 +134,36 @@ class GeminiObserver:
             (key, base_url, api_version), lambda: genai.Client(api_key=key, http_options=http)
         )
 
-    def build_config(self, request: ObserveRequest, options: dict[str, Any]) -> Any:
-        """Return the GenerateContentConfig: forced tool, temperature, output cap, thinking, timeout."""
+    def _sync_client(self, options: dict[str, Any]) -> Any:
+        """A blocking client for the batch calls (kept while this backend lives)."""
+        from google import genai
+        from google.genai import types
+
+        key = _api_key(options)
+        if not key:
+            raise AuditorError("No Gemini API key: set GEMINI_API_KEY (or pass --key).")
+        base_url = options.get("base_url") or os.environ.get(BASE_URL_ENV) or None
+        api_version = options.get("api_version", DEFAULT_API_VERSION)
+        retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))
+        settings = (key, base_url, api_version, retries)
+        clients = self._sync
+        if settings not in clients:
+            retry = types.HttpRetryOptions(
+                attempts=retries + 1,
+                initial_delay=options.get("retry_initial_delay"),
+                max_delay=options.get("retry_max_delay"),
+            )
+            http = types.HttpOptions(
+                base_url=base_url, api_version=api_version, retry_options=retry
+            )
+            clients[settings] = genai.Client(api_key=key, http_options=http)
+        return clients[settings]
+
+    def build_config(
+        self, request: ObserveRequest, options: dict[str, Any], *, batch: bool = False
+    ) -> Any:
+        """Return the GenerateContentConfig: forced tool, temperature, output cap, thinking, timeout
+        (no timeout or retries inside a batch request: they belong to the batch calls)."""
         from google.genai import types
 
         retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))
@@ -150,9 +187,9 @@ class GeminiObserver:
                     mode=types.FunctionCallingConfigMode.ANY, allowed_function_names=[TOOL_NAME]
                 )
             ),
-            http_options=types.HttpOptions(
-                timeout=int(request.timeout * 1000), retry_options=retry
-            ),
+            http_options=None
+            if batch
+            else types.HttpOptions(timeout=int(request.timeout * 1000), retry_options=retry),
         )
 
     async def observe(self, request: ObserveRequest, options: dict[str, Any]) -> ObserveResult:
@@ -163,20 +200,88 @@ class GeminiObserver:
         resp = await client.aio.models.generate_content(
             model=request.model, contents=request.user, config=config
         )
-        latency = time.perf_counter() - started
-        calls = resp.function_calls or []
-        usage = map_usage(resp.usage_metadata)
-        if resp.candidates and resp.candidates[0].finish_reason is not None:
-            usage.details["finish_reason"] = str(resp.candidates[0].finish_reason.value)
-        raw = resp.model_dump(mode="json", exclude_none=True, exclude={"sdk_http_response"})
-        return ObserveResult(
-            tool_name=calls[0].name if calls else None,
-            arguments=calls[0].args if calls else None,
-            usage=usage,
-            model=resp.model_version or request.model,
-            latency_s=latency,
-            raw=raw,
+        return _result(resp, request.model, time.perf_counter() - started)
+
+    # -- batch mode ---------------------------------------------------------------------------
+    def submit_batch(self, items: list[BatchItem], label: str, options: dict[str, Any]) -> str:
+        """Create one batch of inline requests and return its name (batches/ID)."""
+        from google.genai import types
+
+        src = [
+            types.InlinedRequest(
+                contents=item.request.user,
+                metadata={"key": item.key},
+                config=self.build_config(item.request, options, batch=True),
+            )
+            for item in items
+        ]
+        job = self._sync_client(options).batches.create(
+            model=items[0].request.model,
+            src=src,
+            config=types.CreateBatchJobConfig(display_name=label),
         )
+        return job.name
+
+    def find_batch(self, label: str, count: int, since: Any, options: dict[str, Any]) -> str | None:
+        """Return the name of the batch whose display name is `label`, if the API has one."""
+        for job in self._sync_client(options).batches.list():
+            if job.display_name == label:
+                return job.name
+        return None
+
+    def poll_batch(self, batch_id: str, options: dict[str, Any]) -> BatchStatus:
+        job = self._sync_client(options).batches.get(name=batch_id)
+        state = job.state.value if job.state is not None else "JOB_STATE_UNSPECIFIED"
+        counts = {}
+        if job.completion_stats is not None:
+            counts = {
+                k: int(v)
+                for k, v in job.completion_stats.model_dump(exclude_none=True).items()
+                if str(v).isdigit()
+            }
+        return BatchStatus(done=state in _ENDED, state=state, counts=counts)
+
+    def batch_answers(self, batch_id: str, options: dict[str, Any]) -> list[BatchAnswer]:
+        """Return each inline response (in request order) as a result or an error."""
+        job = self._sync_client(options).batches.get(name=batch_id)
+        model = (job.model or "").removeprefix("models/")
+        out = []
+        responses = (job.dest.inlined_responses if job.dest else None) or []
+        for i, item in enumerate(responses):
+            key = (item.metadata or {}).get("key")
+            if item.response is not None:
+                out.append(BatchAnswer(key, i, result=_result(item.response, model, None)))
+            else:
+                err = item.error
+                text = f"{err.code} {err.message}" if err is not None else "no response"
+                out.append(BatchAnswer(key, i, error=f"batch request failed: {text}"))
+        return out
+
+
+_ENDED = {
+    "JOB_STATE_SUCCEEDED",
+    "JOB_STATE_FAILED",
+    "JOB_STATE_CANCELLED",
+    "JOB_STATE_EXPIRED",
+    "JOB_STATE_PARTIALLY_SUCCEEDED",
+}
+
+
+def _result(resp: Any, model: str, latency: float | None) -> ObserveResult:
+    """Turn a GenerateContentResponse into the core's ObserveResult."""
+    calls = resp.function_calls or []
+    usage = map_usage(resp.usage_metadata)
+    if resp.candidates and resp.candidates[0].finish_reason is not None:
+        usage.details["finish_reason"] = str(resp.candidates[0].finish_reason.value)
+    raw = resp.model_dump(mode="json", exclude_none=True, exclude={"sdk_http_response"})
+    return ObserveResult(
+        tool_name=calls[0].name if calls else None,
+        arguments=calls[0].args if calls else None,
+        usage=usage,
+        model=resp.model_version or model,
+        latency_s=latency or 0.0,
+        raw=raw,
+    )
 
 
 @hookimpl(trylast=True)

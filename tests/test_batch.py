@@ -1,0 +1,146 @@
+"""`auditor run --batch` at the wire level: the real google-genai and anthropic SDKs against
+stand-ins of both batch APIs on 127.0.0.1 (pytest-httpserver): submit, interrupt, resume,
+collect, with a partial batch, and nothing sent or billed twice."""
+
+from __future__ import annotations
+
+import pytest
+from audit_helpers import ScriptPlugin, write_script_thread
+from batch_stubs import AnthropicBatches, GeminiBatches
+from sqlalchemy import select
+
+from auditor import schema as s
+from auditor.errors import AuditorError
+from auditor.ingest import ingest
+from auditor.observe import ObserverUsage
+from auditor.plugins import get_plugin_manager
+from auditor.prices import cost
+from auditor.run import RunConfig, run
+
+THREADS = 5
+BACKENDS = {
+    "gemini": (
+        "google.genai",
+        GeminiBatches,
+        "gemini-3.1-pro-preview",
+        ObserverUsage(input=5321, output=38, cached=4096, thinking=112),
+    ),
+    "claude": (
+        "anthropic",
+        AnthropicBatches,
+        "claude-sonnet-4-6",
+        ObserverUsage(input=812 + 4096 + 300, output=61, cached=4096, cache_write=300),
+    ),
+}
+
+
+@pytest.fixture
+def pm():
+    return get_plugin_manager(extra=[ScriptPlugin()])
+
+
+@pytest.fixture
+def store(engine, pm, tmp_path):
+    f = tmp_path / "threads.jsonl"
+    for i in range(THREADS):
+        write_script_thread(f, f"t{i}", f"Done {i}! all tests pass.")
+    ingest(engine, pm, [f])
+    return engine
+
+
+def quiet(line):
+    pass
+
+
+def verdicts(engine):
+    with engine.connect() as conn:
+        return conn.execute(select(s.Verdict.__table__).order_by(s.Verdict.id)).all()
+
+
+@pytest.mark.parametrize("observer", sorted(BACKENDS))
+def test_submit_interrupt_resume_collect(store, pm, httpserver, observer):
+    module, StandIn, model, usage = BACKENDS[observer]
+    pytest.importorskip(module)
+    api = StandIn(httpserver)
+    base = httpserver.url_for("/").rstrip("/")
+    options = {"api_key": "k", "base_url": base, "max_retries": 0}
+
+    def batch_run(**kw):
+        config = RunConfig(observer=observer, model=model, observer_options=options, batch_size=2)
+        for k, v in kw.items():
+            setattr(config, k, v)
+        return run(store, pm, config, announce=quiet)
+
+    # Submit: 5 checkpoints in batches of 2; the third create is accepted by the provider
+    # but the run never hears back (it stops there).
+    api.fail_create = 0
+    first = {"n": 0}
+    orig = api._create
+
+    def third_fails(request, batch_id, keys, extra):
+        first["n"] += 1
+        if first["n"] == 3:
+            api.fail_create = 1
+        return orig(request, batch_id, keys, extra)
+
+    api._create = third_fails
+    with pytest.raises(AuditorError, match="the next run asks"):
+        batch_run(batch=True)
+    assert len(api.created) == 3 and verdicts(store) == []
+    # What the SDKs sent (docs/batch-wire.json has whole exchanges).
+    body = api.created[0]["body"]
+    if observer == "gemini":
+        reqs = body["batch"]["inputConfig"]["requests"]["requests"]
+        assert body["batch"]["displayName"].startswith("auditor-")
+        assert reqs[0]["request"]["toolConfig"]["functionCallingConfig"]["mode"] == "ANY"
+        keys = [r["metadata"]["key"] for r in reqs]
+    else:
+        reqs = body["requests"]
+        assert reqs[0]["params"]["tool_choice"] == {"type": "tool", "name": "course_correct"}
+        assert reqs[0]["params"]["max_tokens"] == 1024 and "timeout" not in reqs[0]["params"]
+        keys = [r["custom_id"] for r in reqs]
+    assert len(keys) == 2 and all(k.startswith("cp") and len(k) <= 64 for k in keys)
+    with store.connect() as conn:
+        states = sorted(conn.scalars(select(s.Batch.state)))
+    assert states == ["pending", "pending", "submitting"]
+
+    # Resume while the provider is still working: the stopped submission is found by its
+    # label, nothing is collected yet and no checkpoint is sent again.
+    again = batch_run(batch=True)
+    assert (len(api.created), again.batch.submitted, again.batch.pending) == (3, 0, THREADS)
+    assert again.batch.waiting == THREADS
+    with store.connect() as conn:
+        assert sorted(conn.scalars(select(s.Batch.state))) == ["pending"] * 3
+
+    # Collect: the batches are done; one request of the first batch failed (a partial batch).
+    failed_key = api.batches[next(iter(api.batches))]["keys"][1]
+    api.errored.add(failed_key)
+    api.finish()
+    got = batch_run(collect=True)
+    rows = verdicts(store)
+    assert (got.batch.collected, got.batch.submitted, len(rows)) == (THREADS - 1, 0, THREADS)
+    assert sorted(r.status for r in rows) == ["error"] + ["ok"] * (THREADS - 1)
+    ok = [r for r in rows if r.status == "ok"]
+    batch_price = float(cost(model, usage, observer, batch=True).usd)
+    one_by_one = float(cost(model, usage, observer).usd)
+    assert batch_price < one_by_one
+    assert all(r.cost_usd == pytest.approx(batch_price) and r.batch_id for r in ok)
+    assert all(r.needs_correction and r.message == api.answer["message"] for r in ok)
+    assert (ok[0].input_tokens, ok[0].cached_tokens) == (usage.input, usage.cached)
+    assert got.batch.collected_usd == pytest.approx(batch_price * (THREADS - 1))
+    assert got.batch.interactive_usd == pytest.approx(one_by_one * (THREADS - 1))
+
+    # The failed request goes again, alone; the answered ones never do.
+    api.errored.clear()
+    retry = batch_run(batch=True)
+    assert (retry.batch.submitted, len(api.created)) == (1, 4)
+    assert api.batches[list(api.batches)[-1]]["keys"] == [failed_key]
+    api.finish()
+    last = batch_run(batch=True)
+    assert (last.batch.collected, last.batch.submitted, last.batch.pending) == (1, 0, 0)
+    rows = verdicts(store)
+    assert sum(r.status == "ok" for r in rows) == THREADS
+    sent = [k for b in api.batches.values() for k in b["keys"]]
+    assert len(sent) == THREADS + 1 and len(set(sent)) == THREADS
+    # Nothing more to do.
+    assert batch_run(batch=True).batch.submitted == 0
