@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text, update
@@ -26,7 +27,9 @@ from . import schema as s
 from .db import upsert, utcnow
 from .errors import FormatError
 from .model import BOM, Cursor, Message, Problem, ThreadInfo, Usage
-from .plugins import Plugins
+
+if TYPE_CHECKING:
+    from .plugins import Plugins
 
 HEAD_BYTES = 64 * 1024
 COMMIT_ROWS = 20000  # commit the group of files once this many messages are pending...

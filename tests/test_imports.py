@@ -91,3 +91,117 @@ def test_importing_auditor_or_its_api_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True", "True"]
+
+
+# -- no import cycle -------------------------------------------------------------------------
+
+PACKAGES = {"auditor": ROOT / "auditor", "auditor_plugins": ROOT / "plugins"}
+
+
+def project_modules() -> dict[str, Path]:
+    """Return every module of auditor and auditor_plugins by its dotted name."""
+    out = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = [package, *path.relative_to(folder).with_suffix("").parts]
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        getattr(test, "id", None) == "TYPE_CHECKING"
+        or getattr(test, "attr", None) == "TYPE_CHECKING"
+    )
+
+
+def imported_modules(name: str, path: Path, known: set[str], in_functions: bool) -> set[str]:
+    """Return the project modules `name` imports when it is imported (the module level, and
+    class bodies), or also when its functions run (`in_functions`). Imports under
+    `if TYPE_CHECKING:` never run and are left out."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if _is_type_checking(node):
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not in_functions:
+                continue
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names)
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.stmt):
+                    visit([child])
+                elif isinstance(child, ast.ExceptHandler | ast.match_case):
+                    visit(child.body)
+
+    visit(ast.parse(path.read_text(), str(path)).body)
+    return (found & known) - {name}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Return the strongly connected groups of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while not group or group[-1] != v:
+                group.append(stack.pop())
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return sorted(out)
+
+
+def import_graph(in_functions: bool) -> dict[str, set[str]]:
+    modules = project_modules()
+    known = set(modules)
+    return {n: imported_modules(n, p, known, in_functions) for n, p in modules.items()}
+
+
+def test_no_import_cycle_among_the_modules():
+    graph = import_graph(in_functions=False)
+    assert len(graph) > 60 and "auditor_plugins.formatter" in graph["auditor_plugins"] | {
+        "auditor_plugins.formatter"
+    }
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_one(tmp_path):
+    (tmp_path / "a.py").write_text("from . import b\n")
+    (tmp_path / "b.py").write_text("def f():\n    from .a import x\n")
+    (tmp_path / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n"
+    )
+    known = {"p.a", "p.b", "p.c"}
+    graph = {f"p.{n}": imported_modules(f"p.{n}", tmp_path / f"{n}.py", known, True) for n in "abc"}
+    assert graph == {"p.a": {"p.b"}, "p.b": {"p.a"}, "p.c": set()}
+    assert cycles(graph) == [["p.a", "p.b"]]
+    module_level = {
+        f"p.{n}": imported_modules(f"p.{n}", tmp_path / f"{n}.py", known, False) for n in "abc"
+    }
+    assert cycles(module_level) == []
