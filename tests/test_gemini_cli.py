@@ -509,7 +509,8 @@ def test_detection_keeps_formats_apart(corpus, plugins):
 
 
 def test_detection_edge_cases(tmp_path):
-    from auditor_plugins.gemini_cli import GeminiChatFormat, GeminiStreamFormat
+    from auditor_plugins.gemini_chat import GeminiChatFormat
+    from auditor_plugins.gemini_stream import GeminiStreamFormat
 
     chat, stream = GeminiChatFormat(), GeminiStreamFormat()
 
