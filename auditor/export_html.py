@@ -4,11 +4,15 @@
 chart; `thread-<id>.html` shows one thread with its checkpoints' verdicts. Course corrections
 (messages auditor inserted, and corrections observers asked for) are set apart: a dimmed header
 saying auditor inserted the message and a coloured border. CSS and charts (SVG) are inline.
+
+The pages are Jinja2 templates shipped in `auditor/templates/` (base, index, thread, chart,
+legend, report.css) with autoescaping on: everything this module hands them is plain text, and
+the template escapes it, so no value can be forgotten.
 """
 
 from __future__ import annotations
 
-import html
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 from sqlalchemy import Engine, text
 
 from .errors import AuditorError
@@ -24,45 +30,6 @@ from .model import SOURCE_COURSE_CORRECTION, SOURCE_TOOL_RESULT, SOURCE_TYPED
 
 CLIP = 6000  # characters of a tool input or output shown before cutting the middle out
 CORRECTION_HEADER = "inserted by auditor · course correction"
-
-CSS = """
-:root { --fg: #1d232a; --dim: #6b7480; --line: #dde2e8; --bg: #ffffff; --soft: #f5f7fa;
-        --user: #0b6bcb; --agent: #2f855a; --audit: #b4237a; --warn: #c05621; }
-* { box-sizing: border-box; }
-body { font: 14px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg);
-       background: var(--bg); margin: 0 auto; max-width: 1180px; padding: 24px; }
-h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 8px; }
-.dim { color: var(--dim); } .nowrap { white-space: nowrap; } a { color: var(--user); text-decoration: none; } a:hover { text-decoration: underline; }
-table { border-collapse: collapse; width: 100%; font-size: 13px; }
-th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
-th { background: var(--soft); font-weight: 600; position: sticky; top: 0; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.cards { display: flex; gap: 12px; flex-wrap: wrap; margin: 12px 0 4px; }
-.card { background: var(--soft); border-radius: 8px; padding: 10px 14px; min-width: 150px; }
-.card b { display: block; font-size: 18px; }
-.chart { margin: 8px 0 16px; } .legend span { margin-right: 14px; } .sw { display: inline-block; width: 10px;
-  height: 10px; border-radius: 2px; margin-right: 4px; }
-.msg { border: 1px solid var(--line); border-left: 4px solid var(--line); border-radius: 6px;
-       margin: 10px 0; padding: 8px 12px; background: var(--bg); }
-.msg .head { font-size: 12px; color: var(--dim); margin-bottom: 4px; }
-.msg.user { border-left-color: var(--user); background: #f3f8fe; }
-.msg.assistant { border-left-color: var(--agent); }
-.msg.tool { background: var(--soft); }
-.msg.correction, .verdict.correction { border: 2px solid var(--audit); border-left: 6px solid var(--audit);
-       background: #fdf2f8; }
-.msg.correction .head, .verdict.correction .head { color: var(--audit); opacity: .75; font-style: italic; }
-.verdict { border: 1px dashed var(--line); border-radius: 6px; margin: 6px 0 14px 24px; padding: 6px 12px;
-           font-size: 13px; }
-.verdict .head { font-size: 12px; color: var(--dim); }
-.verdict.bad .head { color: var(--warn); }
-pre { white-space: pre-wrap; word-wrap: break-word; margin: 4px 0; font: 12.5px/1.45 ui-monospace,
-      SFMono-Regular, Menlo, Consolas, monospace; }
-.text { white-space: pre-wrap; word-wrap: break-word; }
-details { margin: 4px 0; } summary { cursor: pointer; color: var(--dim); font-size: 12.5px; }
-.tag { display: inline-block; font-size: 11px; padding: 0 6px; border-radius: 8px; background: var(--soft);
-       color: var(--dim); margin-left: 4px; }
-.tag.corr { background: #fbe3f0; color: var(--audit); } .tag.err { background: #fde8e1; color: var(--warn); }
-"""
 
 
 @dataclass
@@ -72,8 +39,20 @@ class ExportResult:
     pages: list[Path] = field(default_factory=list)
 
 
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+@functools.cache
+def _templates() -> Environment:
+    return Environment(
+        loader=PackageLoader("auditor", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def _render(template: str, **values: Any) -> str:
+    return _templates().get_template(template).render(colors=COLORS, **values)
 
 
 def _usd(value: float | None) -> str:
@@ -102,14 +81,6 @@ def _when(value) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n</body></html>\n"
-    )
-
-
 def bar_chart(
     series: list[tuple[str, dict[str, float]]],
     colors: dict[str, str],
@@ -120,21 +91,13 @@ def bar_chart(
 ) -> str:
     """Return an inline SVG of stacked bars: one bar per (label, {series: value}) in order."""
     if not series:
-        return '<p class="dim">no costs to chart</p>'
+        return Markup(_render("chart.html", empty=True))
     top = max(sum(v.values()) for _, v in series) or 1.0
     pad_left, pad_bottom = 64, 20
     inner_w, inner_h = width - pad_left - 8, height - pad_bottom - 8
     slot = inner_w / len(series)
     bar_w = max(1.0, min(28.0, slot * 0.8))
-    parts = [
-        (
-            f'<svg class="chart" role="img" aria-label="{_e(label)}" xmlns="http://www.w3.org/2000/svg" '
-            f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-        ),
-        f'<line x1="{pad_left}" y1="{8 + inner_h}" x2="{width - 8}" y2="{8 + inner_h}" stroke="#c9d0d8"/>',
-        f'<text x="{pad_left - 6}" y="14" font-size="11" text-anchor="end" fill="#6b7480">{_e(_usd(top))}</text>',
-        f'<text x="{pad_left - 6}" y="{8 + inner_h}" font-size="11" text-anchor="end" fill="#6b7480">$0</text>',
-    ]
+    bars = []
     for i, (name, values) in enumerate(series):
         x = pad_left + i * slot + (slot - bar_w) / 2
         y = 8 + inner_h
@@ -144,33 +107,42 @@ def bar_chart(
                 continue
             h = max(1.0, v / top * inner_h)
             y -= h
-            parts.append(
-                f'<rect class="bar {key}" x="{x:.1f}" y="{y:.1f}" width="{bar_w:.1f}" height="{h:.1f}" '
-                f'fill="{color}"><title>{_e(name)}: {key} {_e(_usd(v))}</title></rect>'
+            bars.append(
+                {
+                    "key": key,
+                    "x": f"{x:.1f}",
+                    "y": f"{y:.1f}",
+                    "w": f"{bar_w:.1f}",
+                    "h": f"{h:.1f}",
+                    "color": color,
+                    "name": name,
+                    "usd": _usd(v),
+                }
             )
+    labels = []
     for i in sorted({0, len(series) - 1}):
-        x = pad_left + i * slot + slot / 2
         anchor = "start" if i == 0 and len(series) > 1 else "end" if i else "middle"
-        parts.append(
-            f'<text x="{x:.1f}" y="{height - 4}" font-size="11" text-anchor="{anchor}" '
-            f'fill="#6b7480">{_e(series[i][0])}</text>'
+        labels.append(
+            {"x": f"{pad_left + i * slot + slot / 2:.1f}", "anchor": anchor, "text": series[i][0]}
         )
-    parts.append("</svg>")
-    return "".join(parts)
+    return Markup(
+        _render(
+            "chart.html",
+            empty=False,
+            label=label,
+            width=width,
+            height=height,
+            left=pad_left,
+            right=width - 8,
+            base=8 + inner_h,
+            top=_usd(top),
+            bars=bars,
+            labels=labels,
+        )
+    )
 
 
 COLORS = {"agents": "#2f855a", "audit": "#b4237a"}
-
-
-def _legend() -> str:
-    return (
-        '<div class="legend dim">'
-        + "".join(
-            f'<span><i class="sw" style="background:{c}"></i>{_e(k)} $</span>'
-            for k, c in COLORS.items()
-        )
-        + "</div>"
-    )
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -265,105 +237,87 @@ def _daily(engine: Engine, ids: set[int]) -> list[tuple[str, dict[str, float]]]:
 def _index(rows: list[dict], daily, title: str, clean) -> str:
     agents = sum(r["agent_usd"] or 0 for r in rows)
     audit = sum(r["audit_usd"] or 0 for r in rows)
-    corrections = sum(r["corrections"] for r in rows)
-    audited = sum(r["audited"] for r in rows)
     cards = [
         ("threads", f"{len(rows):,}"),
         ("agents' cost", _usd(agents)),
         ("auditing cost", _usd(audit)),
         ("overhead", _pct(audit / agents) if agents else "—"),
-        ("audited checkpoints", f"{audited:,}"),
-        ("corrections", f"{corrections:,}"),
+        ("audited checkpoints", f"{sum(r['audited'] for r in rows):,}"),
+        ("corrections", f"{sum(r['corrections'] for r in rows):,}"),
     ]
-    body = [
-        f"<h1>{_e(title)}</h1>",
-        f'<p class="dim">generated {_e(datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))} by auditor</p>',
-        '<div class="cards">'
-        + "".join(
-            f'<div class="card"><span class="dim">{_e(k)}</span><b>{_e(v)}</b></div>'
-            for k, v in cards
-        )
-        + "</div>",
-        "<h2>Cost per day</h2>",
-        _legend(),
-        bar_chart(daily, COLORS, label="cost per day: agents and auditing"),
-        "<h2>Threads</h2>",
-        (
-            '<table id="threads"><thead><tr><th>thread</th><th>agent</th><th>project</th><th>started</th>'
-            '<th class="num">messages</th><th class="num">agents $</th><th class="num">audit $</th>'
-            '<th class="num">audited</th><th class="num">corrections</th></tr></thead><tbody>'
-        ),
+    lines = [
+        {
+            "id": r["id"],
+            "label": clean(r["title"] or r["native_id"])[:90],
+            "native_id_line": clean(r["native_id"]) if r["title"] else "",
+            "subagent": bool(r["parent_native_id"]),
+            "failed": r["failed"],
+            "agent": r["agent"],
+            "cwd": clean(r["cwd"]),
+            "started": _when(r["started_at"])[:16],
+            "messages": r["message_count"],
+            "agent_usd": _usd(r["agent_usd"]) + ("+?" if r["unpriced"] else ""),
+            "audit_usd": _usd(r["audit_usd"]),
+            "audited": r["audited"],
+            "corrections": r["corrections"],
+        }
+        for r in rows
     ]
-    for r in rows:
-        label = clean(r["title"] or r["native_id"])
-        tags = ""
-        if r["parent_native_id"]:
-            tags += '<span class="tag">subagent</span>'
-        if r["failed"]:
-            tags += f'<span class="tag err">{r["failed"]} failed</span>'
-        corr = f'<span class="tag corr">{r["corrections"]}</span>' if r["corrections"] else "0"
-        body.append(
-            f'<tr data-thread="{r["id"]}"><td><a href="thread-{r["id"]}.html">{_e(label[:90])}</a>{tags}'
-            + (f'<div class="dim">{_e(clean(r["native_id"]))}</div>' if r["title"] else "")
-            + f'</td><td class="nowrap">{_e(r["agent"])}</td><td>{_e(clean(r["cwd"]))}</td>'
-            f'<td>{_e(_when(r["started_at"])[:16])}</td><td class="num">{r["message_count"]}</td>'
-            f'<td class="num agent-usd">{_usd(r["agent_usd"])}{"+?" if r["unpriced"] else ""}</td>'
-            f'<td class="num audit-usd">{_usd(r["audit_usd"])}</td><td class="num">{r["audited"]}</td>'
-            f'<td class="num corrections">{corr}</td></tr>'
-        )
-    body.append("</tbody></table>")
-    if any(r["unpriced"] for r in rows):
-        body.append(
-            '<p class="dim">+? : some of the agent\'s calls used a model without a price.</p>'
-        )
-    return _page(title, "\n".join(body))
+    return _render(
+        "index.html",
+        title=title,
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        cards=cards,
+        chart=bar_chart(daily, COLORS, label="cost per day: agents and auditing"),
+        rows=lines,
+        unpriced=any(r["unpriced"] for r in rows),
+    )
 
 
-def _blocks_html(m, clean) -> str:
-    out = []
+def _blocks(m, clean) -> list[dict[str, Any]]:
+    """A message's blocks as the thread template shows them (plain text, cleaned and clipped)."""
+    out: list[dict[str, Any]] = []
     for b in m.blocks:
         if b.kind == "text" and b.text:
-            out.append(f'<div class="text">{_e(clean(b.text))}</div>')
+            out.append({"kind": "text", "text": clean(b.text)})
         elif b.kind == "thinking" and b.text:
-            out.append(
-                f"<details><summary>thinking</summary><pre>{_e(_clip(clean(b.text)))}</pre></details>"
-            )
+            out.append({"kind": "thinking", "text": _clip(clean(b.text))})
         elif b.kind == "tool_use":
             raw = (
                 b.tool_input
                 if isinstance(b.tool_input, str)
                 else orjson.dumps(b.tool_input, option=orjson.OPT_INDENT_2).decode()
             )
-            edit = " ✎ edits files" if b.is_file_edit else ""
             out.append(
-                f'<details class="tool-use"><summary>→ {_e(clean(b.tool_name))}{edit}</summary>'
-                f"<pre>{_e(_clip(clean(raw)))}</pre></details>"
+                {
+                    "kind": "tool_use",
+                    "name": clean(b.tool_name),
+                    "edit": b.is_file_edit,
+                    "text": _clip(clean(raw)),
+                }
             )
         elif b.kind == "tool_result":
-            mark = "✗ error" if b.is_error else "← result"
             out.append(
-                f'<details class="tool-result"><summary>{mark} ({len(b.text or ""):,} chars)</summary>'
-                f"<pre>{_e(_clip(clean(b.text)))}</pre></details>"
+                {
+                    "kind": "tool_result",
+                    "error": b.is_error,
+                    "size": f"{len(b.text or ''):,}",
+                    "text": _clip(clean(b.text)),
+                }
             )
         elif b.kind == "image":
-            out.append('<span class="tag">image</span>')
-    return "".join(out)
+            out.append({"kind": "image"})
+    return out
 
 
-def _verdict_html(v, clean) -> str:
-    who = f"{_e(v.observer)} · {_e(v.model)}"
-    when = _e(_when(v.created_at))
-    if v.status != "ok":
-        return (
-            f'<div class="verdict bad"><div class="head">auditor · {who} · {_e(v.status)} · {when}</div>'
-            f"{_e(clean(v.problem))}</div>"
-        )
-    if v.needs_correction:
-        return (
-            f'<div class="verdict correction"><div class="head">auditor asked for a course correction here · '
-            f'{who} · {when}</div><div class="text">{_e(clean(v.message))}</div></div>'
-        )
-    return f'<div class="verdict ok"><div class="head">auditor · {who} · no correction needed · {when}</div></div>'
+def _verdict(v, clean) -> dict[str, Any]:
+    return {
+        "status": v.status,
+        "correction": bool(v.needs_correction),
+        "who": f"{v.observer} · {v.model}",
+        "when": _when(v.created_at),
+        "text": clean(v.problem if v.status != "ok" else v.message),
+    }
 
 
 def _thread_page(engine: Engine, row: dict, usage_chart: str, clean) -> str:
@@ -379,52 +333,45 @@ def _thread_page(engine: Engine, row: dict, usage_chart: str, clean) -> str:
         ).all()
     by_message: dict[str, list] = defaultdict(list)
     for v in verdicts:
-        by_message[v.at].append(v)
-    messages = load_messages(engine, row["id"])
-    body = [
-        '<p><a href="index.html">← all threads</a></p>',
-        f"<h1>{_e(clean(row['title'] or row['native_id']))}</h1>",
-        f'<p class="dim">{_e(row["agent"])} · {_e(clean(row["native_id"]))} · {_e(clean(row["cwd"]))}'
-        + (
-            f" · subagent of {_e(clean(row['parent_native_id']))}"
-            if row["parent_native_id"]
-            else ""
-        )
-        + "</p>",
-        (
-            '<div class="cards">'
-            f'<div class="card"><span class="dim">agents\' cost</span><b>{_usd(row["agent_usd"])}</b></div>'
-            f'<div class="card"><span class="dim">auditing cost</span><b>{_usd(row["audit_usd"])}</b></div>'
-            f'<div class="card"><span class="dim">audited</span><b>{row["audited"]}</b></div>'
-            f'<div class="card"><span class="dim">corrections</span><b>{row["corrections"]}</b></div></div>'
-        ),
-        "<h2>Cost of each model call</h2>",
-        _legend(),
-        usage_chart,
-        "<h2>Messages</h2>",
-    ]
-    for m in messages:
-        head = (
-            f"{_e(m.role)}"
-            + (f" · {_e(m.source_type)}" if m.source_type else "")
-            + (f" · {_e(m.model)}" if m.model else "")
-            + f" · {_e(_when(m.timestamp))}"
-        )
+        by_message[v.at].append(_verdict(v, clean))
+    messages = []
+    for m in load_messages(engine, row["id"]):
+        when = _when(m.timestamp)
+        head = " · ".join(x for x in (m.role, m.source_type, m.model) if x) + f" · {when}"
         if m.source_type == SOURCE_COURSE_CORRECTION:
-            cls, head = "msg correction", f"{CORRECTION_HEADER} · {_e(_when(m.timestamp))}"
+            cls, head = "msg correction", f"{CORRECTION_HEADER} · {when}"
         elif m.role == "user" and m.source_type in (SOURCE_TYPED, None):
             cls = "msg user"
         elif m.source_type == SOURCE_TOOL_RESULT or m.role == "tool":
             cls = "msg tool"
         else:
-            cls = f"msg {_e(m.role)}"
-        body.append(
-            f'<div class="{cls}" id="m-{_e(m.native_id)}"><div class="head">{head}</div>'
-            f"{_blocks_html(m, clean)}</div>"
+            cls = f"msg {m.role}"
+        messages.append(
+            {
+                "cls": cls,
+                "native_id": m.native_id,
+                "head": head,
+                "blocks": _blocks(m, clean),
+                "verdicts": by_message.get(m.native_id, ()),
+            }
         )
-        for v in by_message.get(m.native_id, ()):
-            body.append(_verdict_html(v, clean))
-    return _page(clean(row["title"] or row["native_id"]), "\n".join(body))
+    thread = {
+        "agent": row["agent"],
+        "native_id": clean(row["native_id"]),
+        "cwd": clean(row["cwd"]),
+        "parent": clean(row["parent_native_id"]),
+        "agent_usd": _usd(row["agent_usd"]),
+        "audit_usd": _usd(row["audit_usd"]),
+        "audited": row["audited"],
+        "corrections": row["corrections"],
+    }
+    return _render(
+        "thread.html",
+        title=clean(row["title"] or row["native_id"]),
+        thread=thread,
+        chart=usage_chart,
+        messages=messages,
+    )
 
 
 def _usage_chart(engine: Engine, thread_id: int, verdict_usd: dict[str, float]) -> str:

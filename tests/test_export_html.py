@@ -111,6 +111,44 @@ def test_named_threads_and_runs_only(store, tmp_path):
     )
 
 
+def test_a_transcript_full_of_markup_is_shown_as_text(engine, tmp_path):
+    """`<script>` in what the agent said, a tool's name, input and output, and the project path
+    comes out as text: the templates escape everything they are given."""
+    script = "<script>alert('x')</script>"
+    f = tmp_path / "t.jsonl"
+    lines = write_thread(f, "t-xss", f"Done {script}", n_tools=1, cwd=f"/work/{script}")
+    with open(f, "a") as fh:
+        for row in (
+            {
+                **lines[0],
+                "id": "t-xss-tool",
+                "role": "assistant",
+                "tools": [[script, False, {"command": f"echo '{script}'"}]],
+                "ts": "2026-03-02T12:00:00Z",
+            },
+            {
+                **lines[0],
+                "id": "t-xss-out",
+                "role": "user",
+                "source": "tool-result",
+                "result": f"{script}\n<img src=x onerror=alert(1)>",
+                "for": "t-xss-tool-0",
+                "ts": "2026-03-02T12:00:30Z",
+            },
+        ):
+            fh.write(json.dumps(row) + "\n")
+    ingest(engine, get_plugin_manager(extra=[UsagePlugin()]), [f])
+    result = export_html(engine, tmp_path / "out")
+    index, page = result.index.read_text(), result.pages[0].read_text()
+    for source in (index, page):
+        assert "<script" not in source.lower() and "<img" not in source
+        dom = Dom(source)
+        assert not dom.find("script") and not dom.find("img")
+    assert page.count("&lt;script&gt;alert(") == 5  # text, path, tool name, input, output
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert f"/work/{script}" in Dom(index).find("td")[2][2]  # the project path, as text
+
+
 # -- in the browser ------------------------------------------------------------------------
 
 

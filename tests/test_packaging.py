@@ -86,3 +86,15 @@ def test_wheel_install_runs_ingest_from_another_directory(tmp_path):
     )
     assert costs.returncode == 0, costs.stderr
     assert json.loads(costs.stdout)["report"] == "costs"
+    # The HTML export's templates ship in the wheel (package data, not only source files).
+    pages = elsewhere / "html"
+    exported = subprocess.run(
+        [env_dir / "bin" / "auditor", "--db", str(db), "export", "html", "-o", str(pages)],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert exported.returncode == 0, exported.stderr
+    thread_page = next(pages.glob("thread-*.html")).read_text()
+    assert "hi there" in thread_page and "--audit: #b4237a" in thread_page  # text and the CSS
