@@ -28,12 +28,15 @@ replaces in one run. Goal: recall >= 0.95 overall and at positives, median ratio
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
+import io
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,20 +117,22 @@ def seed_cut(checkpoint, thread, messages, config) -> str:
 
 
 def formatter_at(ref: str):
-    """Import plugins/formatter.py as it was at git revision `ref`."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:plugins/formatter.py"],
-        check=True,
-        capture_output=True,
-        text=True,
+    """Import plugins/formatter.py as it was at git revision `ref`, with the modules beside it
+    (the formatter imports its text tools from a sibling module) as they were then."""
+    tree = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "plugins"], check=True, capture_output=True
     ).stdout
-    path = Path(tempfile.mkdtemp(prefix="auditor-evidence-")) / "formatter_before.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("formatter_before", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    root = Path(tempfile.mkdtemp(prefix="auditor-evidence-"))
+    with tarfile.open(fileobj=io.BytesIO(tree)) as tar:
+        tar.extractall(root, filter="data")
+    package = root / "plugins"
+    name = f"plugins_at_{root.name.replace('-', '_')}"
+    spec = importlib.util.spec_from_file_location(
+        name, package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[name])
+    return importlib.import_module(f"{name}.formatter")
 
 
 @dataclass

@@ -35,14 +35,11 @@ full (to measure the cuts against). Every piece of text goes through
 
 from __future__ import annotations
 
-import functools
 import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from auditor.api import (
     INFERENCE,
@@ -55,242 +52,25 @@ from auditor.api import (
     SOURCE_TOOL_RESULT,
     hookimpl,
     is_typed_user,
-    redact,
 )
 
-
-def estimate_tokens(text: str) -> int:
-    """Estimate the tokens of `text`: a quarter of its UTF-8 bytes, rounded up.
-
-    Counting bytes rather than characters charges non-Latin text (3 bytes a character, about a
-    token each) closer to what tokenizers do; for English and code it is the usual chars/4.
-    """
-    return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
-
-
-# Redacting is the costliest step and a thread's messages come back at every checkpoint of a
-# run, so results are remembered (keyed by the text itself).
-_clean: Callable[[str], str] = functools.lru_cache(maxsize=8192)(redact)
-
-
-# -- abbreviation --------------------------------------------------------------------------------
-# Lines worth keeping from the middle of a long output.
-_FAILURE = re.compile(
-    r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\b(?:error|ERROR|Error)(?:\[\w+\])?:"
-    r"|\bFAIL(?:ED|URES?)?\b|\b[Ff]ailed\b|\b\d+ (?:failed|failing|errors?)\b|^(?:> )?E {2,}\S"
-    r"|\b(?:[Ee]xit|[Rr]eturn) (?:code|status)[: =]+-?[1-9]|non-zero exit|panicked at|Segmentation fault"
-    r"|core dumped|command not found|No such file or directory|Permission denied|^(?:> )?fatal:|npm ERR!|[✗✘❌]"
-    r"|\berror [A-Z]{1,4}\d+\b",  # compiler codes: tsc's `error TS2345`, C#'s `error CS1002`
-    re.MULTILINE,
+from .formatter_text import (
+    COMMAND_KEYS,
+    FAILURE,
+    LEVELS,
+    NOTHING,
+    PATH_KEYS,
+    RESULTS_ONLY,
+    UNCUT,
+    Level,
+    abbreviate,
+    clean,
+    estimate_tokens,
+    fence,
+    quote,
+    render_tool_input,
+    value_text,
 )
-# Lines that say how a command ended when it did not fail: summaries of tests and checks and
-# commits first, then plain words of success.
-_OUTCOME = re.compile(
-    r"\b\d+ (?:passed|tests?|examples?|specs?|checks?|skipped|warnings?|files? changed)\b"
-    r"|\bTests?:?\s+\d|\bAll checks passed\b|^(?:> )?\[[\w./-]+ [0-9a-f]{7,}\]|^(?:> )?(?:OK|PASS)\b",
-    re.MULTILINE,
-)
-_SUCCESS = re.compile(r"\b(?:[Ss]uccess(?:ful(?:ly)?)?|succeeded|[Dd]one|PASSED)\b|[✓✔]")
-_NOTHING = re.compile(r"(?!)")
-# Lines naming files in a patch or diff; kept so that the paths a call touches stay visible.
-_FILE_HEADER = re.compile(
-    r"^(?:\*\*\* (?:Add|Update|Delete|Move) File|\+\+\+ |--- |diff --git )", re.MULTILINE
-)
-_MAX_LINE = 400  # a kept line longer than this is itself cut in the middle
-
-
-def _matching_lines(
-    lines: list[str], lo: int, hi: int, pattern: re.Pattern[str], taken: list[int]
-) -> list[int]:
-    """Return the numbers of the lines in [lo, hi) that match `pattern`, last first."""
-    middle = "\n".join(lines[lo:hi])
-    found: list[int] = []
-    line_no, pos = lo, 0
-    for m in pattern.finditer(middle):
-        line_no += middle.count("\n", pos, m.start())
-        pos = m.start()
-        if (not found or found[-1] != line_no) and line_no not in taken:
-            found.append(line_no)
-    return found[::-1]
-
-
-def _cut_line(line: str, limit: int) -> str:
-    if len(line) <= limit:
-        return line
-    half = max(limit // 2, 20)
-    return f"{line[:half]} [... {len(line) - 2 * half} chars cut ...] {line[-half:]}"
-
-
-@functools.lru_cache(maxsize=16384)  # the same outputs are shortened again at every checkpoint
-def abbreviate(text: str, limit: int, keep: re.Pattern[str] = _FAILURE) -> str:
-    """Shorten `text` to about `limit` characters, keeping its head, its tail and `keep` lines.
-
-    Lines from the middle that match `keep` (failures, by default) are kept, up to a share of
-    the limit of their own; every stretch that was cut leaves a `[... N lines cut ...]` marker.
-    """
-    if len(text) <= limit:
-        return text
-    lines = text.split("\n")
-    line_cap = max(min(_MAX_LINE, limit // 2), 40)
-    if len(lines) == 1:
-        return _cut_line(text, limit)
-    head_budget = tail_budget = max(limit * 2 // 5, 40)
-    head: list[int] = []
-    used = 0
-    for i, line in enumerate(lines):
-        cost = min(len(line), line_cap) + 1
-        if head and used + cost > head_budget:
-            break
-        head.append(i)
-        used += cost
-    tail: list[int] = []
-    used = 0
-    for i in range(len(lines) - 1, head[-1], -1):
-        cost = min(len(lines[i]), line_cap) + 1
-        if tail and used + cost > tail_budget:
-            break
-        tail.append(i)
-        used += cost
-    tail.reverse()
-    lo, hi = head[-1] + 1, tail[0] if tail else len(lines)
-    kept_middle: list[int] = []
-    if lo < hi:
-        budget = max(limit * 3 // 10, 120)
-        # Failure lines first, then outcomes, then words of success; within each, the latest
-        # first: a command's last words say how it ended.
-        for pattern in (keep, _OUTCOME, _SUCCESS) if keep is _FAILURE else (keep,):
-            for line_no in _matching_lines(lines, lo, hi, pattern, kept_middle):
-                cost = min(len(lines[line_no]), 240) + 1
-                if budget - cost < 0:
-                    break
-                budget -= cost
-                kept_middle.append(line_no)
-        kept_middle.sort()
-    out: list[str] = []
-    previous = -1
-    for i in head + kept_middle + tail:
-        if i - previous > 1:
-            gap = i - previous - 1
-            out.append(f"[... {gap} line{'s' if gap > 1 else ''} cut ...]")
-        out.append(_cut_line(lines[i], 240 if lo <= i < hi else line_cap))
-        previous = i
-    if previous < len(lines) - 1:
-        out.append(f"[... {len(lines) - 1 - previous} lines cut ...]")
-    return "\n".join(out)
-
-
-def quote(text: str) -> str:
-    """Quote transcript text: every line gets `> ` in front (a blank line, `>` alone).
-
-    What a person or the agent wrote never starts a line of the prompt, so no heading, closing
-    line or correction in it can pass for the prompt's own structure. Every kind of line break
-    counts (`\\r`, `\\u2028`...), since a model may read any of them as one.
-    """
-    return "\n".join(f"> {line}" if line.strip() else ">" for line in text.splitlines() or [""])
-
-
-def _fence(body: str) -> str:
-    ticks = "```"
-    if "```" in body:
-        ticks = "`" * (max(len(run) for run in re.findall(r"`{3,}", body)) + 1)
-    return f"{ticks}\n{body}\n{ticks}"
-
-
-# -- detail levels ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Level:
-    result: int  # characters kept of a tool result
-    value: int  # characters kept of one tool-input value
-    command: int  # characters kept of a command
-    text: int | None  # characters kept of the agent's (non-final) text; None: all
-    note: int  # characters kept of harness notes, command output and summaries
-
-
-# A tool call gives up its output first (levels 1-2 cut results only), then its input; the
-# agent's prose keeps all its text until level 3.
-LEVELS = (
-    Level(result=3000, value=1200, command=1200, text=None, note=1500),
-    Level(result=1200, value=1200, command=1200, text=None, note=600),
-    Level(result=400, value=1200, command=1200, text=None, note=300),
-    Level(result=240, value=500, command=600, text=1500, note=200),
-    Level(result=160, value=200, command=400, text=400, note=120),
-)
-RESULTS_ONLY = 3  # levels below this one cut tool results and nothing else
-UNCUT = Level(result=2**31, value=2**31, command=2**31, text=None, note=2**31)  # level -1
-
-
-# Input keys shown in full (paths) or with a larger allowance (commands) at every level.
-PATH_KEYS = frozenset(
-    [
-        "file_path",
-        "path",
-        "paths",
-        "notebook_path",
-        "filePath",
-        "file",
-        "filename",
-        "target_file",
-        "cwd",
-        "workdir",
-        "directory",
-        "dir",
-        "url",
-    ]
-)
-COMMAND_KEYS = frozenset(("command", "cmd", "script", "commands"))
-
-
-def _value_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:  # e.g. an integer wider than 64 bits
-        return str(value)
-
-
-def _todos(value: Any) -> str | None:
-    if not (
-        isinstance(value, list)
-        and value
-        and all(isinstance(t, dict) and "content" in t for t in value)
-    ):
-        return None
-    marks = {"completed": "[x]", "in_progress": "[~]"}
-    return "\n".join(f"{marks.get(t.get('status'), '[ ]')} {t.get('content')}" for t in value)
-
-
-def render_tool_input(tool_input: Any, level: Level) -> str:
-    """Render a tool call's input as `key: value` lines, abbreviated to `level`."""
-    if tool_input is None or tool_input == {}:
-        return ""
-    if not isinstance(tool_input, dict):
-        return abbreviate(_clean(_value_text(tool_input)), level.command, _FILE_HEADER)
-    out: list[str] = []
-    for key, value in tool_input.items():
-        if value is None or value == "" or value == []:
-            continue
-        if (
-            key in COMMAND_KEYS
-            and isinstance(value, list)
-            and all(isinstance(v, str) for v in value)
-        ):
-            value = shlex.join(value)  # argv lists (Codex `shell`) read as one shell line
-        todos = _todos(value) if key == "todos" else None
-        if todos is not None:
-            text, limit = _clean(todos), level.value * 2
-        else:
-            text = _clean(_value_text(value))
-            limit = (
-                600 if key in PATH_KEYS else level.command if key in COMMAND_KEYS else level.value
-            )
-        text = abbreviate(text, limit, _FILE_HEADER)
-        if "\n" in text:
-            out.append(f"{key}:\n" + "\n".join("  " + line for line in text.split("\n")))
-        else:
-            out.append(f"{key}: {text}")
-    return "\n".join(out)
-
 
 # -- units: what the conversation is made of ---------------------------------------------------------
 # What a unit is; it decides when the unit gives way (see `fit`).
@@ -373,32 +153,32 @@ _TOOL_NAME = re.compile(r"[^\w.:/@-]+")
 
 
 def _render_call(block, result, level: Level, protected: bool) -> str:
-    name = _TOOL_NAME.sub("_", _clean(block.tool_name or ""))[:100] or "tool"
+    name = _TOOL_NAME.sub("_", clean(block.tool_name or ""))[:100] or "tool"
     marks = " (edits files)" if block.is_file_edit else ""
     parts = [f"**Tool call: {name}**{marks}"]
     body = render_tool_input(block.tool_input, LEVELS[0] if protected else level)
     if block.edited_paths and not any(p in body for p in block.edited_paths):
-        body = (_clean("edited: " + ", ".join(block.edited_paths)) + "\n" + body).rstrip()
+        body = (clean("edited: " + ", ".join(block.edited_paths)) + "\n" + body).rstrip()
     if body:
-        parts.append(_fence(body))
+        parts.append(fence(body))
     if result is None:
         parts.append("Result: (none recorded)")
     else:
         output = abbreviate(
-            _clean(result.text or ""), level.result if not protected else LEVELS[0].result
+            clean(result.text or ""), level.result if not protected else LEVELS[0].result
         )
         state = " (error)" if result.is_error else ""
         parts.append(
-            f"Result{state}:\n" + _fence(output) if output.strip() else f"Result{state}: (empty)"
+            f"Result{state}:\n" + fence(output) if output.strip() else f"Result{state}: (empty)"
         )
     return "\n".join(parts)
 
 
 def _prose(text: str, final: bool) -> Callable[[Level], str]:
     def render(level: Level) -> str:
-        body = quote(_clean(text.strip()))
+        body = quote(clean(text.strip()))
         if not final and level.text is not None:
-            body = abbreviate(body, level.text, _NOTHING)
+            body = abbreviate(body, level.text, NOTHING)
         return body
 
     return render
@@ -417,7 +197,7 @@ def _tool_key(block) -> str:
             if isinstance(value, list):
                 value = shlex.join(str(v) for v in value)
             return f"{block.tool_name}:{_flat(str(value))[:300]}"
-    return f"{block.tool_name}:{_value_text(block.tool_input)[:300]}"
+    return f"{block.tool_name}:{value_text(block.tool_input)[:300]}"
 
 
 # Results that carry what the user said: answers to the agent's questions, rejected tool calls.
@@ -430,7 +210,7 @@ _USER_REPLY = re.compile(
 def _failed(result) -> bool:
     if result is None:
         return False
-    return bool(result.is_error or _FAILURE.search(result.text or ""))
+    return bool(result.is_error or FAILURE.search(result.text or ""))
 
 
 def _assistant_units(m, i: int, results: dict[str, Any], final: bool, late: bool) -> list[Unit]:
@@ -452,7 +232,7 @@ def _assistant_units(m, i: int, results: dict[str, Any], final: bool, late: bool
 
 
 def _note(prefix: str, text: str) -> Callable[[Level], str]:
-    return lambda level: f"_({prefix}: {abbreviate(_flat(_clean(text)), level.note)})_"
+    return lambda level: f"_({prefix}: {abbreviate(_flat(clean(text)), level.note)})_"
 
 
 def _fixed(body: str) -> Callable[[Level], str]:
@@ -460,12 +240,12 @@ def _fixed(body: str) -> Callable[[Level], str]:
 
 
 def _limited(text: str, share: Callable[[Level], int]) -> Callable[[Level], str]:
-    return lambda level: abbreviate(quote(_clean(text.strip())), share(level))
+    return lambda level: abbreviate(quote(clean(text.strip())), share(level))
 
 
 def _orphans(blocks: list) -> Callable[[Level], str]:
     def render(level: Level) -> str:
-        return "\n\n".join(_fence(abbreviate(_clean(b.text or ""), level.result)) for b in blocks)
+        return "\n\n".join(fence(abbreviate(clean(b.text or ""), level.result)) for b in blocks)
 
     return render
 
@@ -504,12 +284,12 @@ def build_units(messages: list) -> list[Unit]:
         previous = messages[i - 1] if i else None
         if st == SOURCE_COURSE_CORRECTION:
             heading = "### Course correction (sent to the agent earlier by an observer)"
-            units.append(Unit(heading, i, _fixed(quote(_clean(text.strip()))), protected=True))
+            units.append(Unit(heading, i, _fixed(quote(clean(text.strip()))), protected=True))
         elif is_typed_user(m):
             images = "\n\n[image attached]" * sum(b.kind == "image" for b in m.blocks)
             heading = "### User (original task)" if i == original else "### User"
             units.append(
-                Unit(heading, i, _fixed(quote(_clean(text.strip())) + images), protected=True)
+                Unit(heading, i, _fixed(quote(clean(text.strip())) + images), protected=True)
             )
         elif m.role == "assistant":  # thinking-only messages give no unit: left out
             ends_turn = i + 1 < len(messages) and said[i + 1]
@@ -533,7 +313,7 @@ def build_units(messages: list) -> list[Unit]:
                     if i == original
                     else "### User (command)"
                 )
-                units.append(Unit(heading, i, _fixed(quote(_clean(command))), protected=True))
+                units.append(Unit(heading, i, _fixed(quote(clean(command))), protected=True))
             elif command:
                 units.append(
                     Unit(
@@ -692,7 +472,7 @@ def _header(thread) -> str:
     ):
         value = getattr(thread, attr, None)
         if value:
-            facts.append(f"{label}: {_flat(_clean(str(value)))}")
+            facts.append(f"{label}: {_flat(clean(str(value)))}")
     lines = ["# Coding-agent session to review", ""]
     if facts:
         lines += [" · ".join(facts), ""]
@@ -732,9 +512,9 @@ def _guidance(thread, budget: int) -> str:
         "<guidance_files>",
     ]
     for name, text, source in files:
-        body = abbreviate(quote(_clean(text.strip())), share, rule)
+        body = abbreviate(quote(clean(text.strip())), share, rule)
         attrs = "".join(
-            f' {key}="{_flat(_clean(value)).replace(chr(34), chr(39))}"'
+            f' {key}="{_flat(clean(value)).replace(chr(34), chr(39))}"'
             for key, value in (("name", name), ("source", source))
             if value
         )

@@ -6,7 +6,8 @@ import copy
 
 import pytest
 from auditor_plugins import formatter
-from auditor_plugins.formatter import abbreviate, budget_for, estimate_tokens, quote, render
+from auditor_plugins.formatter import budget_for, render
+from auditor_plugins.formatter_text import abbreviate, estimate_tokens, quote
 
 from auditor.checkpoints import END_TURN, INFERENCE, Checkpoint, find_checkpoints, is_typed_user
 from auditor.model import Block

@@ -1,0 +1,254 @@
+"""The formatter's text tools: token estimates, abbreviation, quoting and fencing, and the
+detail levels at which tool inputs and outputs are shown.
+
+`abbreviate` keeps the head and the tail of a text and the lines from its middle that look like
+failures (tracebacks, `FAILED`, `error:`, non-zero exit codes...), with a marker saying how much
+was cut. `quote` and `fence` keep what a transcript says from passing for the prompt's own
+structure. Everything here depends only on its input.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from auditor.api import redact
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimate the tokens of `text`: a quarter of its UTF-8 bytes, rounded up.
+
+    Counting bytes rather than characters charges non-Latin text (3 bytes a character, about a
+    token each) closer to what tokenizers do; for English and code it is the usual chars/4.
+    """
+    return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+
+
+# Redacting is the costliest step and a thread's messages come back at every checkpoint of a
+# run, so results are remembered (keyed by the text itself).
+clean: Callable[[str], str] = functools.lru_cache(maxsize=8192)(redact)
+
+
+# -- abbreviation --------------------------------------------------------------------------------
+# Lines worth keeping from the middle of a long output.
+FAILURE = re.compile(
+    r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\b(?:error|ERROR|Error)(?:\[\w+\])?:"
+    r"|\bFAIL(?:ED|URES?)?\b|\b[Ff]ailed\b|\b\d+ (?:failed|failing|errors?)\b|^(?:> )?E {2,}\S"
+    r"|\b(?:[Ee]xit|[Rr]eturn) (?:code|status)[: =]+-?[1-9]|non-zero exit|panicked at|Segmentation fault"
+    r"|core dumped|command not found|No such file or directory|Permission denied|^(?:> )?fatal:|npm ERR!|[✗✘❌]"
+    r"|\berror [A-Z]{1,4}\d+\b",  # compiler codes: tsc's `error TS2345`, C#'s `error CS1002`
+    re.MULTILINE,
+)
+# Lines that say how a command ended when it did not fail: summaries of tests and checks and
+# commits first, then plain words of success.
+_OUTCOME = re.compile(
+    r"\b\d+ (?:passed|tests?|examples?|specs?|checks?|skipped|warnings?|files? changed)\b"
+    r"|\bTests?:?\s+\d|\bAll checks passed\b|^(?:> )?\[[\w./-]+ [0-9a-f]{7,}\]|^(?:> )?(?:OK|PASS)\b",
+    re.MULTILINE,
+)
+_SUCCESS = re.compile(r"\b(?:[Ss]uccess(?:ful(?:ly)?)?|succeeded|[Dd]one|PASSED)\b|[✓✔]")
+NOTHING = re.compile(r"(?!)")
+# Lines naming files in a patch or diff; kept so that the paths a call touches stay visible.
+_FILE_HEADER = re.compile(
+    r"^(?:\*\*\* (?:Add|Update|Delete|Move) File|\+\+\+ |--- |diff --git )", re.MULTILINE
+)
+_MAX_LINE = 400  # a kept line longer than this is itself cut in the middle
+
+
+def _matching_lines(
+    lines: list[str], lo: int, hi: int, pattern: re.Pattern[str], taken: list[int]
+) -> list[int]:
+    """Return the numbers of the lines in [lo, hi) that match `pattern`, last first."""
+    middle = "\n".join(lines[lo:hi])
+    found: list[int] = []
+    line_no, pos = lo, 0
+    for m in pattern.finditer(middle):
+        line_no += middle.count("\n", pos, m.start())
+        pos = m.start()
+        if (not found or found[-1] != line_no) and line_no not in taken:
+            found.append(line_no)
+    return found[::-1]
+
+
+def _cut_line(line: str, limit: int) -> str:
+    if len(line) <= limit:
+        return line
+    half = max(limit // 2, 20)
+    return f"{line[:half]} [... {len(line) - 2 * half} chars cut ...] {line[-half:]}"
+
+
+@functools.lru_cache(maxsize=16384)  # the same outputs are shortened again at every checkpoint
+def abbreviate(text: str, limit: int, keep: re.Pattern[str] = FAILURE) -> str:
+    """Shorten `text` to about `limit` characters, keeping its head, its tail and `keep` lines.
+
+    Lines from the middle that match `keep` (failures, by default) are kept, up to a share of
+    the limit of their own; every stretch that was cut leaves a `[... N lines cut ...]` marker.
+    """
+    if len(text) <= limit:
+        return text
+    lines = text.split("\n")
+    line_cap = max(min(_MAX_LINE, limit // 2), 40)
+    if len(lines) == 1:
+        return _cut_line(text, limit)
+    head_budget = tail_budget = max(limit * 2 // 5, 40)
+    head: list[int] = []
+    used = 0
+    for i, line in enumerate(lines):
+        cost = min(len(line), line_cap) + 1
+        if head and used + cost > head_budget:
+            break
+        head.append(i)
+        used += cost
+    tail: list[int] = []
+    used = 0
+    for i in range(len(lines) - 1, head[-1], -1):
+        cost = min(len(lines[i]), line_cap) + 1
+        if tail and used + cost > tail_budget:
+            break
+        tail.append(i)
+        used += cost
+    tail.reverse()
+    lo, hi = head[-1] + 1, tail[0] if tail else len(lines)
+    kept_middle: list[int] = []
+    if lo < hi:
+        budget = max(limit * 3 // 10, 120)
+        # Failure lines first, then outcomes, then words of success; within each, the latest
+        # first: a command's last words say how it ended.
+        for pattern in (keep, _OUTCOME, _SUCCESS) if keep is FAILURE else (keep,):
+            for line_no in _matching_lines(lines, lo, hi, pattern, kept_middle):
+                cost = min(len(lines[line_no]), 240) + 1
+                if budget - cost < 0:
+                    break
+                budget -= cost
+                kept_middle.append(line_no)
+        kept_middle.sort()
+    out: list[str] = []
+    previous = -1
+    for i in head + kept_middle + tail:
+        if i - previous > 1:
+            gap = i - previous - 1
+            out.append(f"[... {gap} line{'s' if gap > 1 else ''} cut ...]")
+        out.append(_cut_line(lines[i], 240 if lo <= i < hi else line_cap))
+        previous = i
+    if previous < len(lines) - 1:
+        out.append(f"[... {len(lines) - 1 - previous} lines cut ...]")
+    return "\n".join(out)
+
+
+def quote(text: str) -> str:
+    """Quote transcript text: every line gets `> ` in front (a blank line, `>` alone).
+
+    What a person or the agent wrote never starts a line of the prompt, so no heading, closing
+    line or correction in it can pass for the prompt's own structure. Every kind of line break
+    counts (`\\r`, `\\u2028`...), since a model may read any of them as one.
+    """
+    return "\n".join(f"> {line}" if line.strip() else ">" for line in text.splitlines() or [""])
+
+
+def fence(body: str) -> str:
+    ticks = "```"
+    if "```" in body:
+        ticks = "`" * (max(len(run) for run in re.findall(r"`{3,}", body)) + 1)
+    return f"{ticks}\n{body}\n{ticks}"
+
+
+# -- detail levels ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Level:
+    result: int  # characters kept of a tool result
+    value: int  # characters kept of one tool-input value
+    command: int  # characters kept of a command
+    text: int | None  # characters kept of the agent's (non-final) text; None: all
+    note: int  # characters kept of harness notes, command output and summaries
+
+
+# A tool call gives up its output first (levels 1-2 cut results only), then its input; the
+# agent's prose keeps all its text until level 3.
+LEVELS = (
+    Level(result=3000, value=1200, command=1200, text=None, note=1500),
+    Level(result=1200, value=1200, command=1200, text=None, note=600),
+    Level(result=400, value=1200, command=1200, text=None, note=300),
+    Level(result=240, value=500, command=600, text=1500, note=200),
+    Level(result=160, value=200, command=400, text=400, note=120),
+)
+RESULTS_ONLY = 3  # levels below this one cut tool results and nothing else
+UNCUT = Level(result=2**31, value=2**31, command=2**31, text=None, note=2**31)  # level -1
+
+
+# Input keys shown in full (paths) or with a larger allowance (commands) at every level.
+PATH_KEYS = frozenset(
+    [
+        "file_path",
+        "path",
+        "paths",
+        "notebook_path",
+        "filePath",
+        "file",
+        "filename",
+        "target_file",
+        "cwd",
+        "workdir",
+        "directory",
+        "dir",
+        "url",
+    ]
+)
+COMMAND_KEYS = frozenset(("command", "cmd", "script", "commands"))
+
+
+def value_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # e.g. an integer wider than 64 bits
+        return str(value)
+
+
+def _todos(value: Any) -> str | None:
+    if not (
+        isinstance(value, list)
+        and value
+        and all(isinstance(t, dict) and "content" in t for t in value)
+    ):
+        return None
+    marks = {"completed": "[x]", "in_progress": "[~]"}
+    return "\n".join(f"{marks.get(t.get('status'), '[ ]')} {t.get('content')}" for t in value)
+
+
+def render_tool_input(tool_input: Any, level: Level) -> str:
+    """Render a tool call's input as `key: value` lines, abbreviated to `level`."""
+    if tool_input is None or tool_input == {}:
+        return ""
+    if not isinstance(tool_input, dict):
+        return abbreviate(clean(value_text(tool_input)), level.command, _FILE_HEADER)
+    out: list[str] = []
+    for key, value in tool_input.items():
+        if value is None or value == "" or value == []:
+            continue
+        if (
+            key in COMMAND_KEYS
+            and isinstance(value, list)
+            and all(isinstance(v, str) for v in value)
+        ):
+            value = shlex.join(value)  # argv lists (Codex `shell`) read as one shell line
+        todos = _todos(value) if key == "todos" else None
+        if todos is not None:
+            text, limit = clean(todos), level.value * 2
+        else:
+            text = clean(value_text(value))
+            limit = (
+                600 if key in PATH_KEYS else level.command if key in COMMAND_KEYS else level.value
+            )
+        text = abbreviate(text, limit, _FILE_HEADER)
+        if "\n" in text:
+            out.append(f"{key}:\n" + "\n".join("  " + line for line in text.split("\n")))
+        else:
+            out.append(f"{key}: {text}")
+    return "\n".join(out)
