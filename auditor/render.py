@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .model import SOURCE_COURSE_CORRECTION, SOURCE_TYPED
+from .printable import printable
 from .tables import Col, print_table
 
 console = Console()
@@ -136,33 +137,39 @@ def threads_table(rows: list[dict], wide: bool = False) -> None:
 
 
 def runs_table(rows: list[dict]) -> None:
-    table = Table(header_style="bold")
-    for col in (
-        "id",
-        "started",
-        "status",
-        "observer",
-        "audited",
-        "corrections",
-        "errors",
-        "cost",
-        "note",
-    ):
-        table.add_column(col, overflow="fold", no_wrap=col != "note")
+    """Runs as a table that fits the terminal; each run's note (how it ended, what went wrong)
+    on its own line under the table, where prose may take the room it needs."""
+    cols = [
+        Col("id", right=True, keep=True),
+        Col("started", keep=True),
+        Col("status", keep=True),
+        Col("observer", cut="end", min=12),
+        Col("audited", right=True),
+        Col("corrections", right=True),
+        Col("errors", right=True),
+        Col("cost", right=True, keep=True),
+    ]
+    lines, notes = [], []
     for r in rows:
-        kind = f"hook {r['hook']}" if r["hook"] else "dry run" if r["dry_run"] else ""
-        table.add_row(
-            str(r["id"]),
-            (r["started_at"] or "")[:19].replace("T", " "),
-            r["status"],
-            f"{r['observer']} {r['model']}",
-            str(r["audited"]),
-            str(r["corrections"]),
-            str(r["errors"]),
-            f"${r['cost_usd']:.4f}",
-            "; ".join(x for x in (kind, r["error"] or "") if x),
+        lines.append(
+            [
+                str(r["id"]),
+                (r["started_at"] or "")[:16].replace("T", " "),
+                r["status"],
+                f"{r['observer']} {r['model']}",
+                str(r["audited"]),
+                str(r["corrections"]),
+                str(r["errors"]),
+                f"${r['cost_usd']:.4f}",
+            ]
         )
-    console.print(table)
+        kind = f"hook {r['hook']}" if r["hook"] else "dry run" if r["dry_run"] else ""
+        note = "; ".join(x for x in (kind, r["error"] or "") if x)
+        if note:
+            notes.append(f"run {r['id']}: {printable(note)}")
+    print_table(console, cols, lines)
+    for note in notes:
+        console.print(note, highlight=False, markup=False)
     console.print(f"{len(rows)} runs", style="dim")
 
 

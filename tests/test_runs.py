@@ -50,7 +50,8 @@ def test_a_killed_run_is_listed_as_interrupted(corpus, tmp_path):
     db = tmp_path / "store.db"
     assert auditor("ingest", "-q", str(tmp_path), db=db).returncode == 0
     silent = json.dumps({"needsCorrection": False, "message": None})
-    stub = Stub(Reply(body=openai_response(silent), delay=0.5))
+    stub = Stub(Reply(body=openai_response(silent), delay=30))  # still calling when listed
+    stub.queue.append(Reply(body=openai_response(silent)))  # the backend's check, at once
     try:
         run = subprocess.Popen(
             [
