@@ -21,8 +21,8 @@ plugins and of `examples/` to keep it so.
   `CORRECTION_MARKER`.
 - **Helpers**: `redact` (secrets out of text), `replace_atomically` (rewrite a file others
   read), the errors `AuditorError` and `UnknownName`.
-- **Running auditor from Python** (a plugin's tests): `get_plugin_manager`, `open_db`,
-  `ingest`, `run` and `RunConfig`, imported when first used.
+- **Running auditor from Python** (a plugin's tests): `get_plugin_manager`, `Plugins`,
+  `open_db`, `ingest`, `run` and `RunConfig` (imported when first used), `inject_pending`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .errors import AuditorError, UnknownName
 from .files import replace_atomically
 from .guidance import GuidanceText
 from .hookspecs import hookimpl
-from .inject import CORRECTION_MARKER, Correction, Injector
+from .inject import CORRECTION_MARKER, Correction, Injector, inject_pending
 from .model import (
     ASSISTANT,
     BOM,
@@ -162,6 +162,7 @@ __all__ = [
     "get_plugin_manager",
     "hookimpl",
     "ingest",
+    "inject_pending",
     "is_typed_user",
     "open_db",
     "parse_time",

@@ -14,6 +14,17 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("AUDITOR_SHARED", ROOT.parent / "shared"))
 CORPUS = SHARED / "corpus"
 
+from third_party import THIRD_PARTY, third_party_plugin  # noqa: E402 (a helper module above)
+
+if os.environ.get(THIRD_PARTY):
+    # Set by test_plugin_kit: run auditor's own tests with a third-party plugin installed, for
+    # this process and the commands it starts.
+    _paths = third_party_plugin(Path(os.environ[THIRD_PARTY]))
+    sys.path[:0] = _paths
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        _paths + [p for p in [os.environ.get("PYTHONPATH")] if p]
+    )
+
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):

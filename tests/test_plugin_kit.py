@@ -30,6 +30,7 @@ from audit_helpers import (
     write_script_thread,
 )
 from sqlalchemy import select
+from third_party import THIRD_PARTY, third_party_plugin
 
 from auditor import hookspecs
 from auditor import schema as s
@@ -273,7 +274,12 @@ class Venv:
         self.home.mkdir()
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AUDITOR_")}
+        # Nothing of the outer run: its settings, or a path to other installed plugins.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("AUDITOR_") and k != "PYTHONPATH"
+        }
         env.update(
             HOME=str(self.home),
             XDG_DATA_HOME=str(self.home / "data"),
@@ -448,3 +454,95 @@ def test_the_example_packages_own_tests_pass(kit):
         timeout=300,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+
+
+# -- auditor's own tests with a third-party plugin installed ----------------------------------
+
+# The tests of the plugin machinery and of the commands that list, choose and call plugins.
+PLUGIN_TESTS = [
+    "test_plugins.py",
+    "test_plugin_kit.py",
+    "test_cli.py",
+    "test_run.py",
+    "test_inject.py",
+]
+
+
+@pytest.mark.slow
+def test_auditors_plugin_tests_pass_with_a_third_party_plugin_installed(tmp_path):
+    if os.environ.get(THIRD_PARTY):
+        pytest.skip("this run already has the third-party plugin installed")
+    where = tmp_path / "site"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(third_party_plugin(where))}
+    listed = subprocess.run(
+        [sys.executable, "-m", "auditor", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    dists = {p["name"]: p["dist"] for p in json.loads(listed.stdout)["plugins"]}
+    assert dists["cli_observer"] == "auditor-cli-observer"  # installed, through its entry point
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow"]
+        + [str(ROOT / "tests" / name) for name in PLUGIN_TESTS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, THIRD_PARTY: str(where)},
+        timeout=1200,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert " passed" in out.stdout.splitlines()[-1]
+
+
+# -- the walk-through of docs/plugins.md, run as written -------------------------------------
+
+
+def walkthrough_files() -> dict[str, str]:
+    """Return the files the walk-through's Python blocks make: each block goes at the end of
+    the file its first line names (`# my_auditor_plugin.py`)."""
+    doc = DOC.read_text()
+    section = re.search(r"^## Walk-through: .*?(?=^## )", doc, re.MULTILINE | re.DOTALL)
+    assert section, "docs/plugins.md has no '## Walk-through: ...' section"
+    files: dict[str, str] = {}
+    for block in re.findall(r"^```python\n(.*?)^```", section.group(0), re.MULTILINE | re.DOTALL):
+        first, _, body = block.partition("\n")
+        name = re.fullmatch(r"# (\w+\.py)", first)
+        assert name, f"a walk-through block does not start with '# FILE.py': {first!r}"
+        files[name.group(1)] = files.get(name.group(1), "") + body + "\n\n"
+    return files
+
+
+def test_the_walkthrough_uses_only_the_public_api():
+    files = walkthrough_files()
+    assert set(files) == {"my_auditor_plugin.py", "try_it.py"}
+    for name, text in files.items():
+        modules = {
+            m.group(1) for m in re.finditer(r"^(?:from|import) (auditor\S*)", text, re.MULTILINE)
+        }
+        assert modules == {"auditor.api"}, name
+
+
+def test_the_walkthrough_runs_as_written(tmp_path):
+    for name, text in walkthrough_files().items():
+        (tmp_path / name).write_text(text)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "AUDITOR_DB": str(tmp_path / "unused.db")}
+    out = subprocess.run(
+        [sys.executable, "try_it.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert out.stdout.splitlines()[-1].startswith("user-wrote-again")
+    delivered = [
+        json.loads(line) for line in (tmp_path / "corrections.jsonl").read_text().splitlines()
+    ]
+    assert [(c["observer"], c["message"]) for c in delivered] == [
+        ("failed-tests", "The tests still fail: fix them before you stop.")
+    ]

@@ -26,10 +26,13 @@ def _with_extra_entry_point(monkeypatch, name: str, value: str) -> None:
 
 
 def test_builtin_plugins_come_from_entry_points():
-    pm = plugins_mod.get_plugin_manager()
-    names = {info.name for info in pm.describe()}
-    assert {"claude_code", "codex", "amp", "openai_chat"} <= names
-    assert all(info.dist == "auditor" for info in pm.describe() if info.name in names)
+    builtin = {
+        ep.name
+        for ep in importlib.metadata.distribution("auditor").entry_points.select(group="auditor")
+    }
+    assert {"claude_code", "codex", "amp", "openai_chat"} <= builtin
+    described = {info.name: info.dist for info in plugins_mod.get_plugin_manager().describe()}
+    assert {name: described.get(name) for name in builtin} == dict.fromkeys(builtin, "auditor")
 
 
 def test_disabled_plugins_are_not_loaded(monkeypatch):
