@@ -46,7 +46,8 @@ import orjson
 
 from auditor.api import Cursor, Record, hookimpl
 
-from .claude_code_parser import AGENT, Parser
+from .claude_code_parser import Parser
+from .claude_code_threads import AGENT
 
 CONVERSATION_TYPES = {"user", "assistant", "system", "progress", "attachment"}
 METADATA_TYPES = {

@@ -148,3 +148,53 @@ def claude_md_sections(text: str) -> dict[str, str]:
         if body:
             found[m.group(1)] = body
     return found
+
+
+def api_error_text(rec: dict) -> str:
+    """The text of an `api_error` system record: status, message and retry."""
+    err = rec.get("error")
+    status = message = None
+    if isinstance(err, dict):
+        status = err.get("status")
+        inner = err.get("error")
+        if isinstance(inner, dict):
+            inner = inner.get("error", inner)
+            if isinstance(inner, dict):
+                message = inner.get("message")
+        message = message or err.get("message")
+    elif isinstance(err, str):
+        message = err
+    text = "API error" + (f" {status}" if status else "") + (f": {message}" if message else "")
+    if rec.get("retryAttempt") is not None:
+        text += f" (retry {rec.get('retryAttempt')}/{rec.get('maxRetries')})"
+    return text
+
+
+def spilled(text: str, path: Path, sid: str | None, in_subagents_dir: bool) -> str:
+    """Replace a `<persisted-output>` preview in `text` (a tool result of the transcript at
+    `path`, session `sid`) with the spilled file, when it is here."""
+    start = text.find("saved to: ")
+    if start < 0:
+        return text
+    end = text.find("\n", start)
+    where = text[start + 10 : end if end >= 0 else len(text)].strip()
+    parts = where.replace("\\", "/").split("/")
+    name = parts[-1]
+    if not name or name.startswith("."):
+        return text
+    here = path.parent
+    candidates = []
+    if in_subagents_dir:
+        candidates.append(here.parent / "tool-results" / name)
+    if sid:
+        candidates.append(here / sid / "tool-results" / name)
+    if len(parts) >= 3 and parts[-2] == "tool-results" and parts[-3] not in ("", ".", ".."):
+        candidates.append(here / parts[-3] / "tool-results" / name)
+        candidates.append(here.parent.parent / parts[-3] / "tool-results" / name)
+    candidates.append(here / "tool-results" / name)
+    for candidate in candidates:
+        try:
+            return read_capped(candidate)
+        except OSError:
+            continue
+    return text

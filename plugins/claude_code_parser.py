@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,119 +31,29 @@ from auditor.api import (
     read_jsonl,
 )
 
-from .claude_code_content import classify_user, claude_md_sections, first_text, flatten, read_capped
+from .claude_code_content import (
+    api_error_text,
+    classify_user,
+    claude_md_sections,
+    first_text,
+    flatten,
+    spilled,
+)
 from .claude_code_edits import tool_edits
+from .claude_code_threads import (
+    AGENT,
+    RANK_DESCRIPTION,
+    ThreadState,
+    count_of,
+    prompt_key,
+    text_of,
+)
 
-AGENT = "claude-code"
 SYNTHETIC = "<synthetic>"
-MAX_SUMMARIES = 20  # foreign summaries kept in thread meta
 KEEP_SIDECHAIN = 32  # inline-sidechain uuid -> root entries carried in cursor.state
 KEEP_SKIPPED = 16  # skipped-record uuid -> parent entries carried in cursor.state
 KEEP_TASKS = 8  # pending Task prompts carried in cursor.state
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
-# Title sources, weakest first: a later source only replaces an equal or weaker one.
-RANK_DESCRIPTION, RANK_SUMMARY, RANK_AI_TITLE, RANK_CUSTOM = 1, 2, 3, 4
-
-
-class _Thread:
-    """What this parse knows about one thread, turned into ThreadInfo when it changes."""
-
-    __slots__ = (
-        "agent_type",
-        "claude_md",
-        "cwd",
-        "established",
-        "git_branch",
-        "meta",
-        "model",
-        "native_id",
-        "parent",
-        "parent_tool",
-        "sent",
-        "sidechain",
-        "title",
-        "title_rank",
-        "version",
-    )
-
-    def __init__(self, native_id: str | None, parent: str | None = None, sidechain: bool = False):
-        self.native_id = native_id
-        self.cwd = self.git_branch = self.version = self.model = self.title = None
-        self.title_rank = 0
-        self.parent = parent
-        self.parent_tool = None
-        self.sidechain = sidechain
-        self.agent_type = None
-        self.claude_md: dict[str, str] | None = None
-        self.meta: dict[str, Any] = {}
-        self.sent: tuple | None = None
-        self.established = False
-
-    def set_title(self, title: Any, rank: int) -> None:
-        if isinstance(title, str) and title.strip() and rank >= self.title_rank:
-            self.title, self.title_rank = title.strip(), rank
-
-    def envelope(self, rec: dict) -> None:
-        cwd = rec.get("cwd")
-        if cwd and self.cwd is None and type(cwd) is str:
-            self.cwd = cwd
-        branch = rec.get("gitBranch")
-        if branch and branch != self.git_branch and type(branch) is str:
-            self.git_branch = branch
-        version = rec.get("version")
-        if version and version != self.version and type(version) is str:
-            self.version = version
-
-    def snapshot(self) -> tuple:
-        return (
-            self.cwd,
-            self.git_branch,
-            self.version,
-            self.model,
-            self.title,
-            self.parent,
-            self.parent_tool,
-            self.sidechain,
-            self.agent_type,
-            len(self.claude_md or ()),
-            sum(len(v) for v in (self.claude_md or {}).values()),
-            orjson.dumps(self.meta, option=orjson.OPT_SORT_KEYS) if self.meta else None,
-        )
-
-    def info(self) -> ThreadInfo:
-        guidance = dict(self.claude_md) if self.claude_md else None  # path -> text
-        self.sent = self.snapshot()
-        return ThreadInfo(
-            native_id=self.native_id,
-            agent=AGENT,
-            cwd=self.cwd,
-            git_branch=self.git_branch,
-            title=self.title,
-            model=self.model,
-            version=self.version,
-            parent_native_id=self.parent,
-            parent_tool_use_id=self.parent_tool,
-            is_sidechain=self.sidechain,
-            agent_type=self.agent_type,
-            guidance=guidance,
-            meta=dict(self.meta) if self.meta else None,
-        )
-
-
-def _text(value: Any) -> str | None:
-    """Return `value` as a string (None stays None): fields of odd type must not reach the store."""
-    if value is None or type(value) is str:
-        return value
-    return orjson.dumps(value).decode() if isinstance(value, (dict, list)) else str(value)
-
-
-def _count(value: Any) -> int:
-    return value if type(value) is int else 0
-
-
-def _prompt_key(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class Parser:
@@ -162,10 +71,10 @@ class Parser:
         if sid is None and self.file_agent is None and UUID_RE.match(stem):
             sid = stem
         self.sid: str | None = sid
-        self.threads: dict[str, _Thread] = {}
+        self.threads: dict[str, ThreadState] = {}
         # The file's own thread: created now so that metadata lines before the first
         # conversation line (summaries, titles) have somewhere to go.
-        self.main = _Thread(None)
+        self.main = ThreadState(None)
         self.main.cwd = state.get("cwd")
         self.main.title = state.get("title")
         self.main.title_rank = state.get("title_rank", 0)
@@ -227,7 +136,7 @@ class Parser:
             self.main.parent = sid
         self.threads[self.main.native_id] = self.main
 
-    def _thread_for(self, rec: dict, uuid: str | None) -> _Thread:
+    def _thread_for(self, rec: dict, uuid: str | None) -> ThreadState:
         if self.sid is None:
             sid = rec.get("sessionId")
             self._name_main(sid if isinstance(sid, str) and sid else self._fallback_sid())
@@ -240,7 +149,7 @@ class Parser:
             tid = f"{self.sid}/sidechain-{self._sidechain_root(rec, uuid)}"
         t = self.threads.get(tid)
         if t is None:
-            t = self.threads[tid] = _Thread(tid, parent=self.sid, sidechain=True)
+            t = self.threads[tid] = ThreadState(tid, parent=self.sid, sidechain=True)
             t.cwd = self.main.cwd
             if not agent_id:
                 self._link_inline(t, rec)
@@ -260,15 +169,15 @@ class Parser:
         self.current_root = root
         return root
 
-    def _link_inline(self, t: _Thread, rec: dict) -> None:
+    def _link_inline(self, t: ThreadState, rec: dict) -> None:
         """Link an inline sidechain to the Task call whose prompt it starts with."""
         msg = rec.get("message")
         text = first_text(msg.get("content")) if isinstance(msg, dict) else None
         if not text:
             return
-        key = _prompt_key(text)
-        for tool_id, (prompt_key, kind, desc) in self.tasks.items():
-            if prompt_key == key:
+        key = prompt_key(text)
+        for tool_id, (task_key, kind, desc) in self.tasks.items():
+            if task_key == key:
                 del self.tasks[tool_id]
                 t.parent_tool, t.agent_type = tool_id, kind
                 t.set_title(desc, RANK_DESCRIPTION)
@@ -300,7 +209,7 @@ class Parser:
             )
         )
 
-    def _establish(self, t: _Thread) -> None:
+    def _establish(self, t: ThreadState) -> None:
         t.established = True
         self.out.append(t.info())
 
@@ -367,7 +276,7 @@ class Parser:
 
     def _message(
         self,
-        t: _Thread,
+        t: ThreadState,
         rec: dict,
         uuid: str,
         line: int,
@@ -397,7 +306,7 @@ class Parser:
             )
         )
 
-    def _envelope(self, rec: dict, uuid: str) -> _Thread:
+    def _envelope(self, rec: dict, uuid: str) -> ThreadState:
         t = self._thread_for(rec, uuid)
         t.envelope(rec)
         if t is self.main:
@@ -430,20 +339,27 @@ class Parser:
                     continue
                 kind = b.get("type")
                 if kind == "text":
-                    blocks.append(Block("text", _text(b.get("text"))))
+                    blocks.append(Block("text", text_of(b.get("text"))))
                 elif kind == "tool_use" or kind == "server_tool_use":
                     name, tool_input = b.get("name"), b.get("input")
                     is_edit, paths = tool_edits(name, tool_input)
-                    tool_id = _text(b.get("id"))
+                    tool_id = text_of(b.get("id"))
                     blocks.append(
                         Block(
-                            "tool_use", None, _text(name), tool_id, tool_input, None, is_edit, paths
+                            "tool_use",
+                            None,
+                            text_of(name),
+                            tool_id,
+                            tool_input,
+                            None,
+                            is_edit,
+                            paths,
                         )
                     )
                     if (name == "Task" or name == "Agent") and isinstance(tool_input, dict):
                         self._remember_task(tool_id, tool_input)
                 elif kind == "thinking":
-                    blocks.append(Block("thinking", _text(b.get("thinking")) or None))
+                    blocks.append(Block("thinking", text_of(b.get("thinking")) or None))
                 elif kind == "redacted_thinking":
                     blocks.append(Block("thinking", None))
                 elif b.get("tool_use_id"):  # server tool results (web search...)
@@ -451,7 +367,7 @@ class Parser:
                         Block(
                             "tool_result",
                             flatten(b.get("content")),
-                            tool_use_id=_text(b["tool_use_id"]),
+                            tool_use_id=text_of(b["tool_use_id"]),
                             is_error=bool(b.get("is_error")),
                         )
                     )
@@ -463,7 +379,7 @@ class Parser:
         if not synthetic:
             if model and t.model is None:
                 t.model = model
-            usage_key = _text(msg.get("id") or rec.get("requestId")) or uuid
+            usage_key = text_of(msg.get("id") or rec.get("requestId")) or uuid
             if isinstance(usage, dict):
                 self._usage(t, usage_key, model, usage, timestamp)
         source = SOURCE_ERROR if synthetic or rec.get("isApiErrorMessage") else SOURCE_AGENT
@@ -477,33 +393,33 @@ class Parser:
             source,
             self._parent(rec),
             timestamp,
-            model=_text(model),
+            model=text_of(model),
             usage_key=usage_key,
-            stop_reason=_text(msg.get("stop_reason")),
+            stop_reason=text_of(msg.get("stop_reason")),
         )
 
-    def _usage(self, t: _Thread, key: str, model: Any, usage: dict, timestamp) -> None:
+    def _usage(self, t: ThreadState, key: str, model: Any, usage: dict, timestamp) -> None:
         details = usage.get("output_tokens_details")
         values = (
-            _count(usage.get("input_tokens")),
-            _count(usage.get("output_tokens")),
-            _count(usage.get("cache_read_input_tokens")),
-            _count(usage.get("cache_creation_input_tokens")),
-            _count(details.get("thinking_tokens")) if type(details) is dict else 0,
+            count_of(usage.get("input_tokens")),
+            count_of(usage.get("output_tokens")),
+            count_of(usage.get("cache_read_input_tokens")),
+            count_of(usage.get("cache_creation_input_tokens")),
+            count_of(details.get("thinking_tokens")) if type(details) is dict else 0,
         )
         if self.last_usage == (t.native_id, key, values):
             return  # a streamed copy of the same bill
         self.last_usage = (t.native_id, key, values)
-        self.out.append(Usage(t.native_id, key, _text(model), *values, timestamp=timestamp))
+        self.out.append(Usage(t.native_id, key, text_of(model), *values, timestamp=timestamp))
 
     def _remember_task(self, tool_id: Any, tool_input: dict) -> None:
         if isinstance(tool_id, str):
             prompt = tool_input.get("prompt")
-            key = _prompt_key(prompt) if isinstance(prompt, str) and prompt else None
+            key = prompt_key(prompt) if isinstance(prompt, str) and prompt else None
             self.tasks[tool_id] = [
                 key,
-                _text(tool_input.get("subagent_type")),
-                _text(tool_input.get("description")),
+                text_of(tool_input.get("subagent_type")),
+                text_of(tool_input.get("description")),
             ]
 
     def _user(self, rec: dict, line: int) -> None:
@@ -525,20 +441,20 @@ class Parser:
                 if kind == "tool_result":
                     text = flatten(b.get("content"))
                     if text and text.startswith("<persisted-output>"):
-                        text = self._spilled(text)
+                        text = spilled(text, self.path, self.sid, self.in_subagents_dir)
                     blocks.append(
                         Block(
                             "tool_result",
                             text,
-                            tool_use_id=_text(b.get("tool_use_id")),
+                            tool_use_id=text_of(b.get("tool_use_id")),
                             is_error=bool(b.get("is_error")),
                         )
                     )
                 elif kind == "text":
-                    blocks.append(Block("text", _text(b.get("text"))))
+                    blocks.append(Block("text", text_of(b.get("text"))))
                 elif kind == "image" or kind == "document":
                     source = b.get("source")
-                    media = _text(source.get("media_type")) if isinstance(source, dict) else None
+                    media = text_of(source.get("media_type")) if isinstance(source, dict) else None
                     label = "image" if kind == "image" else "document"
                     blocks.append(
                         Block(
@@ -557,41 +473,13 @@ class Parser:
             self._link_agent(result.get("agentId"), first)
         self._message(t, rec, uuid, line, USER, blocks, source_type, self._parent(rec))
 
-    def _scan_guidance(self, t: _Thread, content: Any) -> None:
+    def _scan_guidance(self, t: ThreadState, content: Any) -> None:
         text = first_text(content)
         if not text or "CLAUDE" not in text or "Contents of " not in text:
             return
         sections = claude_md_sections(text)
         if sections:
             t.claude_md = {**(t.claude_md or {}), **sections}
-
-    def _spilled(self, text: str) -> str:
-        """Replace a `<persisted-output>` preview with the spilled file, when it is here."""
-        start = text.find("saved to: ")
-        if start < 0:
-            return text
-        end = text.find("\n", start)
-        where = text[start + 10 : end if end >= 0 else len(text)].strip()
-        parts = where.replace("\\", "/").split("/")
-        name = parts[-1]
-        if not name or name.startswith("."):
-            return text
-        here = self.path.parent
-        candidates = []
-        if self.in_subagents_dir:
-            candidates.append(here.parent / "tool-results" / name)
-        if self.sid:
-            candidates.append(here / self.sid / "tool-results" / name)
-        if len(parts) >= 3 and parts[-2] == "tool-results" and parts[-3] not in ("", ".", ".."):
-            candidates.append(here / parts[-3] / "tool-results" / name)
-            candidates.append(here.parent.parent / parts[-3] / "tool-results" / name)
-        candidates.append(here / "tool-results" / name)
-        for candidate in candidates:
-            try:
-                return read_capped(candidate)
-            except OSError:
-                continue
-        return text
 
     def _system(self, rec: dict, line: int) -> None:
         uuid = rec.get("uuid")
@@ -610,7 +498,7 @@ class Parser:
         elif subtype == "local_command":
             text, source = content if isinstance(content, str) else "", SOURCE_COMMAND
         elif subtype == "api_error":
-            text, source = self._api_error(rec), SOURCE_ERROR
+            text, source = api_error_text(rec), SOURCE_ERROR
         elif subtype == "stop_hook_summary":
             errors = rec.get("hookErrors")
             if not errors and not rec.get("preventedContinuation"):
@@ -634,25 +522,6 @@ class Parser:
         self._message(
             t, rec, uuid, line, SYSTEM, [Block("text", text)], source, self._parent(rec, parent_key)
         )
-
-    @staticmethod
-    def _api_error(rec: dict) -> str:
-        err = rec.get("error")
-        status = message = None
-        if isinstance(err, dict):
-            status = err.get("status")
-            inner = err.get("error")
-            if isinstance(inner, dict):
-                inner = inner.get("error", inner)
-                if isinstance(inner, dict):
-                    message = inner.get("message")
-            message = message or err.get("message")
-        elif isinstance(err, str):
-            message = err
-        text = "API error" + (f" {status}" if status else "") + (f": {message}" if message else "")
-        if rec.get("retryAttempt") is not None:
-            text += f" (retry {rec.get('retryAttempt')}/{rec.get('maxRetries')})"
-        return text
 
     def _progress(self, rec: dict, line: int) -> None:
         self._skip(rec)
@@ -691,47 +560,14 @@ class Parser:
             t.claude_md = {**(t.claude_md or {}), path: content}
 
     def _metadata(self, rec: dict) -> None:
-        kind = rec.get("type")
-        t = self.main
         sid = rec.get("sessionId")
         if self.sid is None and self.file_agent is None and type(sid) is str and sid:
             self._name_main(sid)
-        if kind == "custom-title":
-            t.set_title(rec.get("customTitle"), RANK_CUSTOM)
-        elif kind == "ai-title":
-            t.set_title(rec.get("aiTitle"), RANK_AI_TITLE)
-        elif kind == "summary":
-            leaf, summary = rec.get("leafUuid"), rec.get("summary")
-            if isinstance(leaf, str) and isinstance(summary, str):
-                summaries = t.meta.setdefault("summaries", {})
-                if leaf in summaries or len(summaries) < MAX_SUMMARIES:
-                    summaries[leaf] = summary
-        elif kind == "permission-mode":
-            mode = rec.get("permissionMode")
-            if mode:
-                t.meta["permission_mode"] = mode
-        elif kind == "agent-name":
-            if rec.get("agentName"):
-                t.meta["agent_name"] = rec["agentName"]
-        elif kind == "cost-state":
-            t.meta["cost"] = {
-                "total_cost_usd": rec.get("totalCostUSD"),
-                "lines_added": rec.get("totalLinesAdded"),
-                "lines_removed": rec.get("totalLinesRemoved"),
-                "duration_ms": rec.get("totalDuration"),
-            }
-        # Other metadata (snapshots, queue operations, modes...) and unknown types: ignored.
+        self.main.read_metadata(rec)
 
     # -- end of parse ---------------------------------------------------------------------
     def _finish(self) -> None:
-        main = self.main
-        summaries = main.meta.get("summaries")
-        if summaries and main.title_rank <= RANK_SUMMARY:
-            # A summary describes the conversation ending at its leaf; only one whose leaf is
-            # in this file is about this session (most are written into other sessions' files).
-            for leaf, summary in summaries.items():
-                if leaf in self.uuids:
-                    main.set_title(summary, RANK_SUMMARY)
+        self.main.title_from_summaries(self.uuids)
         for t in self.threads.values():
             if t.established and t.native_id and t.snapshot() != t.sent:
                 self.out.append(t.info())
