@@ -1,7 +1,4 @@
-"""Commands for live re-injection (`auditor hook ...`, `inject`, `config`).
-
-Imported by `auditor.cli` once its shared options are defined; import `auditor.cli` first.
-"""
+"""Commands for live re-injection (`auditor hook ...`, `inject`, `config`)."""
 
 from __future__ import annotations
 
@@ -12,41 +9,10 @@ from pathlib import Path
 
 import click
 
-from .cli import (
-    Context,
-    _echo_json,
-    _gate_config,
-    formatter_config,
-    gate_options,
-    handle_errors,
-    observer_options,
-    pass_ctx,
-)
+from .cli_common import Context, echo_json, pass_ctx, run_options
 from .hook import DEADLINE, LAG_WAIT
 
 COMMANDS: list = []
-
-
-def run_config(
-    observer, model, api_key, base_url, max_retries, timeout, gate: dict, formatter: dict
-):
-    """The RunConfig of the observer and gate options shared with `auditor run`."""
-    from .run import RunConfig
-
-    options = {"max_retries": max_retries}
-    if api_key:
-        options["api_key"] = api_key
-    if base_url:
-        options["base_url"] = base_url
-    return RunConfig(
-        observer=observer,
-        model=model,
-        observer_options=options,
-        timeout=timeout,
-        concurrency=1,
-        gate=gate,
-        formatter=formatter,
-    )
 
 
 @click.group()
@@ -71,8 +37,7 @@ def _hook_command(agent: str, title: str):
 
     @hook.command(agent, help=help_text)
     @click.argument("payload", required=False)
-    @observer_options
-    @gate_options
+    @run_options
     @click.option(
         "--deadline",
         type=float,
@@ -126,20 +91,7 @@ def _hook_command(agent: str, title: str):
     def command(
         ctx: Context,
         payload,
-        observer,
-        model,
-        api_key,
-        base_url,
-        max_retries,
-        timeout,
-        mode,
-        min_tool_calls,
-        no_require_edit,
-        include_sidechains,
-        projects,
-        agents,
-        min_prompt_tokens,
-        max_prompt_tokens,
+        config,
         deadline,
         max_corrections,
         lag_wait,
@@ -161,13 +113,7 @@ def _hook_command(agent: str, title: str):
             if payload is not None:
                 sys.stdin = io.StringIO(payload)
             hook_event(argv)
-        gate = _gate_config(
-            mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents
-        )
-        formatter = formatter_config(min_prompt_tokens, max_prompt_tokens)
-        config = run_config(
-            observer, model, api_key, base_url, max_retries, timeout, gate, formatter
-        )
+        config.concurrency = 1  # one call at a time: the checkpoint that just ended
         if worker_dir is not None:
             from .live_worker import WorkerOptions, run_worker
 
@@ -297,7 +243,6 @@ _hook_command("codex", "Codex CLI")
     "--print", "print_only", is_flag=True, help="Print the merged settings instead of writing them."
 )
 @pass_ctx
-@handle_errors
 def install(
     ctx: Context,
     agent: str,
@@ -375,7 +320,6 @@ COMMANDS.append(hook)
     "--dry-run", is_flag=True, help="Say what would be delivered; deliver and record nothing."
 )
 @pass_ctx
-@handle_errors
 def inject(
     ctx: Context, run_id, via, url, target_path, timeout, retries, max_corrections, dry_run
 ) -> None:
@@ -439,7 +383,6 @@ COMMANDS.append(inject)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--example", is_flag=True, help="Print an example config file.")
 @pass_ctx
-@handle_errors
 def config_command(ctx: Context, as_json: bool, example: bool) -> None:
     """Show where the config file is and what it sets.
 
@@ -457,7 +400,7 @@ def config_command(ctx: Context, as_json: bool, example: bool) -> None:
         raise ctx.config_error
     cfg = ctx.config or load()
     if as_json:
-        _echo_json(
+        echo_json(
             {
                 "path": str(cfg.path),
                 "exists": cfg.exists,

@@ -1,12 +1,8 @@
-"""Commands for reports and retrospective analysis (`auditor report ...`, `eval`, `export`).
-
-Imported by `auditor.cli` once its shared options are defined; import `auditor.cli` first.
-"""
+"""Commands for reports and retrospective analysis (`auditor report ...`, `eval`, `export`)."""
 
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import sys
 from typing import Any
@@ -14,7 +10,7 @@ from typing import Any
 import click
 import orjson
 
-from .cli import _gate_config, formatter_config, gate_options, observer_options
+from .cli_common import SINCE, UNTIL, Context, pass_ctx, run_options
 
 FORMATS = ["table", "json", "csv"]
 
@@ -38,36 +34,6 @@ def format_option(help: str = "Output format."):
         help="Table: every column, in full, even past the terminal's width.",
     )
     return lambda fn: fmt(wide(fn))
-
-
-def _ctx():
-    from .cli import Context
-
-    return click.get_current_context().find_object(Context)
-
-
-def handled(fn):
-    """Apply the CLI's error handling (imported late: `auditor.cli` imports this module)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from .cli import handle_errors
-
-        return handle_errors(fn)(*args, **kwargs)
-
-    return wrapper
-
-
-def _since(value: str | None):
-    from .cli import _parse_since
-
-    return _parse_since(value)
-
-
-def _until(value: str | None):
-    from .reports import parse_until
-
-    return parse_until(value)
 
 
 def _cell(value: Any) -> Any:
@@ -236,12 +202,12 @@ def report_options(dims: tuple[str, ...], default: str):
             ),
             click.option(
                 "--since",
-                metavar="WHEN",
+                type=SINCE,
                 help="From WHEN on (ISO date or time, or a span like 7d, 12h). UTC.",
             ),
             click.option(
                 "--until",
-                metavar="WHEN",
+                type=UNTIL,
                 help="Before WHEN (an ISO date means up to the end of that day). UTC.",
             ),
             format_option("Output format."),
@@ -257,8 +223,8 @@ def report_options(dims: tuple[str, ...], default: str):
 @report_options(
     ("day", "week", "month", "model", "observer", "run", "thread", "project", "agent"), "day"
 )
-@handled
-def report_costs(by, since, until, fmt) -> None:
+@pass_ctx
+def report_costs(ctx: Context, by, since, until, fmt) -> None:
     """What the agents cost, what auditing them cost, and the overhead (audit $ / agents $).
 
     Agents' tokens are counted as the providers bill them (streamed duplicates once, cumulative
@@ -269,7 +235,7 @@ def report_costs(by, since, until, fmt) -> None:
     """
     from .reports import cost_report
 
-    rep = cost_report(_ctx().engine, by or ("day",), _since(since), _until(until))
+    rep = cost_report(ctx.engine, by or ("day",), since, until)
     emit(rep, fmt, _cost_table)
 
 
@@ -330,8 +296,8 @@ def _verdict_table(report) -> None:
 @report_options(
     ("observer", "model", "project", "agent", "run", "day", "week", "month"), "observer,model"
 )
-@handled
-def report_verdicts(by, since, until, fmt) -> None:
+@pass_ctx
+def report_verdicts(ctx: Context, by, since, until, fmt) -> None:
     """How often each observer was asked and stepped in, failed, how fast, and at what cost.
 
     Per group: checkpoints seen, gated out (by reason), audited (valid answers), corrections and
@@ -340,7 +306,7 @@ def report_verdicts(by, since, until, fmt) -> None:
     """
     from .reports import verdict_report
 
-    rep = verdict_report(_ctx().engine, by or ("observer", "model"), _since(since), _until(until))
+    rep = verdict_report(ctx.engine, by or ("observer", "model"), since, until)
     emit(rep, fmt, _verdict_table)
 
 
@@ -379,11 +345,11 @@ def _agreement_table(report) -> None:
     metavar="A,B",
     help="The two observers to compare: NAME or NAME:MODEL, comma-separated.",
 )
-@click.option("--since", metavar="WHEN", help="Only answers given from WHEN on (ISO date or 7d).")
-@click.option("--until", metavar="WHEN", help="Only answers given before WHEN.")
+@click.option("--since", type=SINCE, help="Only answers given from WHEN on (ISO date or 7d).")
+@click.option("--until", type=UNTIL, help="Only answers given before WHEN.")
 @format_option("Output format (csv lists the disagreements).")
-@handled
-def report_agreement(observers, since, until, fmt) -> None:
+@pass_ctx
+def report_agreement(ctx: Context, observers, since, until, fmt) -> None:
     """Compare two observers on the checkpoints both answered: 2x2 table, agreement, Cohen's kappa.
 
     The latest valid answer of each observer at a checkpoint counts. The disagreements are
@@ -395,7 +361,7 @@ def report_agreement(observers, since, until, fmt) -> None:
     parts = [p for p in observers.split(",") if p.strip()]
     if len(parts) != 2:
         raise AuditorError(f"--observers takes two observers, A,B; got {observers!r}")
-    rep = agreement_report(_ctx().engine, parts[0], parts[1], _since(since), _until(until))
+    rep = agreement_report(ctx.engine, parts[0], parts[1], since, until)
     emit(rep, fmt, _agreement_table)
 
 
@@ -453,11 +419,11 @@ def _followup_table(report) -> None:
 
 
 @report.command("followup")
-@click.option("--since", metavar="WHEN", help="Corrections from WHEN on (ISO date or 7d).")
-@click.option("--until", metavar="WHEN", help="Corrections before WHEN.")
+@click.option("--since", type=SINCE, help="Corrections from WHEN on (ISO date or 7d).")
+@click.option("--until", type=UNTIL, help="Corrections before WHEN.")
 @format_option("Output format.")
-@handled
-def report_followup(since, until, fmt) -> None:
+@pass_ctx
+def report_followup(ctx: Context, since, until, fmt) -> None:
     """What the agent did after each course correction, and the share of corrections acted on.
 
     For each correction found in a thread: did the agent go on, edit files, run tests; did the
@@ -465,7 +431,7 @@ def report_followup(since, until, fmt) -> None:
     """
     from .reports import followup_report
 
-    emit(followup_report(_ctx().engine, _since(since), _until(until)), fmt, _followup_table)
+    emit(followup_report(ctx.engine, since, until), fmt, _followup_table)
 
 
 @click.group()
@@ -498,8 +464,8 @@ def export() -> None:
     is_flag=True,
     help="Show secrets (keys, tokens, passwords) as the transcripts have them, not [REDACTED:kind].",
 )
-@handled
-def export_html(threads, run_id, out_dir, title, no_redact) -> None:
+@pass_ctx
+def export_html(ctx: Context, threads, run_id, out_dir, title, no_redact) -> None:
     """Write a static HTML report: an index of threads with cost and verdict columns, a cost
     chart, and a page per thread with corrections set apart. It opens from disk, no server.
 
@@ -511,7 +477,7 @@ def export_html(threads, run_id, out_dir, title, no_redact) -> None:
 
     if threads and run_id is not None:
         raise AuditorError("name THREADs or --run, not both")
-    result = write(_ctx().engine, out_dir, threads or None, run_id, title, redact=not no_redact)
+    result = write(ctx.engine, out_dir, threads or None, run_id, title, redact=not no_redact)
     click.echo(f"wrote {result.index} and {len(result.pages)} thread pages")
 
 
@@ -550,8 +516,7 @@ def _eval_table(report) -> None:
 
 @click.command("eval")
 @click.argument("labels", type=click.Path(exists=True, dir_okay=False))
-@observer_options
-@gate_options
+@run_options
 @click.option(
     "--concurrency",
     "-j",
@@ -561,23 +526,11 @@ def _eval_table(report) -> None:
     help="Observer calls in flight at once.",
 )
 @format_option("Output format (csv: one line per label).")
-@handled
+@pass_ctx
 def eval_command(
+    ctx: Context,
     labels,
-    observer,
-    model,
-    api_key,
-    base_url,
-    max_retries,
-    timeout,
-    mode,
-    min_tool_calls,
-    no_require_edit,
-    include_sidechains,
-    projects,
-    agents,
-    min_prompt_tokens,
-    max_prompt_tokens,
+    config,
     concurrency,
     fmt,
 ) -> None:
@@ -590,25 +543,8 @@ def eval_command(
     alarms are listed.
     """
     from .evaluate import evaluate
-    from .run import RunConfig
 
-    options = {"max_retries": max_retries}
-    if api_key:
-        options["api_key"] = api_key
-    if base_url:
-        options["base_url"] = base_url
-    ctx = _ctx()
-    config = RunConfig(
-        observer=observer,
-        model=model,
-        observer_options=options,
-        concurrency=concurrency,
-        timeout=timeout,
-        gate=_gate_config(
-            mode, min_tool_calls, no_require_edit, include_sidechains, projects, agents
-        ),
-        formatter=formatter_config(min_prompt_tokens, max_prompt_tokens),
-    )
+    config.concurrency = concurrency
     emit(evaluate(ctx.engine, ctx.plugins, labels, config), fmt, _eval_table)
 
 
@@ -620,8 +556,8 @@ def eval_command(
     help="Price every verdict again (default: only those recorded without a price).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@handled
-def reprice_command(everything, as_json) -> None:
+@pass_ctx
+def reprice_command(ctx: Context, everything, as_json) -> None:
     """Price stored verdicts from their recorded tokens once their model has a price.
 
     Verdicts recorded while the price table did not know their model show as unpriced; after
@@ -631,7 +567,7 @@ def reprice_command(everything, as_json) -> None:
     """
     from .reprice import describe, reprice
 
-    result = reprice(_ctx().engine, everything=everything)
+    result = reprice(ctx.engine, everything=everything)
     if as_json:
         click.echo(orjson.dumps(result.as_dict()).decode())
     else:

@@ -12,26 +12,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Self
-
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_every(value: str) -> float:
-    """Turn '15m', '90s', '2h', '1d' or a number of seconds into seconds."""
-    text = str(value).strip().lower()
-    number, unit = (text[:-1], text[-1]) if text and text[-1] in UNITS else (text, "s")
-    try:
-        seconds = float(number) * UNITS[unit]
-    except ValueError:
-        seconds = 0.0
-    if seconds <= 0:
-        from .errors import AuditorError
-
-        raise AuditorError(
-            f"{value!r} is not an interval: use a number with s, m, h or d, like 15m or 2h"
-        )
-    return seconds
 
 
 class Stopper:
@@ -91,7 +73,12 @@ def repeat(
 
 
 def run_every(
-    engine, plugins, config, every: str | float, sources: list[str], report: Callable[[str], None]
+    engine,
+    plugins,
+    config,
+    every: timedelta | str,
+    sources: list[str],
+    report: Callable[[str], None],
 ) -> int:
     """Ingest `sources` then run an audit with `config`, every `every`, until stopped.
 
@@ -100,14 +87,15 @@ def run_every(
     """
     from datetime import datetime
 
+    from .durations import format_duration, parse_duration
     from .ingest import ingest
     from .run import Auditor, run
 
-    interval = every if isinstance(every, (int, float)) else parse_every(every)
+    span = parse_duration(every) if isinstance(every, str) else every
     auditor = Auditor(engine, plugins, config)
     auditor.ensure_usable()
     report(
-        f"every {every}: ingest {', '.join(sources) if sources else 'nothing (no sources configured)'}, "
+        f"every {format_duration(span)}: ingest {', '.join(sources) if sources else 'nothing (no sources configured)'}, "
         f"then audit with {auditor.observer_name} {auditor.model}. Ctrl-C stops after the calls in flight."
     )
 
@@ -134,5 +122,8 @@ def run_every(
             report("; ".join(parts))
 
         return repeat(
-            interval, tick, stopper, on_error=lambda n, exc: report(f"tick {n} failed: {exc}")
+            span.total_seconds(),
+            tick,
+            stopper,
+            on_error=lambda n, exc: report(f"tick {n} failed: {exc}"),
         )

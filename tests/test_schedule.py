@@ -16,11 +16,12 @@ from wire_stubs import Reply, Stub, anthropic_response
 
 from auditor import leases
 from auditor import schema as s
+from auditor.durations import format_duration, parse_duration, parse_since
 from auditor.errors import AuditorError
 from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.run import Auditor, RunConfig, run
-from auditor.schedule import Stopper, parse_every, repeat
+from auditor.schedule import Stopper, repeat
 
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
 SESSIONS = [
@@ -160,19 +161,38 @@ def test_a_call_answered_while_waiting_is_not_made_again(store, pm, fake):
 
 # -- the schedule -------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "text, seconds",
-    [("15m", 900), ("90s", 90), ("2h", 7200), ("1d", 86400), ("30", 30), ("0.5m", 30)],
+    "text, seconds, written",
+    [
+        ("15m", 900, "15m"),
+        ("90s", 90, "90s"),
+        ("2h", 7200, "2h"),
+        ("1d", 86400, "1d"),
+        ("2w", 1209600, "2w"),
+        ("30", 30, "30s"),
+        ("0.5m", 30, "30s"),
+    ],
 )
-def test_parse_every(text, seconds):
-    assert parse_every(text) == seconds
+def test_durations_read_and_write_one_unit_set(text, seconds, written):
+    assert parse_duration(text).total_seconds() == seconds
+    assert format_duration(parse_duration(text)) == written
 
 
 @pytest.mark.parametrize("text", ["", "0m", "-5m", "soon", "15x"])
-def test_parse_every_rejects_nonsense(text):
+def test_a_duration_that_is_not_one_is_refused(text):
     with pytest.raises(
-        AuditorError, match="is not an interval: use a number with s, m, h or d, like 15m or 2h"
+        AuditorError, match="is not a duration: use a number with s, m, h, d or w, like 90s"
     ):
-        parse_every(text)
+        parse_duration(text)
+
+
+def test_since_takes_a_date_or_a_span_back_but_not_a_bare_number():
+    now = datetime(2026, 11, 25, 12, tzinfo=UTC)
+    assert parse_since("90s", now) == datetime(2026, 11, 25, 11, 58, 30, tzinfo=UTC)
+    assert parse_since("2w", now) == datetime(2026, 11, 11, 12, tzinfo=UTC)
+    assert parse_since("2026-11-01") == datetime(2026, 11, 1, tzinfo=UTC)
+    for bad in ("30", "yesterday"):
+        with pytest.raises(AuditorError, match=f"'{bad}' is not a time: use an ISO date"):
+            parse_since(bad, now)
 
 
 def test_repeat_runs_ticks_until_stopped_and_survives_a_failing_tick():

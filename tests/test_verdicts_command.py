@@ -96,7 +96,10 @@ def test_errors_are_one_line_and_list_what_is_valid(store):
         "Error: 'gemni' is not a known observer with verdicts in this store. Available: fake\n"
     )
     since = invoke("--since", "yesterday")
-    assert since.exit_code == 2 and "'yesterday': use an ISO date (2026-11-01)" in since.output
+    assert (
+        since.exit_code == 2
+        and "'yesterday' is not a time: use an ISO date (2026-11-01)" in since.output
+    )
     thread = invoke("--thread", "no-such")
     assert thread.output == "Error: 'no-such' is not a known thread.\n"
 
