@@ -19,6 +19,8 @@ from .observe import Observer
 from .threads import StoredThread
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from .checkpoints import Checkpoint, GateDecision
     from .signals import Signal
     from .threads import StoredMessage
@@ -103,13 +105,13 @@ class Registry(Generic[T]):
                 f"without {', '.join(missing)}: {article} {self.kind} needs {needs} "
                 f"(see auditor.api.{self.protocol.__name__})."
             )
-        return name
+        return str(name)
 
     def _calling_plugin(self) -> str:
         """Return the name of the plugin whose hook implementation is calling `register`."""
         impls = getattr(self.pm.hook, self.hook).get_hookimpls()
         codes = {getattr(i.function, "__code__", None): i.plugin_name for i in impls}
-        frame = sys._getframe(2)
+        frame: FrameType | None = sys._getframe(2)
         while frame is not None and frame.f_code not in codes:
             frame = frame.f_back
         if frame is None:

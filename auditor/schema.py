@@ -8,6 +8,7 @@ that other tools (`sqlite3`, Datasette) can read it.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -19,6 +20,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
     text,
@@ -36,6 +38,8 @@ NAMING_CONVENTION = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    if TYPE_CHECKING:  # a Table, not any FromClause: `Model.__table__.insert()` type-checks
+        __table__: ClassVar[Table]
 
 
 class SourceFile(Base):

@@ -172,7 +172,7 @@ class StoredThread:
         """Return `thread` (a row of the `threads` table, or a StoredThread) as a StoredThread."""
         if isinstance(thread, cls):
             return thread
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(cls):
             if f.default is MISSING and not hasattr(thread, f.name):
                 raise TypeError(f"{thread!r} is not a thread: it has no {f.name!r}")
