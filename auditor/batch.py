@@ -191,9 +191,7 @@ def collect(auditor, report: BatchReport) -> None:
                     else auditor.prompt.version,
                 }
                 if answer is not None and answer.result is not None:
-                    verdict_id = auditor._record_verdict(
-                        job, answer.result, None, None, batch=extra
-                    )
+                    verdict_id = auditor.record_verdict(job, answer.result, None, None, batch=extra)
                     report.collected += 1
                     usage = answer.result.usage
                     at_batch = cost(auditor.model, usage, auditor.observer_name, batch=True).usd
@@ -204,7 +202,7 @@ def collect(auditor, report: BatchReport) -> None:
                     error = (answer.error if answer else None) or (
                         f"the batch ended ({status.state}) without an answer for this request"
                     )
-                    verdict_id = auditor._record_verdict(job, None, error, None, batch=extra)
+                    verdict_id = auditor.record_verdict(job, None, error, None, batch=extra)
             with auditor.engine.begin() as conn:
                 conn.execute(update(r).where(r.c.id == req.id).values(verdict_id=verdict_id))
         with auditor.engine.begin() as conn:
@@ -277,7 +275,7 @@ def submit(auditor, report: BatchReport) -> None:
             budget.refused += 1
             auditor.summary.over_budget += 1
             continue
-        if not auditor._claim(job):
+        if not auditor.claim(job):
             continue
         taken += 1
         report.est_usd += est

@@ -351,7 +351,7 @@ class Auditor:
         ).scalar()
 
     # -- leases ---------------------------------------------------------------------------
-    def _claim(self, job: Job) -> bool:
+    def claim(self, job: Job) -> bool:
         """Take the lease on `job`'s call; False when another run holds it or it got answered.
 
         The answer is checked again under the lease, because another run may have recorded
@@ -368,7 +368,8 @@ class Auditor:
                 return False
         return True
 
-    def _release(self, job: Job) -> None:
+    def release(self, job: Job) -> None:
+        """Give up the lease on `job`'s call (taken by `claim`)."""
         with self.engine.begin() as conn:
             leases.release(conn, job.claim_key, self.owner)
 
@@ -482,12 +483,12 @@ class Auditor:
         `status` is `error` for a call that failed (a deadline passed) or `cancelled` for one
         given up on purpose (the user wrote meanwhile); return the verdict id.
         """
-        verdict_id = self._record_verdict(job, None, error, took, status)
-        self._release(job)
+        verdict_id = self.record_verdict(job, None, error, took, status)
+        self.release(job)
         return verdict_id
 
     # -- executing ------------------------------------------------------------------------
-    def _record_verdict(
+    def record_verdict(
         self,
         job: Job,
         result: ObserveResult | None,
@@ -589,12 +590,12 @@ class Auditor:
             self.summary.over_budget += 1
             return None
         try:
-            if not self._claim(job):
+            if not self.claim(job):
                 return None
             try:
                 verdict_id = await self._call(job, deadline)
             finally:
-                self._release(job)
+                self.release(job)
         finally:
             if estimate is not None:
                 await self.budget.release(estimate)
@@ -647,8 +648,8 @@ class Auditor:
             error = answers.cut_text(f"{type(exc).__name__}: {exc}", answers.PROBLEM_LIMIT)
             if isinstance(exc, TimeoutError) and took >= limit * 0.99:
                 error = f"deadline exceeded: no answer within {limit:g}s"
-            return self._record_verdict(job, None, error, took)
-        return self._record_verdict(job, result, None, time.monotonic() - started)
+            return self.record_verdict(job, None, error, took)
+        return self.record_verdict(job, result, None, time.monotonic() - started)
 
     async def execute(
         self,

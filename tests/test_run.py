@@ -125,3 +125,23 @@ def test_the_observer_is_named_on_stderr(store, pm):
     lines = []
     run(store, pm, RunConfig(observer="fake", dry_run=True), announce=lines.append)
     assert lines == ["observer: fake (chosen with --observer), model fake-1"]
+
+
+def test_only_run_py_touches_the_auditors_private_methods():
+    """Callers (hook, live worker, eval, batch, schedule, benchmarks) use its public lifecycle."""
+    import ast
+    from pathlib import Path
+
+    from auditor.run import Auditor
+
+    private = {n for n in vars(Auditor) if n.startswith("_") and not n.startswith("__")}
+    root = Path(__file__).resolve().parent.parent
+    found = [
+        f"{path.relative_to(root)}:{node.lineno}: {node.attr}"
+        for folder in ("auditor", "plugins", "benchmarks", "examples")
+        for path in sorted((root / folder).rglob("*.py"))
+        if path.name != "run.py" or path.parent.name != "auditor"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr in private
+    ]
+    assert private and found == []
