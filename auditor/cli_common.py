@@ -110,7 +110,7 @@ class Until(click.ParamType):
 
     name = "when"
 
-    def convert(self, value: Any, param, ctx) -> datetime:
+    def convert(self, value: Any, param, ctx) -> datetime | None:
         if isinstance(value, datetime):
             return value
         from .reports import parse_until

@@ -100,7 +100,7 @@ def bar_chart(
     bars = []
     for i, (name, values) in enumerate(series):
         x = pad_left + i * slot + (slot - bar_w) / 2
-        y = 8 + inner_h
+        y: float = 8 + inner_h
         for key, color in colors.items():
             v = values.get(key) or 0.0
             if v <= 0:

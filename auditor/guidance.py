@@ -273,7 +273,7 @@ def read_by_call(
     elif tool in SHELL_TOOLS:
         words = _shell_words(tool_input.get("command", tool_input.get("cmd")))
         path = _printed_file(words) if words else None
-        numbered = bool(words) and PurePosixPath(words[0]).name == "nl"
+        numbered = bool(words and PurePosixPath(words[0]).name == "nl")
     else:
         return None
     if not path or PurePosixPath(path.replace("\\", "/")).name not in BASENAMES:
@@ -446,7 +446,9 @@ def for_checkpoint(conn: Connection, thread: Any, messages: list) -> StoredThrea
         for name, text in recorded.items()
         if isinstance(text, str) and text.strip()
     ]
-    at = next((m.timestamp for m in reversed(messages) if getattr(m, "timestamp", None)), None)
+    at = _aware(
+        next((m.timestamp for m in reversed(messages) if getattr(m, "timestamp", None)), None)
+    )
     position = {m.native_id: i for i, m in enumerate(messages)}
     disk: dict[str, GuidanceText] = {}
     reads: dict[str, tuple[int, GuidanceText]] = {}
@@ -456,7 +458,7 @@ def for_checkpoint(conn: Connection, thread: Any, messages: list) -> StoredThrea
             where = position.get(r.message_native_id or "")
             if where is not None and (r.path not in reads or reads[r.path][0] < where):
                 reads[r.path] = (where, text)
-        elif r.path not in disk or (at is not None and text.read_at and text.read_at <= _aware(at)):
+        elif r.path not in disk or (at is not None and text.read_at and text.read_at <= at):
             disk[r.path] = text
     files += list(disk.values()) + [t for _, t in sorted(reads.values(), key=lambda p: p[0])]
     seen, out = set(), []

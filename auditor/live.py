@@ -253,6 +253,7 @@ def start_worker(sdir: str, head: list[str], agent: str, rest: list[str]) -> int
 
 def answer(agent: str, event: str, text: str) -> str:
     """The hook's output that hands `text` to the agent at `event` (see docs/live-hooks.md)."""
+    out: dict[str, object]
     if event == "PostToolUse":
         out = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": text}}
     else:

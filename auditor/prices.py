@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from .errors import AuditorError
 from .observe import ObserverUsage
@@ -256,7 +256,7 @@ def _genai_price(
                 )
             except TypeError:  # a genai-prices without price variants
                 return standard
-            if Decimal(rated.total_price) < standard.usd:
+            if Decimal(rated.total_price) < Decimal(calc.total_price):
                 return Cost(Decimal(rated.total_price), False, "genai-prices batch", calc.model.id)
         return standard
     return Cost(None, True, None, None)
@@ -337,6 +337,10 @@ def credits_per_usd() -> Decimal:
     return rate
 
 
+@overload
+def credits(usd: Decimal | float) -> Decimal: ...
+@overload
+def credits(usd: None) -> None: ...
 def credits(usd: Decimal | float | None) -> Decimal | None:
     """Convert dollars to credits (None stays None: an unknown price has no credit value)."""
     if usd is None:
@@ -449,6 +453,8 @@ class Pricer:
         read = price(model, Tokens(input=x, cache_read=x), provider).usd
         write = price(model, Tokens(input=x, cache_write=x), provider).usd
         out = price(model, Tokens(input=x, output=o), provider).usd
+        if read is None or write is None or out is None:
+            return None
         return base / x, (out - base) / o, read / x, write / x
 
     def usd(

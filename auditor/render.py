@@ -300,10 +300,7 @@ class _Pager(Pager):
             return
         env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
         proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env)
-        with contextlib.suppress(BrokenPipeError):  # the reader quit before the end
-            proc.stdin.write(content.encode("utf-8", "replace"))
-            proc.stdin.close()
-        proc.wait()
+        proc.communicate(content.encode("utf-8", "replace"))  # a reader quitting early is fine
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import Connection, Engine, select, update
 from sqlalchemy.exc import OperationalError
@@ -20,6 +20,10 @@ HEARTBEAT = 60.0  # seconds between two beats of a working run
 STALE = 5 * HEARTBEAT  # a run silent that long has stopped, wherever it ran
 
 
+@overload
+def _aware(when: datetime) -> datetime: ...
+@overload
+def _aware(when: None) -> None: ...
 def _aware(when: datetime | None) -> datetime | None:
     return when.replace(tzinfo=UTC) if when is not None and when.tzinfo is None else when
 
@@ -65,6 +69,8 @@ def mark_interrupted(conn: Connection) -> list[int]:
             f"process {run.owner.split(':')[1]} is gone"
             if gone
             else f"no heartbeat for {int((now - last).total_seconds())} s"
+            if last is not None
+            else "it never beat"
         )
         error = f"stopped without finishing ({why}; killed or crashed): last heard of at {last:%Y-%m-%d %H:%M:%S} UTC"
         done = conn.execute(

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Self
+from typing import Any, Self
 
 
 class Stopper:
@@ -21,7 +21,7 @@ class Stopper:
 
     def __init__(self) -> None:
         self.event = threading.Event()
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Any] = {}
 
     def requested(self) -> bool:
         return self.event.is_set()

@@ -134,7 +134,7 @@ def followup_report(
             rows.append(row)
     n = len(rows)
     continued = sum(r["continued"] for r in rows)
-    total = {c: None for c in FOLLOWUP_COLS}
+    total: dict[str, Any] = {c: None for c in FOLLOWUP_COLS}
     for c in (
         "continued",
         "edited_files",
