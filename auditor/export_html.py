@@ -376,12 +376,12 @@ def _thread_page(engine: Engine, row: dict, usage_chart: str, clean) -> str:
 
 def _usage_chart(engine: Engine, thread_id: int, verdict_usd: dict[str, float]) -> str:
     """Bars of each agent call's cost, in order; the auditing cost as one bar at the end."""
-    from .prices import Pricer, band_sql
+    from . import stored_prices
 
-    band = band_sql("(input_tokens + cache_read_tokens + cache_write_tokens)")
-    pricer = Pricer()
     series = []
     with engine.connect() as conn:
+        pricer = stored_prices.load(conn)
+        band = pricer.band_sql("(input_tokens + cache_read_tokens + cache_write_tokens)")
         for i, r in enumerate(
             conn.execute(
                 text(
@@ -393,6 +393,7 @@ def _usage_chart(engine: Engine, thread_id: int, verdict_usd: dict[str, float]) 
         ):
             usd = pricer.usd(r[0], r[1], r[2], r[3], r[4], r[5]) or 0.0
             series.append((f"call {i + 1} {_when(r[6])[11:19]}", {"agents": usd}))
+        stored_prices.save(conn, pricer)
     if verdict_usd.get("audit"):
         series.append(("auditing", verdict_usd))
     return bar_chart(series, COLORS, height=110, label="cost of each model call")
