@@ -429,10 +429,16 @@ def section_ccusage(args, work: Path) -> None:
                     ccusage, capture_output=True, check=True, env=env, timeout=600
                 ).stdout
             )["totals"]
+        except subprocess.CalledProcessError as exc:
+            said = [line for line in exc.stderr.decode(errors="replace").splitlines() if line]
+            reason = f"exit {exc.returncode}: {said[0] if said else 'no message'}"
         except (subprocess.SubprocessError, ValueError, KeyError) as exc:
             reason = str(exc).splitlines()[0]
     if reason:
-        print(f"  ccusage not available ({reason})")
+        print(
+            f"  ccusage not available ({reason}); with network once: "
+            f"npx -y {args.ccusage.split()[-1]} --version"
+        )
     else:
         commands["ccusage daily --json --offline"] = (ccusage, env)
         commands["ccusage --version (its start-up)"] = (
