@@ -9,12 +9,10 @@ transaction, so a failure loses nothing that was already stored.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,12 +24,13 @@ from . import events, guidance
 from . import schema as s
 from .db import upsert, utcnow
 from .errors import FormatError
+from .ingest_files import HEAD_BYTES, fingerprints, iter_files, past_bad_lines
+from .ingest_rows import RowBatch, refresh_threads
 from .model import BOM, Cursor, Message, Problem, ThreadInfo, Usage
 
 if TYPE_CHECKING:
     from .plugins import Plugins
 
-HEAD_BYTES = 64 * 1024
 COMMIT_ROWS = 20000  # commit the group of files once this many messages are pending...
 COMMIT_SECONDS = 2.0  # ...or this long after the group began
 _INFO_FIELDS = (
@@ -46,11 +45,8 @@ _INFO_FIELDS = (
     "guidance",
     "meta",
 )
-FINGERPRINT_BYTES = 4096
 BATCH = 2000
 MAX_ERRORS_PER_FILE = 20
-# In a directory walk, only files with these suffixes are considered.
-TRANSCRIPT_SUFFIXES = (".jsonl", ".json")
 
 
 @dataclass
@@ -95,65 +91,9 @@ class IngestSummary:
         }
 
 
-def iter_files(
-    paths: Iterable[str | os.PathLike], on_error: Callable[[str, str], None]
-) -> Iterator[Path]:
-    """Yield the transcript files under `paths` (files given directly are always yielded)."""
-    for p in paths:
-        path = Path(p).expanduser()
-        if path.is_file():
-            yield path.resolve()
-            continue
-        if not path.exists():
-            on_error(str(path), "no such file or directory")
-            continue
-        if not os.access(path, os.R_OK | os.X_OK):
-            on_error(str(path), "permission denied: cannot read this directory")
-            continue
-
-        def _walk_error(exc: OSError, path: Path = path) -> None:
-            on_error(str(exc.filename or path), f"cannot read directory: {exc.strerror or exc}")
-
-        for root, dirs, files in os.walk(path.resolve(), onerror=_walk_error):
-            dirs.sort()
-            for name in sorted(files):
-                if name.endswith(TRANSCRIPT_SUFFIXES):
-                    yield Path(root, name)
-
-
 def _info_fingerprint(info: ThreadInfo) -> bytes:
     # Serialised, not a tuple of references: parsers may update a dict they yielded before.
     return orjson.dumps([getattr(info, f) for f in _INFO_FIELDS], option=orjson.OPT_NON_STR_KEYS)
-
-
-def _past_bad_lines(head: bytes) -> bytes | None:
-    """`head` from its first complete line that parses as JSON, or None when that is its start
-    (or no complete line parses)."""
-    lines = head.split(b"\n")
-    complete = lines if len(head) < HEAD_BYTES else lines[:-1]  # the last may be cut short
-    for i, raw in enumerate(complete):
-        body = raw.strip()
-        if not body:
-            continue
-        try:
-            orjson.loads(body)
-        except orjson.JSONDecodeError:
-            continue
-        return b"\n".join(lines[i:]) if i else None
-    return None
-
-
-def _fingerprint(fh, start: int, length: int) -> str:
-    fh.seek(start)
-    return hashlib.sha1(fh.read(length)).hexdigest()
-
-
-def _fingerprints(path: Path, offset: int) -> tuple[str, str]:
-    with open(path, "rb") as fh:
-        head = _fingerprint(fh, 0, min(offset, FINGERPRINT_BYTES))
-        tail_start = max(0, offset - FINGERPRINT_BYTES)
-        tail = _fingerprint(fh, tail_start, offset - tail_start)
-    return head, tail
 
 
 class Ingester:
@@ -297,7 +237,7 @@ class Ingester:
                 and row.format == fmt.name
                 and st.st_size > row.offset
                 and row.offset > 0
-                and (row.head_hash, row.tail_hash) == _fingerprints(path, row.offset)
+                and (row.head_hash, row.tail_hash) == fingerprints(path, row.offset)
             ):
                 status = "grown"
                 state = row.parser_state
@@ -312,7 +252,7 @@ class Ingester:
         head = head.removeprefix(BOM)
         # A damaged first line (malformed JSON, bytes that are not UTF-8) must not hide the
         # file: when nothing recognises it, look again from its first line that parses.
-        for attempt in (head, _past_bad_lines(head)):
+        for attempt in (head, past_bad_lines(head)):
             if attempt is None:
                 continue
             for fmt in self.formats:
@@ -365,7 +305,7 @@ class Ingester:
         ingest must read it again (an mtime no file has makes it look changed)."""
         head = tail = None
         if cursor.offset:
-            head, tail = _fingerprints(Path(path), cursor.offset)
+            head, tail = fingerprints(Path(path), cursor.offset)
         values = {
             "path": path,
             "format": fmt,
@@ -485,7 +425,7 @@ class Ingester:
                         )
                     )
                     conn.execute(delete(table).where(table.source_file_id == file_id))
-            batch = _Batch(conn.dialect.name)
+            batch = RowBatch(conn.dialect.name)
             # True when something in the file was not stored (a record the store cannot take, a
             # parser that stopped): the file is then not remembered as read, and the next ingest
             # reads it again.
@@ -617,123 +557,6 @@ class Ingester:
             )
 
 
-def _error_line(path: str, line: int | None, error: str) -> str:
-    return f"{path}:{line}: {error}" if line else f"{path}: {error}"
-
-
-def refresh_threads(conn: Connection, ids: list[int]) -> None:
-    """Recompute the cached per-thread aggregates of `ids`."""
-    m, t, u = s.Message, s.ToolCall, s.TokenUsage
-    conn.execute(
-        update(s.Thread)
-        .where(s.Thread.id.in_(ids))
-        .values(
-            message_count=select(func.count()).where(m.thread_id == s.Thread.id).scalar_subquery(),
-            started_at=select(func.min(m.timestamp))
-            .where(m.thread_id == s.Thread.id)
-            .scalar_subquery(),
-            ended_at=select(func.max(m.timestamp))
-            .where(m.thread_id == s.Thread.id)
-            .scalar_subquery(),
-            tool_call_count=select(func.count())
-            .where(t.thread_id == s.Thread.id)
-            .scalar_subquery(),
-            file_edit_count=select(func.count())
-            .where(t.thread_id == s.Thread.id, t.is_file_edit.is_(True))
-            .scalar_subquery(),
-        )
-    )
-    rows = conn.execute(
-        select(u.thread_id, u.model)
-        .where(u.thread_id.in_(ids), u.model.is_not(None), u.model != "<synthetic>")
-        .group_by(u.thread_id, u.model)
-        .order_by(u.thread_id, u.model)
-    ).all()
-    models: dict[int, list[str]] = {}
-    for tid, model in rows:
-        models.setdefault(tid, []).append(model)
-    for tid in ids:
-        conn.execute(
-            update(s.Thread)
-            .where(s.Thread.id == tid)
-            .values(models=",".join(models.get(tid, [])) or None)
-        )
-
-
-_MESSAGE_COLS = (
-    "thread_id",
-    "source_file_id",
-    "native_id",
-    "parent_native_id",
-    "seq",
-    "line",
-    "role",
-    "source_type",
-    "timestamp",
-    "model",
-    "usage_key",
-    "stop_reason",
-    "is_sidechain",
-    "tool_use_count",
-    "file_edit_count",
-    "blocks",
-)
-_USAGE_COLS = (
-    "thread_id",
-    "source_file_id",
-    "key",
-    "model",
-    "timestamp",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
-
-
-def _sql(
-    cols: tuple[str, ...], table: str, conflict: str, update_cols: tuple[str, ...] = ()
-) -> str:
-    action = (
-        "NOTHING"
-        if not update_cols
-        else "UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in update_cols)
-    )
-    marks = ", ".join("?" for _ in cols)
-    return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks}) ON CONFLICT ({conflict}) DO {action}"
-
-
-# Bulk writes bypass SQLAlchemy's per-row processing (the hot path of ingest): plain DBAPI
-# executemany with rows as tuples, values already in their stored form.
-_MESSAGES_SQL = _sql(_MESSAGE_COLS, "messages", "thread_id, native_id")
-_CALLS_SQL = _sql(
-    (
-        "thread_id",
-        "call_id",
-        "source_file_id",
-        "name",
-        "call_message_id",
-        "is_file_edit",
-        "edited_paths",
-    ),
-    "tool_calls",
-    "thread_id, call_id",
-    ("source_file_id", "name", "call_message_id", "is_file_edit", "edited_paths"),
-)
-_RESULTS_SQL = _sql(
-    ("thread_id", "call_id", "source_file_id", "result_message_id", "is_error", "is_file_edit"),
-    "tool_calls",
-    "thread_id, call_id",
-    ("result_message_id", "is_error"),
-)
-_SOURCE_SQL = (
-    'SELECT id, format, size, mtime_ns, "offset", lines, head_hash, tail_hash, parser_state '
-    "FROM source_files WHERE path = ?"
-)
-_USAGE_SQL = _sql(_USAGE_COLS, "token_usage", "thread_id, key", _USAGE_COLS[3:])
-
-
 def _why(exc: Exception) -> str:
     """The reason a record could not be stored, in one line."""
     if isinstance(exc, StatementError) and exc.orig is not None:
@@ -741,108 +564,14 @@ def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
-def _dumps(value) -> str | None:
-    if value is None:
-        return None
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+_SOURCE_SQL = (
+    'SELECT id, format, size, mtime_ns, "offset", lines, head_hash, tail_hash, parser_state '
+    "FROM source_files WHERE path = ?"
+)
 
 
-class _Batch:
-    """Rows waiting to be written, flushed with executemany."""
-
-    def __init__(self, dialect: str = "sqlite") -> None:
-        self.messages: list[tuple] = []
-        self.calls: list[tuple] = []
-        self.results: list[tuple] = []
-        self.usage: list[tuple] = []
-        self.sqlite = dialect == "sqlite"
-
-    @property
-    def size(self) -> int:
-        return len(self.messages) + len(self.usage)
-
-    def _time(self, value: datetime | None):
-        if value is None or not self.sqlite:
-            return value
-        # The form SQLAlchemy's SQLite DateTime type writes and reads back (UTC, naive).
-        if value.tzinfo is not None:
-            value = value.astimezone(UTC).replace(tzinfo=None)
-        return value.isoformat(" ", "microseconds")
-
-    def add_message(self, thread_id: int, file_id: int, msg: Message) -> None:
-        """Queue the message and its tool calls; nothing is queued if it cannot be stored."""
-        blocks = _dumps([b.as_json() for b in msg.blocks])  # raises on what JSON cannot hold
-        uses = edits = 0
-        calls, results = [], []
-        for b in msg.blocks:
-            if b.kind == "tool_use" and b.tool_use_id:
-                uses += 1
-                edits += bool(b.is_file_edit)
-                calls.append(
-                    (
-                        thread_id,
-                        b.tool_use_id,
-                        file_id,
-                        b.tool_name,
-                        msg.native_id,
-                        bool(b.is_file_edit),
-                        _dumps(b.edited_paths),
-                    )
-                )
-            elif b.kind == "tool_result" and b.tool_use_id:
-                results.append(
-                    (thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False)
-                )
-        self.calls += calls
-        self.results += results
-        self.messages.append(
-            (
-                thread_id,
-                file_id,
-                msg.native_id,
-                msg.parent_id,
-                msg.seq,
-                msg.line,
-                msg.role,
-                msg.source_type,
-                self._time(msg.timestamp),
-                msg.model,
-                msg.usage_key,
-                msg.stop_reason,
-                bool(msg.is_sidechain),
-                uses,
-                edits,
-                blocks,
-            )
-        )
-
-    def add_usage(self, thread_id: int, file_id: int, u: Usage) -> None:
-        self.usage.append(
-            (
-                thread_id,
-                file_id,
-                u.key,
-                u.model,
-                self._time(u.timestamp),
-                u.input_tokens,
-                u.output_tokens,
-                u.cache_read_tokens,
-                u.cache_write_tokens,
-                u.reasoning_tokens,
-            )
-        )
-
-    def flush(self, conn: Connection) -> None:
-        qmark = conn.dialect.paramstyle == "qmark"
-        for sql, rows in (
-            (_MESSAGES_SQL, self.messages),
-            (_CALLS_SQL, self.calls),
-            (_RESULTS_SQL, self.results),
-            (_USAGE_SQL, self.usage),
-        ):
-            if rows:
-                conn.exec_driver_sql(sql if qmark else sql.replace("?", "%s"), rows)
-        self.messages, self.calls, self.results, self.usage = [], [], [], []
+def _error_line(path: str, line: int | None, error: str) -> str:
+    return f"{path}:{line}: {error}" if line else f"{path}: {error}"
 
 
 def ingest(

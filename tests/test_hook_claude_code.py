@@ -334,7 +334,8 @@ def test_the_hook_reads_only_the_new_tail_of_the_transcript(stub, session, corpu
     """Ingested up to the last turn, the file then grows; the hook must not read the old part again.
     Bytes in the middle of the old part are spoiled (outside the fingerprinted head and tail): a
     full re-read would trip on them."""
-    from auditor.ingest import FINGERPRINT_BYTES, ingest
+    from auditor.ingest import ingest
+    from auditor.ingest_files import FINGERPRINT_BYTES
     from auditor.plugins import get_plugin_manager
 
     copy_lines(corpus / CC_SESSION, session, lines=20)

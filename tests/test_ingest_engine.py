@@ -14,7 +14,8 @@ from sqlalchemy import func, select
 
 from auditor import schema as s
 from auditor.hookspecs import hookimpl
-from auditor.ingest import ingest, iter_files
+from auditor.ingest import ingest
+from auditor.ingest_files import iter_files
 from auditor.model import Block, Message, ThreadInfo, Usage, read_jsonl
 from auditor.plugins import get_plugin_manager
 
