@@ -61,7 +61,8 @@ class BatchReport:
         if self.submitted:
             out.append(
                 f"batch: submitted {self.submitted} checkpoints in {len(self.batches)} "
-                f"batches ({', '.join(self.batches)}), at most ${self.est_usd:.4f}; "
+                f"batch{'es' if len(self.batches) != 1 else ''} ({', '.join(self.batches)}), "
+                f"at most ${self.est_usd:.4f}; "
                 "`auditor run --batch` (or --collect) later records the answers"
             )
         if self.pending:
@@ -262,20 +263,26 @@ def submit(auditor, report: BatchReport) -> None:
     for job in auditor.jobs():
         if limit is not None and taken >= limit:
             break
-        with auditor.engine.begin() as conn:
-            if _waiting(conn, auditor, job):
-                report.waiting += 1
-                continue
         prompt = auditor.prompt.text + job.user
         est = estimate_usd(
             auditor.model, auditor.observer_name, prompt, MAX_OUTPUT_TOKENS, batch=True
         )
         est = float(est or 0)  # unknown: allowed with --allow-unpriced only
-        if budget is not None and auditor.summary.cost_usd + report.est_usd + est > budget.limit:
-            budget.refused += 1
-            auditor.summary.over_budget += 1
-            continue
         if not auditor.claim(job):
+            continue
+        # Checked under the lease: another run may have put it in a batch since it was planned.
+        with auditor.engine.connect() as conn:
+            waiting = _waiting(conn, auditor, job)
+        over = budget is not None and (
+            auditor.summary.cost_usd + report.est_usd + est > budget.limit
+        )
+        if waiting or over:
+            auditor.release(job)
+            if waiting:
+                report.waiting += 1
+            else:
+                budget.refuse(est)
+                auditor.summary.over_budget += 1
             continue
         taken += 1
         report.est_usd += est

@@ -103,13 +103,17 @@ class Budget:
         async with self._cond():
             while self.spent() + self.reserved + estimate > self.limit:
                 if self.reserved <= 0:
-                    self.refused += 1
-                    if self.smallest_refused is None or estimate < self.smallest_refused:
-                        self.smallest_refused = estimate
+                    self.refuse(estimate)
                     return False
                 await self._cond().wait()
             self.reserved += estimate
             return True
+
+    def refuse(self, estimate: float) -> None:
+        """Count a call left out because its estimate did not fit."""
+        self.refused += 1
+        if self.smallest_refused is None or estimate < self.smallest_refused:
+            self.smallest_refused = estimate
 
     async def release(self, estimate: float) -> None:
         """Give back a reservation once its call is recorded (or did not happen)."""

@@ -384,6 +384,7 @@ def run_summary(summary, dry_run: bool) -> None:
         console.print(
             f"dry run: {summary.audited} observer calls would be made ({summary.reused} already answered), "
             f"~{summary.est_input_tokens:,} input tokens, estimated cost {cost} with {summary.observer} {summary.model}"
+            + (" at the batch price" if summary.batch_price else "")
         )
         return
     console.print(

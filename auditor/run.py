@@ -90,6 +90,7 @@ class RunSummary:
     unpriced: int = 0
     est_input_tokens: int = 0
     est_cost_usd: float | None = None
+    batch_price: bool = False  # the dry run's estimate is at the batch price (--batch)
     critiques: int = 0  # second-pass verdicts (`--critique`)
     critique_corrections: int = 0
     critique_candidates: int = 0  # gated-in checkpoints whose signals are strong enough
@@ -707,8 +708,9 @@ class Auditor:
             sent += 1
         self.summary.est_input_tokens = chars // CHARS_PER_TOKEN
         usage = ObserverUsage(input=self.summary.est_input_tokens, output=EST_OUTPUT_TOKENS * sent)
-        usd, _ = _price(self.model, usage, self.observer_name)
-        self.summary.est_cost_usd = usd
+        batch = self.config.batch or self.config.collect
+        usd, _ = _price(self.model, usage, self.observer_name, batch=batch)
+        self.summary.est_cost_usd, self.summary.batch_price = usd, batch
         self.summary.audited = sent
         return self.summary
 

@@ -4,18 +4,23 @@ collect, with a partial batch, and nothing sent or billed twice."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from audit_helpers import ScriptPlugin, write_script_thread
 from batch_stubs import AnthropicBatches, GeminiBatches
+from click.testing import CliRunner
 from sqlalchemy import select
 
 from auditor import schema as s
+from auditor.budget import estimate_usd
+from auditor.cli import cli
 from auditor.errors import AuditorError
 from auditor.ingest import ingest
 from auditor.observe import ObserverUsage
 from auditor.plugins import get_plugin_manager
 from auditor.prices import cost
-from auditor.run import RunConfig, run
+from auditor.run import Auditor, RunConfig, run
 
 THREADS = 5
 BACKENDS = {
@@ -70,6 +75,11 @@ def test_submit_interrupt_resume_collect(store, pm, httpserver, observer):
         for k, v in kw.items():
             setattr(config, k, v)
         return run(store, pm, config, announce=quiet)
+
+    # A dry run with --batch estimates at the batch price.
+    dry = {b: batch_run(dry_run=True, batch=b, threads=["t0"]) for b in (False, True)}
+    assert dry[True].batch_price and not dry[False].batch_price
+    assert dry[True].est_cost_usd < dry[False].est_cost_usd
 
     # Submit: 5 checkpoints in batches of 2; the third create is accepted by the provider
     # but the run never hears back (it stops there).
@@ -144,3 +154,79 @@ def test_submit_interrupt_resume_collect(store, pm, httpserver, observer):
     assert len(sent) == THREADS + 1 and len(set(sent)) == THREADS
     # Nothing more to do.
     assert batch_run(batch=True).batch.submitted == 0
+    # The cost report and `verdicts` agree on what the batches cost.
+    total = sum(r.cost_usd for r in rows if r.cost_usd is not None)
+    assert total == pytest.approx(batch_price * THREADS)
+    report = json.loads(CliRunner().invoke(cli, ["report", "costs", "--format", "json"]).output)
+    assert report["total"]["audit_usd"] == pytest.approx(total)
+    shown = json.loads(CliRunner().invoke(cli, ["verdicts", "--json", "-n", "0"]).output)
+    assert sum(v["cost_usd"] or 0 for v in shown) == pytest.approx(total)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("observer", sorted(BACKENDS))
+def test_a_run_killed_while_submitting_sends_nothing_twice(store, pm, httpserver, observer):
+    """SIGKILL `auditor run --batch` while the provider holds its batch but has not answered:
+    the next run finds that batch at the provider and submits nothing again."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    module, StandIn, model, _ = BACKENDS[observer]
+    pytest.importorskip(module)
+    api = StandIn(httpserver)
+    release = threading.Event()
+    orig = api._create
+
+    def hold(request, batch_id, keys, extra):
+        accepted = orig(request, batch_id, keys, extra)
+        release.wait(30)  # the provider has it; its answer comes too late
+        return accepted
+
+    api._create = hold
+    base = httpserver.url_for("/").rstrip("/")
+    db = store.url.database
+    cmd = [sys.executable, "-m", "auditor", "--db", db, "run", "--batch", "--observer", observer]
+    cmd += ["--model", model, "--base-url", base, "--key", "k", "--max-retries", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not api.created and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert len(api.created) == 1, "the run never submitted"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    release.set()
+    with store.connect() as conn:
+        assert list(conn.scalars(select(s.Batch.state))) == ["submitting"]
+
+    options = {"api_key": "k", "base_url": base, "max_retries": 0}
+    config = RunConfig(observer=observer, model=model, observer_options=options, batch=True)
+    resumed = run(store, pm, config, announce=quiet)
+    assert (len(api.created), resumed.batch.submitted) == (1, 0)
+    assert resumed.batch.waiting == resumed.batch.pending == THREADS
+    assert any("the provider has it as" in m for m in resumed.messages)
+    api.finish()
+    collected = run(store, pm, config, announce=quiet)
+    assert (collected.batch.collected, len(api.created)) == (THREADS, 1)
+    assert sum(r.status == "ok" for r in verdicts(store)) == THREADS
+
+
+def test_a_budget_caps_what_a_batch_may_cost(store, pm, httpserver):
+    pytest.importorskip("google.genai")
+    api = GeminiBatches(httpserver)
+    options = {"api_key": "k", "base_url": httpserver.url_for("/").rstrip("/"), "max_retries": 0}
+    model = "gemini-3.1-pro-preview"
+    config = RunConfig(observer="gemini", model=model, observer_options=options, batch=True)
+    planner = Auditor(store, pm, config)
+    worst = [
+        float(estimate_usd(model, "gemini", planner.prompt.text + j.user, 1024, batch=True))
+        for j in planner.jobs()
+    ]
+    config.budget = worst[0] + worst[1] + min(worst) / 2  # room for two checkpoints
+    summary = run(store, pm, config, announce=quiet)
+    assert (summary.batch.submitted, summary.over_budget) == (2, THREADS - 2)
+    assert summary.batch.est_usd == pytest.approx(worst[0] + worst[1])
+    assert len(api.created) == 1
+    assert f"{summary.over_budget} checkpoints left unaudited" in summary.budget_note
