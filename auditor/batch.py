@@ -126,13 +126,20 @@ def resolve_submitting(auditor) -> None:
         since = row.submitted_at
         if since.tzinfo is None:
             since = since.replace(tzinfo=UTC)
-        found = obs.find_batch(
+        candidates = obs.find_batch(
             row.label, row.requests, since - timedelta(minutes=1), _options(auditor)
         )
+        with auditor.engine.connect() as conn:  # leave out the batches already recorded
+            known = set(conn.scalars(select(b.c.provider_id).where(b.c.provider_id.is_not(None))))
+        left = [c for c in candidates if c not in known]
+        found = left[0] if len(left) == 1 else None
         values = (
             {"state": "pending", "provider_id": found}
             if found
-            else {"state": "failed", "error": "the provider has no batch of this label"}
+            else {
+                "state": "failed",
+                "error": f"the provider has {len(left) or 'no'} batches that may be this one",
+            }
         )
         with auditor.engine.begin() as conn:
             conn.execute(update(b).where(b.c.id == row.id).values(**values))
@@ -260,38 +267,44 @@ def submit(auditor, report: BatchReport) -> None:
     budget = auditor.budget
     limit = auditor.config.limit
     taken = 0
-    for job in auditor.jobs():
-        if limit is not None and taken >= limit:
-            break
-        prompt = auditor.prompt.text + job.user
-        est = estimate_usd(
-            auditor.model, auditor.observer_name, prompt, MAX_OUTPUT_TOKENS, batch=True
-        )
-        est = float(est or 0)  # unknown: allowed with --allow-unpriced only
-        if not auditor.claim(job):
-            continue
-        # Checked under the lease: another run may have put it in a batch since it was planned.
-        with auditor.engine.connect() as conn:
-            waiting = _waiting(conn, auditor, job)
-        over = budget is not None and (
-            auditor.summary.cost_usd + report.est_usd + est > budget.limit
-        )
-        if waiting or over:
+    try:
+        for job in auditor.jobs():
+            if limit is not None and taken >= limit:
+                break
+            prompt = auditor.prompt.text + job.user
+            est = estimate_usd(
+                auditor.model, auditor.observer_name, prompt, MAX_OUTPUT_TOKENS, batch=True
+            )
+            est = float(est or 0)  # unknown: allowed with --allow-unpriced only
+            job_bytes = len(prompt.encode("utf-8", "surrogatepass"))
+            # Full: submit before claiming the next, so a failed submission holds no lease.
+            if chunk and (len(chunk) >= size or chunk_bytes + job_bytes > BATCH_MAX_BYTES):
+                done, chunk, chunk_bytes = chunk, [], 0
+                _submit_chunk(auditor, done, report)
+            if not auditor.claim(job):
+                continue
+            # Under the lease: another run may have put it in a batch since it was planned.
+            with auditor.engine.connect() as conn:
+                waiting = _waiting(conn, auditor, job)
+            over = budget is not None and (
+                auditor.summary.cost_usd + report.est_usd + est > budget.limit
+            )
+            if waiting or over:
+                auditor.release(job)
+                if waiting:
+                    report.waiting += 1
+                else:
+                    budget.refuse(est)
+                    auditor.summary.over_budget += 1
+                continue
+            taken += 1
+            report.est_usd += est
+            chunk.append((job, est))
+            chunk_bytes += job_bytes
+    except BaseException:
+        for job, _ in chunk:  # claimed, never recorded in a batch: free for the next run
             auditor.release(job)
-            if waiting:
-                report.waiting += 1
-            else:
-                budget.refuse(est)
-                auditor.summary.over_budget += 1
-            continue
-        taken += 1
-        report.est_usd += est
-        job_bytes = len(prompt.encode("utf-8", "surrogatepass"))
-        if chunk and (len(chunk) >= size or chunk_bytes + job_bytes > BATCH_MAX_BYTES):
-            _submit_chunk(auditor, chunk, report)
-            chunk, chunk_bytes = [], 0
-        chunk.append((job, est))
-        chunk_bytes += job_bytes
+        raise
     if chunk:
         _submit_chunk(auditor, chunk, report)
 

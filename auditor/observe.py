@@ -134,9 +134,10 @@ class BatchObserver(Protocol):
         """Create the batch and return the provider's id for it."""
         ...
 
-    def find_batch(self, label: str, count: int, since: Any, options: dict[str, Any]) -> str | None:
-        """Return the id of a batch submitted as `label` (of `count` requests, created after
-        `since`) when a run was stopped before it recorded the id, or None."""
+    def find_batch(self, label: str, count: int, since: Any, options: dict[str, Any]) -> list[str]:
+        """Return the ids of the batches that may be the one submitted as `label` (of `count`
+        requests, created after `since`) by a run stopped before it recorded the id; the core
+        leaves out those it knows and takes the one left, if exactly one is."""
         ...
 
     def poll_batch(self, batch_id: str, options: dict[str, Any]) -> BatchStatus: ...

@@ -234,17 +234,17 @@ class ClaudeObserver:
             requests.append({"custom_id": item.key, "params": params})
         return self._sync_client(options).messages.batches.create(requests=requests).id
 
-    def find_batch(self, label: str, count: int, since: Any, options: dict[str, Any]) -> str | None:
-        """Message Batches carry no name: return the one batch created after `since` with
-        `count` requests, if exactly one matches."""
+    def find_batch(self, label: str, count: int, since: Any, options: dict[str, Any]) -> list[str]:
+        """Message Batches carry no name: return the batches created after `since` with
+        `count` requests."""
         found = []
         for b in self._sync_client(options).messages.batches.list(limit=100):
             if b.created_at < since:
-                continue
+                break  # newest first: the rest are older
             c = b.request_counts
             if c.processing + c.succeeded + c.errored + c.canceled + c.expired == count:
                 found.append(b.id)
-        return found[0] if len(found) == 1 else None
+        return found
 
     def poll_batch(self, batch_id: str, options: dict[str, Any]) -> BatchStatus:
         b = self._sync_client(options).messages.batches.retrieve(batch_id)

@@ -222,12 +222,10 @@ class GeminiObserver:
         )
         return job.name
 
-    def find_batch(self, label: str, count: int, since: Any, options: dict[str, Any]) -> str | None:
+    def find_batch(self, label: str, count: int, since: Any, options: dict[str, Any]) -> list[str]:
         """Return the name of the batch whose display name is `label`, if the API has one."""
-        for job in self._sync_client(options).batches.list():
-            if job.display_name == label:
-                return job.name
-        return None
+        jobs = self._sync_client(options).batches.list()
+        return [job.name for job in jobs if job.display_name == label and job.name]
 
     def poll_batch(self, batch_id: str, options: dict[str, Any]) -> BatchStatus:
         job = self._sync_client(options).batches.get(name=batch_id)
