@@ -35,9 +35,7 @@ if TYPE_CHECKING:
     "--concurrency",
     "-j",
     type=int,
-    default=4,
-    show_default=True,
-    help="Observer calls in flight at once.",
+    help="Observer calls in flight at once (default: what the observer suits: 4, the embedded model 1).",
 )
 @click.option(
     "--dry-run",

@@ -190,6 +190,14 @@ _hook_command("claude-code", "Claude Code")
 _hook_command("codex", "Codex CLI")
 
 
+def _store_if_any(ctx: Context):
+    """The store's engine when it exists (installing a hook creates no store), else None."""
+    from .db import location, resolve_url
+
+    where = location(resolve_url(ctx.db_option))
+    return ctx.engine if "://" in where or Path(where).is_file() else None
+
+
 @hook.command("install")
 @click.argument("agent", type=click.Choice(["claude-code", "codex"]))
 @click.option(
@@ -265,7 +273,7 @@ def install(
     """
     import json
 
-    from .hook_install import hook_command, merge, settings_path
+    from .hook_install import deadline_warning, hook_command, merge, settings_path
     from .hook_install import install as install_hook
 
     extra = []
@@ -281,9 +289,11 @@ def install(
     if print_only:
         current = json.loads(path.read_text()) if path.exists() else {}
         click.echo(json.dumps(merge(current, agent, command, timeout, sync)[0], indent=2))
-        return
-    changed = install_hook(path, agent, command, timeout, sync)
-    click.echo(f"{'installed in' if changed else 'already installed in'} {path}: {command}")
+    else:
+        changed = install_hook(path, agent, command, timeout, sync)
+        click.echo(f"{'installed in' if changed else 'already installed in'} {path}: {command}")
+    if warning := deadline_warning(_store_if_any(ctx), ctx.plugins, observer, model, deadline):
+        click.echo(warning, err=True)
 
 
 COMMANDS.append(hook)

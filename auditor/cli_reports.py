@@ -521,9 +521,7 @@ def _eval_table(report) -> None:
     "--concurrency",
     "-j",
     type=int,
-    default=4,
-    show_default=True,
-    help="Observer calls in flight at once.",
+    help="Observer calls in flight at once (default: what the observer suits: 4, the embedded model 1).",
 )
 @format_option("Output format (csv: one line per label).")
 @pass_ctx

@@ -121,7 +121,7 @@ def evaluate(engine: Engine, plugins, labels_path: str, config) -> Report:
             planned.append((label, cp, job))
 
         async def call_all() -> None:
-            gate = asyncio.Semaphore(max(1, config.concurrency))
+            gate = asyncio.Semaphore(auditor.concurrency)
 
             async def one(job) -> None:
                 async with gate:

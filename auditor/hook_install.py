@@ -174,3 +174,62 @@ def install(path: Path, agent: str, command: str, timeout: int, sync: bool = Fal
     data = (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode()
     replace_atomically(path, data)
     return True
+
+
+MIN_RECORDED = 5  # recorded answers needed before they are trusted over the backend's figure
+
+
+def answer_seconds(engine, observer, name: str, model: str) -> tuple[float, str] | None:
+    """How long `observer` takes to answer, and where that figure comes from.
+
+    The 90th percentile of its newest 200 recorded answers with `model` in the store (at least
+    MIN_RECORDED; `engine` None: no store), else the figure the backend declares
+    (`seconds_per_call`), else None.
+    """
+    from sqlalchemy import text
+
+    from .reports.shared import nearest_rank
+
+    try:
+        if engine is None:
+            raise LookupError("no store")
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT latency_ms FROM verdicts WHERE observer = :o AND model = :m AND "
+                    "status IN ('ok', 'invalid') AND latency_ms IS NOT NULL "
+                    "ORDER BY id DESC LIMIT 200"
+                ),
+                {"o": name, "m": model},
+            ).all()
+    except Exception:  # no store yet, or one that cannot be read: use the declared figure
+        rows = []
+    if len(rows) >= MIN_RECORDED:
+        p90 = nearest_rank(sorted(r.latency_ms for r in rows), 90) / 1000
+        return p90, f"90th percentile of its {len(rows)} answers recorded in this store"
+    declared = getattr(observer, "seconds_per_call", None)
+    if declared:
+        return float(declared), "the backend's own figure"
+    return None
+
+
+def deadline_warning(engine, plugins, observer: str | None, model: str | None, deadline: float):
+    """A warning when the observer the hook will use cannot answer inside `deadline`, or None."""
+    from .run import choose_observer
+
+    try:
+        name, _ = choose_observer(plugins, observer)
+        backend = plugins.observer(name)
+    except AuditorError:
+        return None  # the hook records that problem itself
+    model = model or backend.default_model
+    found = answer_seconds(engine, backend, name, model)
+    if found is None or found[0] <= deadline:
+        return None
+    seconds, source = found
+    return (
+        f"Warning: the {name} observer ({model}) takes about {seconds:.1f}s to answer ({source}), "
+        f"longer than the hook's {deadline:g}s deadline: its answers would come too late and be "
+        "dropped. Use a faster observer (--observer gemini or claude with an API key, or local "
+        "with a server on a GPU) or a longer --deadline."
+    )

@@ -81,6 +81,10 @@ class Verdict:
 
 
 class Observer(Protocol):
+    """An observer backend. Optional attributes, read with getattr: `concurrency` (calls in
+    flight that suit it when the user gives none; 4 when absent) and `seconds_per_call` (how
+    long an answer takes; `auditor hook install` warns when it is past the hook's deadline)."""
+
     name: str
     default_model: str
 

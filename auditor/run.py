@@ -32,6 +32,7 @@ from .signals import store_signals
 from .threads import find_thread, load_messages
 
 CHARS_PER_TOKEN = 4  # rough estimate used only by --dry-run
+DEFAULT_CONCURRENCY = 4  # calls in flight when neither the user nor the observer says
 EST_OUTPUT_TOKENS = 80
 
 
@@ -43,7 +44,7 @@ class RunConfig:
     threads: list[str] = field(default_factory=list)
     since: datetime | None = None
     limit: int | None = None
-    concurrency: int = 4
+    concurrency: int | None = None  # None: the observer's own (`Observer.concurrency`), else 4
     timeout: float = 120.0
     dry_run: bool = False
     gate: dict[str, Any] = field(default_factory=dict)
@@ -184,6 +185,11 @@ class Auditor:
         self.observer_name, self.why = choose_observer(plugins, config.observer)
         self.observer = plugins.observer(self.observer_name)
         self.model = config.model or self.observer.default_model
+        # A CPU model answers one call at a time: calls queued behind it only time out.
+        self.concurrency = max(
+            1,
+            config.concurrency or getattr(self.observer, "concurrency", 0) or DEFAULT_CONCURRENCY,
+        )
         self.prompt = load_prompt()
         self.critique_prompt = critique.load_critique_prompt() if config.critique else None
         self.gate_config = gate_config(config.gate)
@@ -649,6 +655,12 @@ class Auditor:
             error = answers.cut_text(f"{type(exc).__name__}: {exc}", answers.PROBLEM_LIMIT)
             if isinstance(exc, TimeoutError) and took >= limit * 0.99:
                 error = f"deadline exceeded: no answer within {limit:g}s"
+            elif not str(exc).strip():  # an exception without a word (TimeoutError())
+                what = "timed out" if isinstance(exc, TimeoutError) else "failed"
+                error = (
+                    f"{type(exc).__name__}: the {self.observer_name} call {what} after "
+                    f"{took:.1f}s (--timeout {self.config.timeout:g}s), saying nothing more"
+                )
             return self.record_verdict(job, None, error, took)
         return self.record_verdict(job, result, None, time.monotonic() - started)
 
@@ -658,10 +670,8 @@ class Auditor:
         should_stop: Callable[[], bool] = lambda: False,
     ) -> RunSummary:
         """Make the calls of `jobs()`; once `should_stop()` is true, no new call starts."""
-        queue: asyncio.Queue[Job | None] = asyncio.Queue(
-            maxsize=max(2, self.config.concurrency * 2)
-        )
-        workers_n = max(1, self.config.concurrency)
+        queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=max(2, self.concurrency * 2))
+        workers_n = self.concurrency
 
         async def produce() -> None:
             sent = 0

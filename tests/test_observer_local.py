@@ -160,6 +160,25 @@ def test_bad_arguments_are_invalid(stub):
     assert not verdict.valid and "not valid JSON" in verdict.problem
 
 
+def nested(depth: int) -> str:
+    """JSON text of lists nested `depth` deep (built as text: json.dumps stops near 1000)."""
+    return "[" * depth + "]" * depth
+
+
+def test_an_answer_too_deep_for_pydantic_keeps_the_verdict_or_says_why(stub):
+    body = json.dumps(openai_response(json.dumps({"needsCorrection": False})))
+    # A field outside the spec nested 300 deep (pydantic serialises at most 255): left out.
+    stub.default = Reply(200, body[:-1] + ', "debug": ' + nested(300) + "}")
+    result = observe(stub)
+    assert validate(result).valid and result.raw["dropped_fields"] == ["debug"]
+    # Nested that deep inside the answer itself: an error that says so.
+    message = '"message": {"role": "assistant"'
+    assert message in body
+    stub.default = Reply(200, body.replace(message, message + ', "debug": ' + nested(300)))
+    with pytest.raises(ValueError, match="answer is nested too deep to read .over 255 levels"):
+        observe(stub)
+
+
 def test_missing_usage_is_zero_and_flagged(stub):
     stub.default = Reply(200, openai_response(usage=False))
     u = observe(stub).usage

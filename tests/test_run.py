@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from sqlalchemy import select
@@ -145,3 +147,43 @@ def test_only_run_py_touches_the_auditors_private_methods():
         if isinstance(node, ast.Attribute) and node.attr in private
     ]
     assert private and found == []
+
+
+def test_a_failure_without_words_says_what_failed_and_after_how_long(store, pm, fake, monkeypatch):
+    async def mute(request, options):
+        raise TimeoutError()  # what asyncio.wait_for raises: no text at all
+
+    monkeypatch.setattr(fake, "observe", mute)
+    summary = run(store, pm, RunConfig(observer="fake", timeout=7), announce=quiet)
+    assert summary.errors == 2
+    for v in verdicts(store):
+        assert re.fullmatch(
+            r"TimeoutError: the fake call timed out after \d+\.\ds \(--timeout 7s\), "
+            r"saying nothing more",
+            v.problem,
+        )
+
+
+def test_calls_in_flight_are_the_observers_own_unless_given(store, pm, fake, monkeypatch):
+    from auditor.run import Auditor
+
+    assert Auditor(store, pm, RunConfig(observer="fake")).concurrency == 4
+    assert Auditor(store, pm, RunConfig(observer="fake", concurrency=3)).concurrency == 3
+    fake.concurrency = 1  # a CPU model: one call at a time
+    assert Auditor(store, pm, RunConfig(observer="fake", concurrency=3)).concurrency == 3
+    inflight, most = 0, 0
+    observe = fake.observe
+
+    async def counted(request, options):
+        nonlocal inflight, most
+        inflight += 1
+        most = max(most, inflight)
+        try:
+            return await observe(request, options)
+        finally:
+            inflight -= 1
+
+    monkeypatch.setattr(fake, "observe", counted)
+    fake.delay = 0.1
+    summary = run(store, pm, RunConfig(observer="fake"), announce=quiet)
+    assert summary.audited == 2 and most == 1
