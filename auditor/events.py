@@ -126,7 +126,7 @@ def record_gate(
 
 def record_verdict(conn: Connection, verdict_id: int, row: dict[str, Any]) -> None:
     """Record an observer call from its verdict row: audited or critiqued, corrected, or error."""
-    ids = {
+    ids: dict[str, Any] = {
         "run_id": row.get("run_id"),
         "thread_id": row.get("thread_id"),
         "checkpoint_id": row.get("checkpoint_id"),

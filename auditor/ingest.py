@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text, update
@@ -108,7 +108,7 @@ class Ingester:
             plugins.formats().values(), key=lambda f: getattr(f, "detect_priority", 0)
         )
         self._thread_ids: dict[tuple[str, str], int] = {}
-        self._thread_infos: dict[tuple[str, str], tuple] = {}
+        self._thread_infos: dict[tuple[str, str], bytes] = {}
         self.touched_threads: set[int] = set()
         # Threads written to since the last commit, and the last message row before it: their
         # aggregates are refreshed in the same transaction as the rows, so a kill at any point
@@ -117,7 +117,7 @@ class Ingester:
         self._group_since = 0
         self._file_threads: set[int] = set()  # the threads the file being read feeds
         self._c: Connection | None = None
-        self._remember_stmt = None
+        self._remember_stmt: Any = None
         self._thread_stmts: dict[tuple, object] = {}
         self._pending = 0
         self._pending_since = 0.0
@@ -557,7 +557,7 @@ class Ingester:
             )
 
 
-def _why(exc: Exception) -> str:
+def _why(exc: BaseException) -> str:
     """The reason a record could not be stored, in one line."""
     if isinstance(exc, StatementError) and exc.orig is not None:
         exc = exc.orig

@@ -27,9 +27,13 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import live
 from .errors import AuditorError
+
+if TYPE_CHECKING:
+    from .run import Auditor, Job
 
 POLL = 0.05  # seconds between looks at the spool
 IDLE = 120.0  # seconds without an event before the worker exits
@@ -50,8 +54,8 @@ class _Audit:
     start: int  # where the event's line starts in events.jsonl
     offset: int  # where it ends: a prompt recorded from here on came after it
     task: asyncio.Task | None = None
-    auditor: object = None
-    job: object = None
+    auditor: Auditor | None = None
+    job: Job | None = None
     started: float = 0.0
     cancelled: bool = False
     why: str = ""
@@ -318,7 +322,7 @@ class Worker:
                 break
             await asyncio.sleep(0.2)
             waited += 0.2
-        if cp is None:
+        if cp is None or messages is None:
             self.log(f"{name}: nothing to audit (the transcript has no matching checkpoint)")
             return
         a = audit.auditor = Auditor(self.engine, self.plugins, self.run_config)

@@ -200,7 +200,7 @@ class Auditor:
         self.lease = config.lease or config.timeout * 4 + 65
 
     # -- planning (sync, cheap) -----------------------------------------------------------
-    def _threads(self) -> list[s.Thread]:
+    def _threads(self) -> list[Any]:  # rows of the threads table
         if self.config.threads:
             return [find_thread(self.engine, t) for t in self.config.threads]
         t = s.Thread.__table__
@@ -593,7 +593,11 @@ class Auditor:
         abandoned and recorded as an error.
         """
         estimate = self._reserve_for(job)
-        if estimate is not None and not await self.budget.reserve(estimate):
+        if (
+            estimate is not None
+            and self.budget is not None
+            and not await self.budget.reserve(estimate)
+        ):
             self.summary.over_budget += 1
             return None
         try:
@@ -604,7 +608,7 @@ class Auditor:
             finally:
                 self.release(job)
         finally:
-            if estimate is not None:
+            if estimate is not None and self.budget is not None:
                 await self.budget.release(estimate)
         follow = self._critique_job(job, verdict_id)
         if follow is not None:

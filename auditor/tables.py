@@ -93,7 +93,7 @@ def layout(
 
     order = sorted(
         (i for i in shown if not cols[i].keep),
-        key=lambda i: cols[i].drop if cols[i].drop is not None else i,
+        key=lambda i: i if (drop := cols[i].drop) is None else drop,
         reverse=True,
     )
     while need(shown) > width and order:
@@ -152,7 +152,7 @@ def print_table(
     def cells(row: Sequence[str]) -> list[Text]:
         # Text, not markup: a path or a message may hold brackets.
         return [
-            Text(shorten(str(row[i]), w, cols[i].cut) if cols[i].cut else str(row[i]))
+            Text(shorten(str(row[i]), w, cut) if (cut := cols[i].cut) else str(row[i]))
             for i, w in zip(shown, widths, strict=True)
         ]
 

@@ -311,7 +311,7 @@ def cost_report(
         row["agent_calls"] += calls
         for c, v in sums.items():
             row[c] += v
-        usd = pricer.usd(model, band, *tokens)
+        usd = pricer.usd(model, band, tokens[0], tokens[1], tokens[2], tokens[3])
         if usd is not None:
             row["agent_usd"] = (row["agent_usd"] or 0.0) + usd
         elif any(tokens):
@@ -374,7 +374,7 @@ def cost_report(
         with engine.connect() as conn:
             stored_prices.save(conn, pricer)
     out_rows = sort_rows(list(rows.values()), by, ("agent_usd", "audit_usd"))
-    total = {c: None for c in key_cols}
+    total: dict[str, Any] = {c: None for c in key_cols}
     for c in AGENT_COLS + AUDIT_COLS:
         if c == "agent_unpriced_models":
             total[c] = sorted({m or "(none)" for r in out_rows for m in r[c]})

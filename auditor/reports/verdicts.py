@@ -162,7 +162,7 @@ def verdict_report(
     out = sort_rows(list(rows.values()), by, ("calls",))
     if not by or by[0] not in TIME_DIMS:
         out.sort(key=lambda r: tuple(str(r[c] or "") for c in cols))
-    total = None
+    total: dict[str, Any] | None = None
     if len(out) > 1:
         total = {c: None for c in cols}
         for c in (
@@ -179,8 +179,8 @@ def verdict_report(
         usd = [r["usd"] for r in out if r["usd"] is not None]
         total["usd"] = sum(usd) if usd else None
         reasons: dict[str, int] = {}
-        for r in out:
-            for k, v in r["gated_out_by_reason"].items():
+        for o in out:
+            for k, v in o["gated_out_by_reason"].items():
                 reasons[k] = reasons.get(k, 0) + v
         total.update(
             gated_out_by_reason=reasons,
