@@ -99,7 +99,7 @@ class CodexExecFormat:
                 reasoning_tokens=int(u.get("reasoning_output_tokens") or 0),
             )
         elif t == "turn.failed" or t == "error":
-            err = obj.get("error") if isinstance(obj.get("error"), dict) else obj
+            err = e if isinstance(e := obj.get("error"), dict) else obj
             text = err.get("message") or t
             yield msg(
                 st["thread"],

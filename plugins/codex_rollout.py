@@ -157,7 +157,7 @@ def tool_output(output: Any) -> tuple[str, bool]:
         if isinstance(data, dict) and "output" in data:
             text = data.get("output")
             text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
-            meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+            meta = m if isinstance(m := data.get("metadata"), dict) else {}
             code = meta.get("exit_code")
             if isinstance(code, int):
                 return text, code != 0
@@ -250,7 +250,7 @@ class CodexFormat:
         st["meta_seen"] = True
         if p.get("id"):
             st["thread"] = str(p["id"])
-        git = p.get("git") if isinstance(p.get("git"), dict) else {}
+        git = g if isinstance(g := p.get("git"), dict) else {}
         meta = {
             k: v
             for k, v in {
@@ -312,7 +312,7 @@ class CodexFormat:
             else:  # developer / system
                 yield msg(thread, f"L{line}", SYSTEM, line, blocks, SOURCE_META, ts)
         elif t == "reasoning":
-            texts = [
+            texts: list[Any] = [
                 s.get("text")
                 for s in p.get("summary") or []
                 if isinstance(s, dict) and s.get("text")

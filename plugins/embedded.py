@@ -71,7 +71,7 @@ MARKER = "\n\n[... {} tokens omitted ...]\n\n"
 # CPU-seconds. `auditor hook install` warns when it is past the hook's deadline.
 SECONDS_PER_CALL = 45.0
 
-_models: dict[tuple, tuple[Any, threading.Lock]] = {}
+_models: dict[tuple, Model] = {}
 _models_lock = threading.Lock()
 _assemble_lock = threading.Lock()
 
@@ -307,7 +307,7 @@ class EmbeddedObserver:
 
     async def observe(self, request: ObserveRequest, options: dict[str, Any]) -> ObserveResult:
         """Make one forced `course_correct` call in a worker thread and return the raw result."""
-        from auditor_plugins.local import parse_completion
+        from .local import parse_completion
 
         started = time.perf_counter()
         cancelled = threading.Event()

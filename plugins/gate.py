@@ -18,6 +18,8 @@ of turn the user already answered) are not here: the core applies them before an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from auditor.api import GateDecision, hookimpl
 
 DEFAULTS = {
@@ -29,7 +31,7 @@ DEFAULTS = {
 }
 
 
-def decide(checkpoint, thread, config: dict, signals: list = ()) -> GateDecision:
+def decide(checkpoint, thread, config: dict, signals: Sequence = ()) -> GateDecision:
     cfg = {**DEFAULTS, **{k: v for k, v in config.items() if v is not None}}
     agents = cfg.get("agents")
     if agents and thread.agent not in agents:

@@ -86,7 +86,7 @@ def _call_result(call: dict) -> tuple[str, bool]:
                     is_error = True
                     err = response["error"]
                     texts.append(
-                        err.get("message")
+                        as_text(err.get("message"))
                         if isinstance(err, dict) and err.get("message")
                         else as_text(err)
                     )

@@ -176,7 +176,7 @@ class GeminiStreamFormat:
         ts_raw = obj.get("timestamp") or obj.get("ts")
         if t == "message" and obj.get("role") == "assistant" and obj.get("delta"):
             yield from self._flush_harness(path, st)
-            text = as_text(obj.get("content"))
+            text: str | None = as_text(obj.get("content"))
             if st.get("text"):
                 st["text"]["text"] += text
             else:

@@ -359,7 +359,7 @@ class OpenAIChatFormat:
     ) -> Iterator[Record]:
         thread = state["thread"]
         role_name = msg.get("role")
-        role = _ROLE_MAP.get(role_name)
+        role = _ROLE_MAP.get(role_name) if isinstance(role_name, str) else None
         if role is None:
             yield Problem(f"message with unknown role {role_name!r} skipped", line)
             return
@@ -384,11 +384,11 @@ class OpenAIChatFormat:
         else:
             blocks += _content_blocks(msg.get("content"))
             source = {USER: SOURCE_TYPED, SYSTEM: SOURCE_META, ASSISTANT: SOURCE_AGENT}[role]
-            calls = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else []
+            calls = c if isinstance(c := msg.get("tool_calls"), list) else []
             for n, call in enumerate(calls):
                 if not isinstance(call, dict):
                     continue
-                fn = call.get("function") if isinstance(call.get("function"), dict) else call
+                fn = f if isinstance(f := call.get("function"), dict) else call
                 name = fn.get("name")
                 args = _loads_maybe(fn.get("arguments", fn.get("input")))
                 block = Block(

@@ -70,7 +70,7 @@ def _edit_pairs(call: Call) -> list[tuple[str, str, str]]:
     if not isinstance(call.input, dict) or not call.is_edit:
         return []
     path = str(call.input.get("file_path") or call.input.get("path") or "")
-    edits = call.input.get("edits") if isinstance(call.input.get("edits"), list) else [call.input]
+    edits = e if isinstance(e := call.input.get("edits"), list) else [call.input]
     out = []
     for e in edits:
         if not isinstance(e, dict):
