@@ -156,7 +156,7 @@ def _blocks(content: Any) -> list[Block]:
             )
             blocks[-1].is_file_edit, blocks[-1].edited_paths = _edits(name, tool_input)
         elif kind == "tool_result":
-            run = part.get("run") if isinstance(part.get("run"), dict) else {}
+            run = got if isinstance(got := part.get("run"), dict) else {}
             text, is_error = _result_text(run)
             blocks.append(
                 Block(
@@ -190,7 +190,7 @@ def _source(msg: dict, blocks: list[Block]) -> str | None:
             )
             else SOURCE_META
         )
-    meta = msg.get("meta") if isinstance(msg.get("meta"), dict) else {}
+    meta = got if isinstance(got := msg.get("meta"), dict) else {}
     source = msg.get("source") or meta.get("source")
     stype = (
         source.get("type")
@@ -241,8 +241,8 @@ class AmpFormat:
             yield Problem("not an Amp thread: expected a JSON object with a 'messages' list")
             return
         thread = str(doc.get("id") or path.stem)
-        env = doc.get("env") if isinstance(doc.get("env"), dict) else {}
-        initial = env.get("initial") if isinstance(env.get("initial"), dict) else {}
+        env = got if isinstance(got := doc.get("env"), dict) else {}
+        initial = got if isinstance(got := env.get("initial"), dict) else {}
         meta = {k: doc[k] for k in ("v", "created", "updatedAt") if k in doc}
         platform = initial.get("platform")
         if isinstance(platform, dict) and platform.get("client"):
@@ -269,14 +269,16 @@ class AmpFormat:
                 yield Problem(f"cannot read Amp message {index}: {type(exc).__name__}: {exc}")
 
     def _message(self, thread: str, index: int, msg: dict) -> Iterator[Record]:
-        role = {"user": USER, "assistant": ASSISTANT, "info": SYSTEM}.get(msg.get("role"), SYSTEM)
+        role = {"user": USER, "assistant": ASSISTANT, "info": SYSTEM}.get(
+            str(msg.get("role")), SYSTEM
+        )
         mid = msg.get("messageId")
         native = str(mid) if mid is not None else f"i{index}"
         blocks = _blocks(msg.get("content"))
-        usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else None
-        meta = msg.get("meta") if isinstance(msg.get("meta"), dict) else {}
+        usage = got if isinstance(got := msg.get("usage"), dict) else None
+        meta = got if isinstance(got := msg.get("meta"), dict) else {}
         ts = parse_time(meta.get("sentAt")) or parse_time(usage.get("timestamp") if usage else None)
-        state = msg.get("state") if isinstance(msg.get("state"), dict) else {}
+        state = got if isinstance(got := msg.get("state"), dict) else {}
         stop = state.get("stopReason") or (
             state.get("type") if state.get("type") not in (None, "complete") else None
         )
