@@ -432,7 +432,13 @@ def _describe(exc: BaseException) -> str:
 
 class _Watchdog:
     """Raise DeadlinePassed in the main thread once `seconds` have passed (a backstop: the
-    observer call has its own, shorter timeout). Does nothing outside the main thread."""
+    observer call has its own, shorter timeout). Does nothing outside the main thread.
+
+    The alarm repeats every REPEAT seconds until the block is left: an exception raised while
+    Python runs a finalizer or a weakref callback (SQLAlchemy's, say) is printed and dropped,
+    and the next alarm raises it again where it can propagate."""
+
+    REPEAT = 0.1
 
     def __init__(self, seconds: float):
         self.seconds = max(0.05, seconds)
@@ -440,21 +446,22 @@ class _Watchdog:
         self.armed = False
 
     def _expire(self, signum, frame):
-        raise DeadlinePassed(f"deadline exceeded: the hook ran past {self.seconds:g}s")
+        if self.armed:
+            raise DeadlinePassed(f"deadline exceeded: the hook ran past {self.seconds:g}s")
 
     def __enter__(self) -> Self:
         import threading
 
         if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(signal.SIGALRM, self._expire)
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
             self.armed = True
+            signal.setitimer(signal.ITIMER_REAL, self.seconds, self.REPEAT)
         return self
 
     def __exit__(self, *exc) -> None:
         if self.armed:
+            self.armed = False  # first: an alarm from here on raises nothing
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(
                 signal.SIGALRM, self.previous if self.previous is not None else signal.SIG_DFL
             )
-            self.armed = False

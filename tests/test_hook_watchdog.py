@@ -1,0 +1,42 @@
+"""The synchronous hook's deadline is a SIGALRM watchdog; it must hold even when the first
+DeadlinePassed is raised somewhere Python drops exceptions (a finalizer, a weakref callback)."""
+
+import gc
+import sys
+import time
+
+import pytest
+
+from auditor.hook import DeadlinePassed, _Watchdog
+
+
+class SwallowsInFinalizer:
+    """Sleeps in __del__, where an exception is printed as 'Exception ignored' and dropped."""
+
+    def __del__(self):
+        time.sleep(0.4)
+
+
+def test_a_deadline_swallowed_by_a_finalizer_is_raised_again(monkeypatch):
+    dropped = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: dropped.append(u.exc_type))
+    started = time.monotonic()
+    with pytest.raises(DeadlinePassed, match="ran past 0.2s"), _Watchdog(0.2):
+        obj = SwallowsInFinalizer()
+        del obj  # the alarm fires inside __del__: that DeadlinePassed is lost
+        gc.collect()
+        time.sleep(5)  # the repeated alarm raises here
+    took = time.monotonic() - started
+    assert took < 2, took
+    assert dropped == [DeadlinePassed]  # the one the finalizer swallowed
+
+
+def test_leaving_the_block_disarms_the_watchdog():
+    with _Watchdog(0.05):
+        pass
+    time.sleep(0.3)  # no alarm, no DeadlinePassed after the block
+
+
+def test_a_block_that_ends_in_time_raises_nothing():
+    with _Watchdog(5):
+        time.sleep(0.05)
