@@ -153,7 +153,7 @@ def for_run(
     if not is_priced(model, provider) and not allow_unpriced:
         raise AuditorError(
             f"{model!r} is not in the price table, so under a budget its cost is unknown: add "
-            "its price to prices.json (`auditor paths` shows where) or pass --allow-unpriced."
+            "its price to prices.json (`auditor config` shows where) or pass --allow-unpriced."
         )
     limit, why = (budget, "--budget") if budget is not None else (float("inf"), "")
     if per_day is not None:

@@ -398,10 +398,12 @@ def config_command(ctx: Context, as_json: bool, example: bool) -> None:
 
     The file is TOML, at $AUDITOR_CONFIG, else config.toml in the per-user config
     directory. It lists the sources `auditor run --every` ingests and the defaults of the
-    commands' options; the command line always wins over it.
+    commands' options; the command line always wins over it. The last line names the price
+    overrides file ($AUDITOR_PRICES, else prices.json beside config.toml).
     """
 
     from .config import ENV_VAR, EXAMPLE, load
+    from .prices import overrides_path
 
     if example:
         click.echo(EXAMPLE, nl=False)
@@ -416,6 +418,7 @@ def config_command(ctx: Context, as_json: bool, example: bool) -> None:
                 "exists": cfg.exists,
                 "settings": cfg.data,
                 "defaults": cfg.default_map(),
+                "prices": {"path": str(overrides_path()), "exists": overrides_path().is_file()},
             }
         )
         return
@@ -426,10 +429,9 @@ def config_command(ctx: Context, as_json: bool, example: bool) -> None:
         else "not found: every setting has its built-in default (auditor config --example shows one)"
     )
     click.echo(f"config file: {cfg.path} ({where}; {state})")
-    if not cfg.exists:
-        return
-    click.echo(f"sources: {', '.join(cfg.sources) or '(none)'}")
-    for section, values in cfg.data.items():
+    if cfg.exists:
+        click.echo(f"sources: {', '.join(cfg.sources) or '(none)'}")
+    for section, values in cfg.data.items() if cfg.exists else ():
         if section == "sources":
             continue
         if section == "injectors":
@@ -439,6 +441,9 @@ def config_command(ctx: Context, as_json: bool, example: bool) -> None:
                 )
             continue
         click.echo(f"[{section}] " + ", ".join(f"{k} = {v!r}" for k, v in values.items()))
+    prices = overrides_path()
+    found = "found" if prices.is_file() else "not found: genai-prices' table only"
+    click.echo(f"price overrides: {prices} ({found})")
 
 
 COMMANDS.append(config_command)

@@ -559,7 +559,7 @@ def reprice_command(ctx: Context, everything, as_json) -> None:
     """Price stored verdicts from their recorded tokens once their model has a price.
 
     Verdicts recorded while the price table did not know their model show as unpriced; after
-    a price is added (prices.json, `auditor paths` shows where, or a newer genai-prices), this
+    a price is added (prices.json, `auditor config` shows where, or a newer genai-prices), this
     stores their cost, priced at the date of the call (batch verdicts at the batch price), and
     the runs' totals, so that `auditor verdicts` and `auditor report costs` agree.
     """

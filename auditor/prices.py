@@ -2,7 +2,7 @@
 
 Rates come from the `genai-prices` package (a dated snapshot of providers' price pages, with the
 long-context tiers) unless the override file names the model. The override file is JSON at
-`$AUDITOR_PRICES`, else `prices.json` in the user config directory (`auditor paths` shows it):
+`$AUDITOR_PRICES`, else `prices.json` in the user config directory (`auditor config` shows it):
 
     {"my-finetune": {"input": 2.0, "output": 12.0, "cache_read": 0.2,
                      "input_above_200k": 4.0, "output_above_200k": 18.0}}

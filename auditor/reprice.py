@@ -95,7 +95,7 @@ def describe(r: Repriced) -> str:
     if r.still_unpriced:
         models = ", ".join(f"{m} ({n})" for m, n in sorted(r.still_unpriced.items()))
         line += (
-            f"; still without a price: {models} (add them to prices.json, `auditor paths` "
+            f"; still without a price: {models} (add them to prices.json, `auditor config` "
             "shows where)"
         )
     return line

@@ -4,10 +4,13 @@ an empty store that says what to do, events in the order --help gives, a clean n
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
+import click
 from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from click.testing import CliRunner
 
@@ -126,3 +129,48 @@ def test_the_default_observer_notice_has_no_nested_parentheses():
         "observer: embedded (no API key is set; the offline embedded model's verdicts are for "
         "trying the pipeline), model x"
     )
+
+
+def _commands_named_in_backticks() -> set[tuple[str, ...]]:
+    """Every `auditor WORD [WORD]` the code, the plugins and README.md tell a user to type."""
+    root = Path(__file__).resolve().parent.parent
+    files = [
+        root / "README.md",
+        *(root / "auditor").rglob("*.py"),
+        *(root / "plugins").rglob("*.py"),
+    ]
+    named = set()
+    for f in files:
+        for m in re.finditer(r"`auditor((?: [a-z][a-z-]*)+)", f.read_text(encoding="utf-8")):
+            named.add(tuple(m.group(1).split()))
+    return named
+
+
+def test_every_command_a_message_or_the_readme_names_exists():
+    """A hint naming a command that is not there (`auditor paths`, four times) -> none."""
+    unknown = []
+    for words in sorted(_commands_named_in_backticks()):
+        command, known = cli, []
+        for word in words:
+            if not isinstance(command, click.Group) or word not in command.commands:
+                break
+            command, known = command.commands[word], [*known, word]
+        if not known or isinstance(command, click.Group) and len(words) > len(known):
+            if not words[len(known)].isupper():  # a placeholder: `auditor hook AGENT`
+                unknown.append(" ".join(words))
+    assert unknown == []
+
+
+def test_config_names_the_price_overrides_file(tmp_path, monkeypatch):
+    """The hints for an unpriced model say `auditor config` shows where prices.json goes."""
+    monkeypatch.setenv("AUDITOR_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("AUDITOR_PRICES", str(tmp_path / "prices.json"))
+    out = invoke("config").stdout.splitlines()
+    assert (
+        out[-1]
+        == f"price overrides: {tmp_path / 'prices.json'} (not found: genai-prices' table only)"
+    )
+    (tmp_path / "prices.json").write_text("{}")
+    assert invoke("config").stdout.splitlines()[-1].endswith("prices.json (found)")
+    data = json.loads(invoke("config", "--json").stdout)
+    assert data["prices"] == {"path": str(tmp_path / "prices.json"), "exists": True}
