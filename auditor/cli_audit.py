@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 @click.option(
     "--every",
     type=DURATION,
-    help="Repeat until Ctrl-C: ingest the sources, then run, every SPAN (15m, 1h, 90s).",
+    help="Repeat until Ctrl-C: ingest the sources, then run, every DURATION (90s, 15m, 1h, 1d).",
 )
 @click.option(
     "--source",

@@ -17,22 +17,26 @@ COMMANDS: list = []
 
 @click.group()
 def hook() -> None:
-    """Agent hooks: audit the turn that just ended and answer with a correction.
+    """Agent hooks: audit the agent's turns while it works and hand it the corrections.
 
     Install with `auditor hook install claude-code` (or `codex`); the agent then runs
-    `auditor hook claude-code` each time it is about to stop.
+    `auditor hook claude-code` (or `codex`) after each tool round, when the user writes and
+    when it stops.
     """
 
 
 def _hook_command(agent: str, title: str):
-    help_text = f"""{title}'s Stop hook: audit the turn that just ended.
+    help_text = f"""{title}'s hook: note the event, audit in the background, hand over corrections.
 
-    Reads the hook input (JSON) on stdin, or as PAYLOAD, reads the new tail of the
-    transcript into the store, and puts the checkpoint that just ended through the gate and
-    the observer, all recorded like `auditor run`. When a correction is due and the loop guards let it
-    through, prints {{"decision": "block", "reason": MESSAGE}} so the agent goes on with it;
-    otherwise prints nothing. Always exits 0: any error, a missing key or a deadline
-    passed lets the agent stop normally and is recorded.
+    Reads the hook input (JSON) on stdin, or as PAYLOAD, and returns without waiting for the
+    observer. After a tool round (PostToolUse) or at the end of a turn (Stop) the new tail of
+    the transcript is read into the store and the checkpoint goes through the gate and the
+    observer in a background worker, all recorded like `auditor run`. A correction already
+    finished, if the loop guards let it through, goes out as hook context at the next tool
+    round, or at a stop as {{"decision": "block", "reason": MESSAGE}}. When the user writes
+    (UserPromptSubmit), the audits under way are cancelled. With --sync the Stop hook audits
+    while the agent waits, up to --deadline. Exits 0 (--rewake: 2 with a correction): any
+    error, a missing key or a deadline passed lets the agent go on and is recorded.
     """
 
     @hook.command(agent, help=help_text)

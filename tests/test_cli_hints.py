@@ -174,3 +174,15 @@ def test_config_names_the_price_overrides_file(tmp_path, monkeypatch):
     assert invoke("config").stdout.splitlines()[-1].endswith("prices.json (found)")
     data = json.loads(invoke("config", "--json").stdout)
     assert data["prices"] == {"path": str(tmp_path / "prices.json"), "exists": True}
+
+
+def test_the_hook_help_describes_the_non_blocking_hooks_it_installs():
+    """`hook install` sets PostToolUse, UserPromptSubmit and Stop; the help said Stop only."""
+    group = " ".join(invoke("hook", "--help").stdout.split())
+    assert "each time it is about to stop" not in group
+    assert "after each tool round, when the user writes and when it stops" in group
+    for agent in ("claude-code", "codex"):
+        text = " ".join(invoke("hook", agent, "--help").stdout.split())
+        assert "Stop hook: audit the turn that just ended" not in text
+        assert "returns without waiting for the observer" in text
+        assert "(PostToolUse)" in text and "(UserPromptSubmit)" in text and "With --sync" in text
