@@ -197,7 +197,13 @@ class Ingester:
         conn = self._conn()
         sql = _SOURCE_SQL if conn.dialect.paramstyle == "qmark" else _SOURCE_SQL.replace("?", "%s")
         row = conn.exec_driver_sql(sql, (spath,)).first()
-        if row is not None and row.size == st.st_size and row.mtime_ns == st.st_mtime_ns:
+        if (
+            row is not None
+            and row.size == st.st_size
+            and row.mtime_ns == st.st_mtime_ns
+            # An unchanged file read as another format than the one forced is looked at again.
+            and (self.forced is None or row.format == self.forced.name)
+        ):
             return FileResult(spath, "skipped", row.format)
         if st.st_size == 0:
             self._remember(spath, st, None, Cursor(), None)

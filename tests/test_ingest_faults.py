@@ -211,6 +211,27 @@ def test_a_format_forced_on_a_foreign_file_is_an_error_naming_it(
     assert ingest(engine, plugins, [path]).ok and message_count(engine) == stored
 
 
+def test_every_corpus_file_of_another_format_is_refused(corpus, tmp_path, engine, plugins):
+    """Each format forced on every real corpus file another format recognises: one line each."""
+    from auditor.db import open_db
+
+    known = {f.path: f.format for f in ingest(engine, plugins, [corpus]).files if f.format}
+    assert len(set(known.values())) == len(OWN_FILES)
+    for forced in OWN_FILES:
+        # Unchanged files read before as their own format are looked at again, not skipped.
+        foreign = sorted(p for p, fmt in known.items() if fmt != forced)
+        summary = ingest(engine, plugins, foreign, format_name=forced)
+        assert summary.failed == len(foreign) == len(summary.errors), forced
+        for path, error in zip(foreign, summary.errors, strict=True):
+            assert error == (
+                f"{path}: --format {forced} does not fit this {known[path]} transcript; "
+                f"drop --format, or use --format {known[path]}"
+            )
+    fresh = open_db(tmp_path / "fresh.db")
+    assert ingest(fresh, plugins, foreign, format_name=forced).failed == len(foreign)
+    assert message_count(fresh) == 0
+
+
 def test_a_forced_format_that_reads_nothing_from_an_unrecognised_file_says_so(
     corpus, tmp_path, engine, plugins
 ):
