@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from wire_stubs import Reply, Stub, anthropic_response  # noqa: E402 (found through sys.path above)
+from helpers.wire import Reply, Stub, anthropic_response  # noqa: E402 (found through sys.path above)
 
 SPOTTER = "claude-code/marot-spotter"
 BIG = "4d5611e5-241a-462a-8d15-5122611a9569"

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("AUDITOR_SHARED", ROOT.parent / "shared"))
 CORPUS = SHARED / "corpus"
 
-from third_party import THIRD_PARTY, third_party_plugin  # noqa: E402 (a helper module above)
+from helpers.third_party import THIRD_PARTY, third_party_plugin  # noqa: E402 (a helper module above)
 
 if os.environ.get(THIRD_PARTY):
     # Set by test_plugin_kit: run auditor's own tests with a third-party plugin installed, for

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers.store import stored_thread
 from sqlalchemy import text
 
 from auditor.ingest import ingest
@@ -15,43 +16,6 @@ from auditor.ingest import ingest
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "data" / "samples"
 AMP_SAMPLE = SAMPLES / "amp-thread-export.json"
-
-
-def thread_rows(engine, native_id: str) -> tuple[dict, list, dict, tuple]:
-    with engine.connect() as conn:
-        th = (
-            conn.execute(
-                text("SELECT * FROM threads WHERE agent = 'amp' AND native_id = :n"),
-                {"n": native_id},
-            )
-            .mappings()
-            .one()
-        )
-        msgs = conn.execute(
-            text(
-                "SELECT native_id, role, source_type, seq, timestamp, model, usage_key, stop_reason, blocks "
-                "FROM messages WHERE thread_id = :t ORDER BY seq"
-            ),
-            {"t": th["id"]},
-        ).all()
-        calls = {
-            r.call_id: r
-            for r in conn.execute(
-                text(
-                    "SELECT call_id, name, is_error, is_file_edit, edited_paths, result_message_id "
-                    "FROM tool_calls WHERE thread_id = :t"
-                ),
-                {"t": th["id"]},
-            )
-        }
-        tokens = conn.execute(
-            text(
-                "SELECT SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), "
-                "SUM(cache_write_tokens), COUNT(*) FROM token_usage WHERE thread_id = :t"
-            ),
-            {"t": th["id"]},
-        ).one()
-    return dict(th), msgs, calls, tuple(tokens)
 
 
 def raw_amp(path: Path) -> dict:
@@ -96,7 +60,7 @@ def test_corpus_amp_export(corpus, engine, plugins):
     assert summary.files_seen == 1 and summary.failed == 0, summary.errors
     assert summary.files[0].format == "amp"
     expected = raw_amp(path)
-    th, msgs, calls, _tokens = thread_rows(engine, expected["id"])
+    th, msgs, calls, _tokens = stored_thread(engine, "amp", expected["id"])
     assert th["cwd"] == "/workspace/example"
     assert th["git_branch"] == "main"
     assert th["message_count"] == expected["messages"]
@@ -122,7 +86,7 @@ def test_sample_thread_course_correction_and_edits(engine, plugins):
     summary = ingest(engine, plugins, [AMP_SAMPLE])
     assert summary.failed == 0, summary.errors
     expected = raw_amp(AMP_SAMPLE)
-    th, msgs, calls, tokens = thread_rows(engine, expected["id"])
+    th, msgs, calls, tokens = stored_thread(engine, "amp", expected["id"])
     assert th["title"] == "Fix slugify trailing dashes"
     assert th["cwd"] == "/home/dev/textkit" and th["git_branch"] == "fix/slugify"
     assert th["message_count"] == expected["messages"] == len(msgs)
@@ -136,14 +100,12 @@ def test_sample_thread_course_correction_and_edits(engine, plugins):
     assert set(calls) == expected["calls"]
     assert {k for k, c in calls.items() if c.is_file_edit} == expected["edits"]
     assert th["file_edit_count"] == len(expected["edits"]) == 4
-    assert json.loads(calls["toolu_02"].edited_paths) == ["/home/dev/textkit/src/text.py"]
-    assert json.loads(calls["toolu_04"].edited_paths) == [
-        "/home/dev/textkit/tests/test_slugify_trailing.py"
-    ]
+    assert calls["toolu_02"].edited_paths == ["/home/dev/textkit/src/text.py"]
+    assert calls["toolu_04"].edited_paths == ["/home/dev/textkit/tests/test_slugify_trailing.py"]
     assert {k for k, c in calls.items() if c.is_error} == expected["errors"] == {"toolu_05"}
     assert all(c.result_message_id for c in calls.values())
 
-    assert tokens == (
+    assert (tokens.input, tokens.output, tokens.cache_read, tokens.cache_write, tokens.bills) == (
         expected["input"],
         expected["output"],
         expected["cache_read"],
@@ -166,7 +128,7 @@ def test_rewritten_export_replaces_and_adds(engine, plugins, tmp_path):
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
     again = ingest(engine, plugins, [path])
     assert again.rewritten == 1 and again.failed == 0
-    th, msgs, _calls, _tokens = thread_rows(engine, doc["id"])
+    th, msgs, _calls, _tokens = stored_thread(engine, "amp", doc["id"])
     assert len(msgs) == th["message_count"] == len(doc["messages"])
     assert ingest(engine, plugins, [path]).skipped == 1
 
@@ -240,7 +202,7 @@ def test_tool_result_statuses(tmp_path, engine, plugins):
     path = tmp_path / "T-statuses.json"
     path.write_text(json.dumps(doc))
     assert ingest(engine, plugins, [path]).failed == 0
-    _th, msgs, calls, _ = thread_rows(engine, "T-statuses")
+    _th, msgs, calls, _ = stored_thread(engine, "amp", "T-statuses")
     assert {k: bool(c.is_error) for k, c in calls.items()} == {
         "a": True,
         "b": True,

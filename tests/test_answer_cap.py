@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
+from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
+from helpers.wire import Reply, Stub, openai_response
 from sqlalchemy import select
-from wire_stubs import Reply, Stub, openai_response
 
 from auditor import schema as s
 from auditor.answers import RAW_LIMIT

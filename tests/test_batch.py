@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from audit_helpers import ScriptPlugin, write_script_thread
-from batch_stubs import AnthropicBatches, GeminiBatches
 from click.testing import CliRunner
+from helpers.audit import ScriptPlugin, quiet, write_script_thread
+from helpers.batch import AnthropicBatches, GeminiBatches
 from sqlalchemy import select
 
 from auditor import schema as s
@@ -51,10 +51,6 @@ def store(engine, pm, tmp_path):
         write_script_thread(f, f"t{i}", f"Done {i}! all tests pass.")
     ingest(engine, pm, [f])
     return engine
-
-
-def quiet(line):
-    pass
 
 
 def verdicts(engine):

@@ -7,14 +7,13 @@ import asyncio
 import json
 
 import pytest
-from audit_helpers import ScriptPlugin, write_script_thread
-from click.testing import CliRunner
+from helpers.audit import ScriptPlugin, quiet, write_script_thread
+from helpers.cli import invoke
+from helpers.wire import Reply, Stub, gemini_response
 from sqlalchemy import select
-from wire_stubs import Reply, Stub, gemini_response
 
 from auditor import schema as s
 from auditor.budget import Budget, estimate_usd
-from auditor.cli import cli
 from auditor.errors import AuditorError
 from auditor.ingest import ingest
 from auditor.observe import MAX_OUTPUT_TOKENS, ObserverUsage
@@ -64,10 +63,6 @@ def one_call_usd() -> float:
     """What one answer of the stand-in costs (its usageMetadata at the model's price)."""
     usage = ObserverUsage(input=5321, output=38, cached=4096, thinking=112)
     return float(cost(MODEL, usage, "gemini").usd)
-
-
-def quiet(line):
-    pass
 
 
 def test_no_call_starts_that_would_cross_the_budget(store, pm, stub):
@@ -148,10 +143,6 @@ def test_an_unpriced_model_is_refused_under_a_budget_unless_allowed(store, pm, s
     )
     assert (summary.audited, summary.unpriced, summary.cost_usd) == (THREADS, THREADS, 0.0)
     assert f"{THREADS} calls of unknown cost" in summary.budget_note
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def test_reprice_after_a_price_is_added(store, pm, stub, tmp_path, monkeypatch):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from audit_helpers import agent, numbered, result, user
 from auditor_plugins.gate import decide
+from helpers.audit import agent, numbered, result, user
 
 from auditor.checkpoints import END_TURN, INFERENCE, find_checkpoints, loop_guard
 

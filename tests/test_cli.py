@@ -5,13 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import invoke
 
 from auditor.cli import cli
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def all_commands(group=cli, prefix=()):

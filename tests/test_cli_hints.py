@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import click
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
-from click.testing import CliRunner
+from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
+from helpers.cli import invoke
 
 from auditor.cli import cli
 from auditor.ingest import ingest
@@ -24,10 +24,6 @@ HINT = (
     "The store has no threads yet: run `auditor ingest ~/.claude/projects ~/.codex/sessions` "
     "(or any folder of transcripts) first.\n"
 )
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def test_db_path_is_a_file_sqlite3_opens(tmp_path):

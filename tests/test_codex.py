@@ -11,9 +11,9 @@ import os
 import re
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from helpers.store import StoredThread, stored_thread
 from sqlalchemy import text
 
 from auditor.ingest import ingest
@@ -129,58 +129,24 @@ def raw_rollout(path: Path) -> dict:
 # -- reading the store --------------------------------------------------------------------------
 
 
-def stored(engine, native_id: str) -> dict:
-    with engine.connect() as conn:
-        tid = conn.execute(
-            text("SELECT id FROM threads WHERE agent = 'codex' AND native_id = :n"),
-            {"n": native_id},
-        ).scalar_one()
-        thread = (
-            conn.execute(text("SELECT * FROM threads WHERE id = :t"), {"t": tid}).mappings().one()
-        )
-        calls = {
-            r.call_id: SimpleNamespace(
-                **{**r._mapping, "edited_paths": json.loads(r.edited_paths or "null")}
-            )
-            for r in conn.execute(
-                text(
-                    "SELECT call_id, name, is_error, is_file_edit, edited_paths, call_message_id, "
-                    "result_message_id FROM tool_calls WHERE thread_id = :t"
-                ),
-                {"t": tid},
-            )
-        }
-        tokens = conn.execute(
-            text(
-                "SELECT COALESCE(SUM(input_tokens),0), COALESCE(SUM(cache_read_tokens),0), "
-                "COALESCE(SUM(output_tokens),0), COALESCE(SUM(reasoning_tokens),0), COUNT(*) "
-                "FROM token_usage WHERE thread_id = :t"
-            ),
-            {"t": tid},
-        ).one()
-        messages = conn.execute(
-            text(
-                "SELECT native_id, role, source_type, seq, blocks FROM messages WHERE thread_id = :t ORDER BY seq"
-            ),
-            {"t": tid},
-        ).all()
-    return {"thread": thread, "calls": calls, "tokens": tuple(tokens), "messages": messages}
+def stored(engine, native_id: str) -> StoredThread:
+    return stored_thread(engine, "codex", native_id)
 
 
 def snapshot(engine, native_id: str) -> dict:
     """What a thread looks like in the store, for comparing two ingests."""
     s = stored(engine, native_id)
     return {
-        "messages": [(m.native_id, m.role, m.source_type, m.seq, m.blocks) for m in s["messages"]],
+        "messages": [(m.native_id, m.role, m.source_type, m.seq, m.blocks) for m in s.messages],
         "calls": {
             k: (v.name, v.is_error, v.is_file_edit, v.edited_paths, v.result_message_id)
-            for k, v in s["calls"].items()
+            for k, v in s.calls.items()
         },
-        "tokens": s["tokens"],
+        "tokens": s.tokens,
         "counts": (
-            s["thread"]["message_count"],
-            s["thread"]["tool_call_count"],
-            s["thread"]["file_edit_count"],
+            s.thread["message_count"],
+            s.thread["tool_call_count"],
+            s.thread["file_edit_count"],
         ),
     }
 
@@ -212,24 +178,24 @@ def test_rollout_matches_raw_counts(corpus, engine, plugins, rel):
     assert summary.failed == 0, summary.errors
 
     got = stored(engine, expected["session_id"])
-    assert got["thread"]["message_count"] == expected["messages"]
-    assert set(got["calls"]) == expected["calls"]
-    assert got["thread"]["tool_call_count"] == len(expected["calls"])
+    assert got.thread["message_count"] == expected["messages"]
+    assert set(got.calls) == expected["calls"]
+    assert got.thread["tool_call_count"] == len(expected["calls"])
     # Every output is paired with its call (one call in 0.77 was aborted before its output).
-    assert {k for k, v in got["calls"].items() if v.result_message_id} == expected["results"]
+    assert {k for k, v in got.calls.items() if v.result_message_id} == expected["results"]
 
     # apply_patch, as its own tool or inside a shell call: an edit, with the patch's paths.
     for call_id, paths in expected["patch_calls"].items():
-        call = got["calls"][call_id]
+        call = got.calls[call_id]
         assert call.is_file_edit, call_id
         assert call.edited_paths == list(dict.fromkeys(paths))
     # `cat <<'EOF' > file` heredocs write that file.
     for call_id, target in expected["heredoc_writes"].items():
-        assert got["calls"][call_id].is_file_edit
-        assert got["calls"][call_id].edited_paths == [target]
+        assert got.calls[call_id].is_file_edit
+        assert got.calls[call_id].edited_paths == [target]
 
     # Tokens: each call billed once, in our convention (input excludes cached).
-    inp, cached, out, reasoning, _ = got["tokens"]
+    inp, cached, out, reasoning = got.tokens[:4]
     assert (inp, cached, out, reasoning) == (
         expected["input"],
         expected["cached"],
@@ -245,7 +211,7 @@ def test_rollout_matches_raw_counts(corpus, engine, plugins, rel):
 def test_rollout_thread_metadata_guidance_and_sources(corpus, engine, plugins):
     ingest(engine, plugins, [corpus / ROLLOUT_0_77])
     got = stored(engine, "019b55c1-d022-7061-bbb9-b0c90708472b")
-    th = got["thread"]
+    th = got.thread
     assert th["cwd"] == "/home/relu/misc/local-voice-assistant-codex"
     assert th["version"] == "0.77.0"
     assert th["git_branch"] == "master"
@@ -255,7 +221,7 @@ def test_rollout_thread_metadata_guidance_and_sources(corpus, engine, plugins):
     assert "<INSTRUCTIONS>" not in guidance["AGENTS.md"]
 
     by_source: dict[str, list] = {}
-    for m in got["messages"]:
+    for m in got.messages:
         by_source.setdefault(m.source_type, []).append(m)
     metas = [json.loads(m.blocks)[0]["text"] for m in by_source["meta"]]
     assert any(t.startswith("# AGENTS.md instructions") for t in metas)
@@ -268,7 +234,7 @@ def test_rollout_thread_metadata_guidance_and_sources(corpus, engine, plugins):
     typed = [json.loads(m.blocks)[0]["text"] for m in by_source["user"]]
     assert "上記を修正してください。" in typed
     # Reasoning is kept as its summary; the encrypted blob never is.
-    blobs = " ".join(m.blocks for m in got["messages"])
+    blobs = " ".join(m.blocks for m in got.messages)
     assert "gAAAAAB" not in blobs
     assert '"kind": "thinking"' in blobs or '"kind":"thinking"' in blobs
 
@@ -398,8 +364,8 @@ def test_malformed_line_is_a_problem_and_the_rest_is_stored(corpus, engine, plug
     assert any(e.startswith(f"{broken}:16: ") for e in summary.errors)
     expected = raw_rollout(source)
     got = stored(engine, expected["session_id"])
-    assert got["thread"]["message_count"] == expected["messages"] - 1
-    assert set(got["calls"]) == expected["calls"]
+    assert got.thread["message_count"] == expected["messages"] - 1
+    assert set(got.calls) == expected["calls"]
 
 
 def test_rotated_file_without_session_meta(corpus, tmp_path):
@@ -443,14 +409,14 @@ def test_codex_exec_json(corpus, engine, plugins):
     for path in files:
         expected = raw_exec(path)
         got = stored(engine, expected["thread"])
-        assert got["thread"]["message_count"] == expected["messages"]
-        assert set(got["calls"]) == set(expected["commands"])
+        assert got.thread["message_count"] == expected["messages"]
+        assert set(got.calls) == set(expected["commands"])
         for call_id, item in expected["commands"].items():
-            assert got["calls"][call_id].name == "shell"
-            assert bool(got["calls"][call_id].is_error) == (item["exit_code"] != 0)
-        assert got["tokens"][:3] == (expected["input"], expected["cached"], expected["output"])
+            assert got.calls[call_id].name == "shell"
+            assert bool(got.calls[call_id].is_error) == (item["exit_code"] != 0)
+        assert got.tokens[:3] == (expected["input"], expected["cached"], expected["output"])
         # started-then-completed items are stored once, completed
-        outputs = [json.loads(m.blocks)[0] for m in got["messages"] if m.role == "tool"]
+        outputs = [json.loads(m.blocks)[0] for m in got.messages if m.role == "tool"]
         assert all(o["text"] for o in outputs)
 
 
@@ -516,12 +482,12 @@ def test_codex_exec_other_item_types(tmp_path, engine, plugins):
     summary = ingest(engine, plugins, [log])
     assert summary.failed == 0 and summary.files[0].format == "codex-exec"
     got = stored(engine, "0199aaaa-0000-7000-8000-000000000001")
-    calls = got["calls"]
+    calls = got.calls
     assert set(calls) == {"item_0", "item_1", "item_2"}  # item_3 never completed
     assert calls["item_0"].is_file_edit and calls["item_0"].edited_paths == ["src/a.py", "src/b.py"]
     assert calls["item_1"].is_file_edit and calls["item_1"].edited_paths == ["src/c.py"]
     assert calls["item_2"].name == "mcp__docs__search" and calls["item_2"].is_error
-    assert got["tokens"][:3] == (400, 600, 50)
+    assert got.tokens[:3] == (400, 600, 50)
 
 
 # -- detection ----------------------------------------------------------------------------------
@@ -577,8 +543,8 @@ def test_registered(plugins):
 def test_review_sub_agent_session_is_a_sidechain(corpus, engine, plugins):
     ingest(engine, plugins, [corpus / ROLLOUT_SHORT])
     got = stored(engine, "019b5669-8da8-7bc3-bed8-e1c1b805dad5")
-    assert got["thread"]["is_sidechain"] and got["thread"]["agent_type"] == "review"
-    prompts = [m for m in got["messages"] if m.role == "user" and m.source_type != "meta"]
+    assert got.thread["is_sidechain"] and got.thread["agent_type"] == "review"
+    prompts = [m for m in got.messages if m.role == "user" and m.source_type != "meta"]
     assert [m.source_type for m in prompts] == ["command"]  # written by /review, not typed
     assert json.loads(prompts[0].blocks)[0]["text"].startswith("Review the code changes")
 
@@ -605,6 +571,6 @@ def test_codex_exec_resumed_run_appends_to_the_same_thread(tmp_path, engine, plu
         fh.write("".join(json.dumps(e) + "\n" for e in run("second")))
     assert ingest(engine, plugins, [log]).grown == 1
     got = stored(engine, "0199bbbb-0000-7000-8000-000000000002")
-    texts = [json.loads(m.blocks)[0]["text"] for m in got["messages"]]
+    texts = [json.loads(m.blocks)[0]["text"] for m in got.messages]
     assert texts == ["first", "second"]  # item ids restart; both kept
-    assert got["tokens"][0] == 20
+    assert got.tokens[0] == 20

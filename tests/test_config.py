@@ -6,17 +6,12 @@ import json
 import tomllib
 
 import pytest
-from click.testing import CliRunner
-from live_helpers import CC_SESSION, copy_lines, rows, run_cli
+from helpers.cli import invoke
+from helpers.live import CC_SESSION, copy_lines, rows, run_cli
 
 from auditor import schema as s
-from auditor.cli import cli
 from auditor.config import EXAMPLE, config_path, load, validate
 from auditor.db import open_db
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from click.testing import CliRunner
+from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
 from sqlalchemy import select
 
 from auditor import schema as s
@@ -73,10 +73,6 @@ def pm_with(fake, score=0.9):
 def verdicts(engine):
     with engine.connect() as conn:
         return conn.execute(select(s.Verdict.__table__).order_by(s.Verdict.id)).all()
-
-
-def quiet(line):
-    pass
 
 
 def test_a_silent_first_pass_on_strong_signals_gets_a_linked_second_verdict(store, fake):

@@ -84,7 +84,7 @@ def test_reopening_a_current_database_is_a_no_op(tmp_path):
 def test_first_use_by_several_processes_at_once_just_works(tmp_path):
     """Five commands start together on a database that does not exist yet: all of them succeed
     (one migrates, the others wait for it) and the store ends at head."""
-    from live_helpers import auditor_argv
+    from helpers.live import auditor_argv
 
     from auditor.threads import EMPTY_STORE_HINT
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from click.testing import CliRunner
+from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 
 from auditor import cli as cli_mod
 from auditor.errors import AuditorError, UnknownName

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_report_support import ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
+from helpers.reports import ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
 
 from auditor.cli import cli
 from auditor.export_html import CORRECTION_HEADER, export_html

@@ -10,9 +10,9 @@ import json
 import os
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from helpers.store import StoredThread, stored_thread
 from sqlalchemy import text
 
 from auditor.ingest import ingest
@@ -161,45 +161,8 @@ def raw_stream(path: Path) -> dict[str, dict]:
 # -- reading the store --------------------------------------------------------------------------
 
 
-def stored(engine, native_id: str) -> dict:
-    with engine.connect() as conn:
-        thread = (
-            conn.execute(
-                text("SELECT * FROM threads WHERE agent = 'gemini-cli' AND native_id = :n"),
-                {"n": native_id},
-            )
-            .mappings()
-            .one()
-        )
-        tid = thread["id"]
-        calls = {
-            r.call_id: SimpleNamespace(
-                **{**r._mapping, "edited_paths": json.loads(r.edited_paths or "null")}
-            )
-            for r in conn.execute(
-                text(
-                    "SELECT call_id, name, is_error, is_file_edit, edited_paths, call_message_id, "
-                    "result_message_id FROM tool_calls WHERE thread_id = :t"
-                ),
-                {"t": tid},
-            )
-        }
-        tokens = conn.execute(
-            text(
-                "SELECT COALESCE(SUM(input_tokens),0), COALESCE(SUM(cache_read_tokens),0), "
-                "COALESCE(SUM(output_tokens),0), COALESCE(SUM(reasoning_tokens),0), COUNT(*) "
-                "FROM token_usage WHERE thread_id = :t"
-            ),
-            {"t": tid},
-        ).one()
-        messages = conn.execute(
-            text(
-                "SELECT native_id, role, source_type, seq, line, timestamp, model, usage_key, "
-                "stop_reason, blocks FROM messages WHERE thread_id = :t ORDER BY seq"
-            ),
-            {"t": tid},
-        ).all()
-    return {"thread": thread, "calls": calls, "tokens": tuple(tokens), "messages": messages}
+def stored(engine, native_id: str) -> StoredThread:
+    return stored_thread(engine, "gemini-cli", native_id)
 
 
 def snapshot(engine) -> dict:
@@ -216,16 +179,16 @@ def snapshot(engine) -> dict:
     for native in natives:
         s = stored(engine, native)
         out[native] = {
-            "messages": [tuple(m) for m in s["messages"]],
+            "messages": [tuple(m) for m in s.messages],
             "calls": {
                 k: (v.name, v.is_error, v.is_file_edit, v.edited_paths, v.result_message_id)
-                for k, v in s["calls"].items()
+                for k, v in s.calls.items()
             },
-            "tokens": s["tokens"],
+            "tokens": s.tokens,
             "counts": (
-                s["thread"]["message_count"],
-                s["thread"]["tool_call_count"],
-                s["thread"]["file_edit_count"],
+                s.thread["message_count"],
+                s.thread["tool_call_count"],
+                s.thread["file_edit_count"],
             ),
         }
     return out
@@ -267,22 +230,22 @@ def test_chat_matches_raw_counts(corpus, engine, plugins):
     summary = ingest(engine, plugins, [path])
     assert summary.failed == 0, summary.errors
     got = stored(engine, expected["session"])
-    th = got["thread"]
+    th = got.thread
     assert th["message_count"] == expected["messages"] == 94
-    assert set(got["calls"]) == set(expected["calls"]) and th["tool_call_count"] == 62
+    assert set(got.calls) == set(expected["calls"]) and th["tool_call_count"] == 62
     # every call is paired with its result, which lives inside the call in the file
-    assert all(c.result_message_id == f"{k}:result" for k, c in got["calls"].items())
-    assert {k for k, c in got["calls"].items() if c.is_error} == expected["errors"]
-    assert {k: c.name for k, c in got["calls"].items()} == {
+    assert all(c.result_message_id == f"{k}:result" for k, c in got.calls.items())
+    assert {k for k, c in got.calls.items() if c.is_error} == expected["errors"]
+    assert {k: c.name for k, c in got.calls.items()} == {
         k: c["name"] for k, c in expected["calls"].items()
     }
-    edits = {k: c.edited_paths for k, c in got["calls"].items() if c.is_file_edit}
+    edits = {k: c.edited_paths for k, c in got.calls.items() if c.is_file_edit}
     assert edits == expected["edits"]
     assert th["file_edit_count"] == len(expected["edits"]) == 18  # 17 tools, 1 shell redirect
     assert len(edits["push_files-1769753839062-94ce87bea79f7"]) == 17  # remote repository paths
     assert edits["push_files-1769753839062-94ce87bea79f7"][0] == "package.json"
 
-    inp, cached, out, reasoning, bills = got["tokens"]
+    inp, cached, out, reasoning, _, bills = got.tokens
     assert (inp, cached, out, reasoning, bills) == (
         expected["input"],
         expected["cached"],
@@ -294,7 +257,7 @@ def test_chat_matches_raw_counts(corpus, engine, plugins):
     assert th["models"] == "gemini-3-pro-preview"
 
     by_role: dict[str, list] = {}
-    for m in got["messages"]:
+    for m in got.messages:
         by_role.setdefault(m.role, []).append(m)
     assert [m.source_type for m in by_role["user"]] == ["user"] * expected["typed"]
     assert {m.source_type for m in by_role["tool"]} == {"tool-result"}
@@ -305,8 +268,8 @@ def test_chat_matches_raw_counts(corpus, engine, plugins):
     assert thinking[0]["text"].startswith("Contemplating Project Setup\n")
     assert all(m.usage_key == f"msg:{m.native_id}" for m in by_role["assistant"])
     # results follow their call
-    seqs = {m.native_id: m.seq for m in got["messages"]}
-    assert all(seqs[c.result_message_id] > seqs[c.call_message_id] for c in got["calls"].values())
+    seqs = {m.native_id: m.seq for m in got.messages}
+    assert all(seqs[c.result_message_id] > seqs[c.call_message_id] for c in got.calls.values())
     error_result = next(
         json.loads(m.blocks)[0]
         for m in by_role["tool"]
@@ -327,17 +290,15 @@ def test_stream_matches_raw_counts(corpus, engine, plugins, rel):
     assert summary.failed == 0, summary.errors
     for session, exp in expected.items():
         got = stored(engine, session)
-        th = got["thread"]
+        th = got.thread
         assert th["message_count"] == exp["messages"], session
-        assert set(got["calls"]) == exp["calls"]
+        assert set(got.calls) == exp["calls"]
         assert th["tool_call_count"] == len(exp["calls"])
-        assert {k for k, c in got["calls"].items() if c.result_message_id} == exp["results"]
-        assert {k for k, c in got["calls"].items() if c.is_error} == exp["errors"]
-        assert {k: c.edited_paths for k, c in got["calls"].items() if c.is_file_edit} == exp[
-            "edits"
-        ]
+        assert {k for k, c in got.calls.items() if c.result_message_id} == exp["results"]
+        assert {k for k, c in got.calls.items() if c.is_error} == exp["errors"]
+        assert {k: c.edited_paths for k, c in got.calls.items() if c.is_file_edit} == exp["edits"]
         assert th["file_edit_count"] == len(exp["edits"])
-        inp, cached, out, reasoning, bills = got["tokens"]
+        inp, cached, out, reasoning, _, bills = got.tokens
         assert (inp, cached, out, reasoning, bills) == (
             exp["input"],
             exp["cached"],
@@ -349,13 +310,13 @@ def test_stream_matches_raw_counts(corpus, engine, plugins, rel):
             assert exp["stats_tool_calls"] == len(exp["calls"])  # the CLI's own count agrees
         texts = [
             json.loads(m.blocks)[0]["text"]
-            for m in got["messages"]
+            for m in got.messages
             if m.role == "assistant" and m.native_id.startswith("L")
         ]
         assert texts == exp["texts"]  # delta chunks concatenated, one message per streamed reply
-        sources = [m.source_type for m in got["messages"] if m.role == "user"]
+        sources = [m.source_type for m in got.messages if m.role == "user"]
         assert sources == ["meta"] * exp["harness"] + ["user"] * exp["typed"]
-        errs = [m for m in got["messages"] if m.role == "system"]
+        errs = [m for m in got.messages if m.role == "system"]
         assert len(errs) == exp["result_errors"]
         assert all(m.source_type == "error" and "INVALID_ARGUMENT" in m.blocks for m in errs)
     # one call of each file never got its result: the run ended
@@ -367,7 +328,7 @@ def test_stream_matches_raw_counts(corpus, engine, plugins, rel):
 def test_stream_summary_text_and_timestamps(corpus, engine, plugins):
     ingest(engine, plugins, [corpus / STREAM_A])
     got = stored(engine, "6727b31e-11a1-4351-b526-77ba7b90da09")
-    (reply,) = [m for m in got["messages"] if m.role == "assistant" and m.native_id.startswith("L")]
+    (reply,) = [m for m in got.messages if m.role == "assistant" and m.native_id.startswith("L")]
     body = json.loads(reply.blocks)[0]["text"]
     assert body.startswith("I have converted the Figma design")
     assert (
@@ -375,8 +336,8 @@ def test_stream_summary_text_and_timestamps(corpus, engine, plugins):
     )  # split across chunks
     assert body.endswith("pushed to the remote repository.")
     assert reply.model == "gemini-3-pro-preview"
-    assert all(m.timestamp is not None for m in got["messages"])
-    harness = got["messages"][0]
+    assert all(m.timestamp is not None for m in got.messages)
+    harness = got.messages[0]
     assert harness.source_type == "meta" and harness.seq == 1 and harness.native_id == "L1"
 
 
@@ -409,7 +370,7 @@ def test_grown_stream_ends_like_a_one_shot_ingest(corpus, engine, plugins, tmp_p
     assert first.new == 1 and first.failed == 0, first.errors
     if cut == "mid-delta":  # the reply still streaming is not stored half-written
         got = stored(engine, "6727b31e-11a1-4351-b526-77ba7b90da09")
-        assert f"L{deltas[0]}" not in {m.native_id for m in got["messages"]}
+        assert f"L{deltas[0]}" not in {m.native_id for m in got.messages}
     if cut == "after-harness":  # its run has not started: it waits for its init
         with engine.connect() as conn:
             assert (
@@ -640,7 +601,7 @@ def test_chat_other_message_types_and_call_states(tmp_path, engine, plugins):
     summary = ingest(engine, plugins, [path])
     assert summary.failed == 0 and summary.files[0].format == "gemini-cli", summary.errors
     got = stored(engine, "chat-1")
-    roles = [(m.native_id, m.role, m.source_type) for m in got["messages"]]
+    roles = [(m.native_id, m.role, m.source_type) for m in got.messages]
     assert roles == [
         ("u1", "user", "user"),
         ("i1", "system", "meta"),
@@ -649,13 +610,13 @@ def test_chat_other_message_types_and_call_states(tmp_path, engine, plugins):
         ("mcp-1:result", "tool", "tool-result"),
         ("e1", "system", "error"),
     ]
-    calls = got["calls"]
+    calls = got.calls
     assert calls["replace-1"].is_error and calls["replace-1"].edited_paths == ["/p/a.py"]
     assert calls["mcp-1"].is_file_edit and calls["mcp-1"].edited_paths == ["README.md"]
     assert not calls["mcp-1"].is_error
     assert calls["shell-1"].result_message_id is None  # still running when saved
-    assert got["tokens"] == (62, 40, 15, 5, 1)
-    assert json.loads(got["thread"]["meta"])["projectHash"] == "f" * 64
+    assert got.tokens == (62, 40, 15, 5, 0, 1)
+    assert json.loads(got.thread["meta"])["projectHash"] == "f" * 64
 
 
 def test_stream_resumed_session_error_events_and_quiet_replies(tmp_path, engine, plugins):
@@ -705,16 +666,16 @@ def test_stream_resumed_session_error_events_and_quiet_replies(tmp_path, engine,
     got = stored(engine, "same")  # one thread: the id repeated
     texts = [
         json.loads(m.blocks)[0]["text"]
-        for m in got["messages"]
+        for m in got.messages
         if m.role == "assistant" and m.native_id.startswith("L")
     ]
     assert texts == ["first", "second"]
-    assert got["calls"]["w1"].is_error and got["calls"]["w2"].edited_paths == ["f2.txt"]
-    result = next(json.loads(m.blocks)[0] for m in got["messages"] if m.native_id == "w1:result")
+    assert got.calls["w1"].is_error and got.calls["w2"].edited_paths == ["f2.txt"]
+    result = next(json.loads(m.blocks)[0] for m in got.messages if m.native_id == "w1:result")
     assert result["text"] == "denied by policy"
-    warnings = [m for m in got["messages"] if m.role == "system"]
+    warnings = [m for m in got.messages if m.role == "system"]
     assert [w.source_type for w in warnings] == ["meta", "meta"]
-    assert got["tokens"] == (140, 60, 60, 20, 2)  # one bill per run
+    assert got.tokens == (140, 60, 60, 20, 0, 2)  # one bill per run
 
 
 def test_registered(plugins):

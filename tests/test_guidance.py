@@ -273,8 +273,8 @@ def test_ingest_reads_the_files_of_a_working_directory_that_exists(tmp_path, eng
 # -- on the wire: the hook sends the CLAUDE.md of the session's directory ----------------------
 @pytest.mark.corpus
 def test_the_hooks_request_to_the_observer_carries_the_claude_md_of_its_directory(corpus, tmp_path):
-    from live_helpers import CC_SESSION, CORRECTION, copy_lines, run_cli
-    from wire_stubs import Reply, Stub, anthropic_response
+    from helpers.live import CC_SESSION, CORRECTION, copy_lines, run_cli
+    from helpers.wire import Reply, Stub, anthropic_response
 
     from auditor.db import open_db
 

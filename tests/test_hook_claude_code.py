@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from live_helpers import (
+from helpers.live import (
     CC_SESSION,
     CORRECTION,
     append_lines,
@@ -19,7 +19,7 @@ from live_helpers import (
     rows,
     run_cli,
 )
-from wire_stubs import Reply, Stub, anthropic_error, anthropic_response
+from helpers.wire import Reply, Stub, anthropic_error, anthropic_response
 
 from auditor import schema as s
 from auditor.db import open_db

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from live_helpers import CODEX_ROLLOUT, CODEX_TURN_END, copy_lines, rows, run_cli
-from wire_stubs import Reply, Stub, gemini_response
+from helpers.live import CODEX_ROLLOUT, CODEX_TURN_END, copy_lines, rows, run_cli
+from helpers.wire import Reply, Stub, gemini_response
 
 from auditor import schema as s
 from auditor.db import open_db

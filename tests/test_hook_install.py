@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from live_helpers import CC_SESSION, copy_lines, run_cli
+from helpers.live import CC_SESSION, copy_lines, run_cli
 
 EXAMPLE = (
     Path(__file__).resolve().parent.parent.parent
@@ -255,7 +255,7 @@ def test_install_warns_when_the_observer_cannot_answer_inside_the_deadline(tmp_p
 
 @pytest.mark.slow
 def test_install_judges_an_observer_by_its_answers_in_the_store(corpus, tmp_path):
-    from wire_stubs import Reply, Stub, openai_response
+    from helpers.wire import Reply, Stub, openai_response
 
     copy_lines(corpus / CC_SESSION, tmp_path / "t" / "s.jsonl")
     assert run_cli("ingest", "-q", str(tmp_path / "t")).returncode == 0

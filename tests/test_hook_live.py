@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from live_helpers import CC_SESSION, append_lines, auditor_argv, copy_lines, rows
-from wire_stubs import Reply, Stub, anthropic_response
+from helpers.live import CC_SESSION, append_lines, auditor_argv, copy_lines, rows
+from helpers.wire import Reply, Stub, anthropic_response
 
 from auditor import schema as s
 from auditor.db import open_db

@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass
 
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
-from live_helpers import rows, run_cli
-from wire_stubs import Reply, Stub
+from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
+from helpers.live import rows, run_cli
+from helpers.wire import Reply, Stub
 
 from auditor import inject as inj
 from auditor import schema as s
@@ -60,10 +60,6 @@ def pm():
             NumberedPlugin(NumberedObserver()),
         ]
     )
-
-
-def quiet(line):
-    pass
 
 
 def stdout_injector(pm):

@@ -11,8 +11,8 @@ import subprocess
 import time
 
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin
-from live_helpers import auditor_argv, rows, run_cli
+from helpers.audit import FakeObserver, FakeObserverPlugin
+from helpers.live import auditor_argv, rows, run_cli
 
 from auditor import schema as s
 from auditor.ingest import ingest
@@ -116,7 +116,7 @@ def test_another_agents_thread_is_refused(engine, pm_script_thread):
 
 @pytest.fixture
 def pm_script_thread(engine, tmp_path):
-    from audit_helpers import ScriptPlugin, write_script_thread
+    from helpers.audit import ScriptPlugin, write_script_thread
 
     pm = get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(FakeObserver())])
     f = tmp_path / "t.jsonl"

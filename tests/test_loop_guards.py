@@ -15,9 +15,9 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from audit_helpers import ScriptPlugin, write_script_thread
-from live_helpers import CC_SESSION, CORRECTION, copy_lines, last_record, rows
-from wire_stubs import Reply, Stub, anthropic_response
+from helpers.audit import ScriptPlugin, write_script_thread
+from helpers.live import CC_SESSION, CORRECTION, copy_lines, last_record, rows
+from helpers.wire import Reply, Stub, anthropic_response
 
 from auditor import inject
 from auditor import schema as s

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("anthropic")
 
 from auditor_plugins.claude import ClaudeObserver, accepts_temperature
-from wire_stubs import (
+from helpers.wire import (
     SYSTEM,
     USER,
     Reply,

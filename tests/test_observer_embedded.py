@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from auditor_plugins import embedded
 from auditor_plugins.embedded import EmbeddedObserver, fit_prompt
-from wire_stubs import SYSTEM, USER, gemma_gguf, require
+from helpers.wire import SYSTEM, USER, gemma_gguf, require
 
 from auditor.errors import UnknownName
 from auditor.observe import ObserveRequest, validate

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("google.genai")
 
 from auditor_plugins.gemini import GeminiObserver, thinking_config
-from wire_stubs import SYSTEM, USER, Reply, Stub, gemini_error, gemini_response
+from helpers.wire import SYSTEM, USER, Reply, Stub, gemini_error, gemini_response
 
 from auditor.observe import ObserveRequest, validate
 

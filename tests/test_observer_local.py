@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("openai")
 
 from auditor_plugins.local import LocalObserver, json_from_text
-from wire_stubs import (
+from helpers.wire import (
     CORRECTION,
     SYSTEM,
     USER,

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.store import stored_thread
 from sqlalchemy import text
 
 from auditor.ingest import ingest
@@ -14,41 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "samples" / "openai-chat-log.json"
 
 
-def thread_rows(engine, native_id: str):
-    with engine.connect() as conn:
-        th = (
-            conn.execute(
-                text("SELECT * FROM threads WHERE agent = 'openai' AND native_id = :n"),
-                {"n": native_id},
-            )
-            .mappings()
-            .one()
-        )
-        msgs = conn.execute(
-            text(
-                "SELECT native_id, role, source_type, seq, model, usage_key, blocks FROM messages "
-                "WHERE thread_id = :t ORDER BY seq"
-            ),
-            {"t": th["id"]},
-        ).all()
-        calls = {
-            r.call_id: r
-            for r in conn.execute(
-                text(
-                    "SELECT call_id, name, is_error, is_file_edit, edited_paths, result_message_id "
-                    "FROM tool_calls WHERE thread_id = :t"
-                ),
-                {"t": th["id"]},
-            )
-        }
-        tokens = conn.execute(
-            text(
-                "SELECT SUM(input_tokens), SUM(cache_read_tokens), SUM(output_tokens), COUNT(*) "
-                "FROM token_usage WHERE thread_id = :t"
-            ),
-            {"t": th["id"]},
-        ).one()
-    return dict(th), msgs, calls, tuple(tokens)
+def billed(tokens) -> tuple[int, int, int, int]:
+    return tokens.input, tokens.cache_read, tokens.output, tokens.bills
 
 
 def write(tmp_path: Path, name: str, data) -> Path:
@@ -62,7 +30,7 @@ def test_sample_chat_log(engine, plugins):
     assert summary.failed == 0, summary.errors
     assert summary.files[0].format == "openai"
     raw = json.loads(SAMPLE.read_text())
-    th, msgs, calls, tokens = thread_rows(engine, raw["id"])
+    th, msgs, calls, tokens = stored_thread(engine, "openai", raw["id"])
     assert th["title"] == "Rename config key" and th["models"] == "gpt-4.1-mini"
     assert len(msgs) == th["message_count"] == len(raw["messages"])
     assert [m.role for m in msgs[:4]] == ["system", "user", "assistant", "tool"]
@@ -71,7 +39,7 @@ def test_sample_chat_log(engine, plugins):
     raw_calls = {c["id"]: c for m in raw["messages"] for c in m.get("tool_calls") or []}
     assert set(calls) == set(raw_calls) and all(c.result_message_id for c in calls.values())
     assert {k for k, c in calls.items() if c.is_file_edit} == {"call_b1", "call_b2", "call_d1"}
-    assert json.loads(calls["call_b1"].edited_paths) == ["config/settings.yaml"]
+    assert calls["call_b1"].edited_paths == ["config/settings.yaml"]
     assert {k for k, c in calls.items() if c.is_error} == {"call_b2"}
     # arguments (a JSON string) are decoded
     use = json.loads(msgs[2].blocks)[0]
@@ -79,7 +47,7 @@ def test_sample_chat_log(engine, plugins):
 
     usage = [m["usage"] for m in raw["messages"] if "usage" in m]
     cached = sum(u["prompt_tokens_details"]["cached_tokens"] for u in usage)
-    assert tokens == (
+    assert billed(tokens) == (
         sum(u["prompt_tokens"] for u in usage) - cached,
         cached,
         sum(u["completion_tokens"] for u in usage),
@@ -150,10 +118,10 @@ def test_bare_list_and_editor_commands(engine, plugins, tmp_path):
     ]
     path = write(tmp_path, "session-42.json", messages)
     assert ingest(engine, plugins, [path]).failed == 0
-    _th, msgs, calls, _ = thread_rows(engine, "session-42")  # no id: the file stem
+    _th, msgs, calls, _ = stored_thread(engine, "openai", "session-42")  # no id: the file stem
     assert {k for k, c in calls.items() if c.is_file_edit} == {"e", "p", "s"}
-    assert json.loads(calls["p"].edited_paths) == ["b.py"]
-    assert json.loads(calls["s"].edited_paths) == ["c.py"]
+    assert calls["p"].edited_paths == ["b.py"]
+    assert calls["s"].edited_paths == ["c.py"]
     blocks = json.loads(msgs[0].blocks)
     assert [b["kind"] for b in blocks] == ["text", "image"] and "base64" not in msgs[0].blocks
     assert json.loads(msgs[1].blocks)[-1]["tool_input"] == "not json {"  # kept as the raw string
@@ -189,8 +157,8 @@ def test_edit_tools_are_configurable(engine, plugins, tmp_path, monkeypatch):
         ],
     }
     assert ingest(engine, plugins, [write(tmp_path, "cfg.json", doc)]).failed == 0
-    _, _, calls, _ = thread_rows(engine, "cfg")
-    assert calls["1"].is_file_edit and json.loads(calls["1"].edited_paths) == ["doc.md"]
+    _, _, calls, _ = stored_thread(engine, "openai", "cfg")
+    assert calls["1"].is_file_edit and calls["1"].edited_paths == ["doc.md"]
     assert not calls["2"].is_file_edit  # the variable replaces the defaults
 
 
@@ -204,14 +172,14 @@ def test_top_level_usage_only_when_messages_have_none(engine, plugins, tmp_path)
     ingest(
         engine, plugins, [write(tmp_path, "a.json", {"id": "a", "messages": msgs, "usage": total})]
     )
-    assert thread_rows(engine, "a")[3] == (60, 40, 10, 1)
+    assert billed(stored_thread(engine, "openai", "a").tokens) == (60, 40, 10, 1)
     per_message = [msgs[0], dict(msgs[1], usage={"prompt_tokens": 100, "completion_tokens": 10})]
     ingest(
         engine,
         plugins,
         [write(tmp_path, "b.json", {"id": "b", "messages": per_message, "usage": total})],
     )
-    assert thread_rows(engine, "b")[3] == (100, 0, 10, 1)
+    assert billed(stored_thread(engine, "openai", "b").tokens) == (100, 0, 10, 1)
 
 
 def test_jsonl_one_message_per_line(engine, plugins, tmp_path):
@@ -235,10 +203,10 @@ def test_jsonl_one_message_per_line(engine, plugins, tmp_path):
     summary = ingest(engine, plugins, [path])
     assert summary.files[0].format == "openai"
     assert any(e.startswith(f"{path}:3: malformed JSON") for e in summary.errors)
-    _th, msgs, _, tokens = thread_rows(engine, "chat")
+    _th, msgs, _, tokens = stored_thread(engine, "openai", "chat")
     assert [m.role for m in msgs] == ["system", "user", "assistant"]
     assert [m.seq for m in msgs] == [1, 2, 4]
-    assert tokens == (20, 0, 2, 1)
+    assert billed(tokens) == (20, 0, 2, 1)
 
 
 def test_malformed_document(engine, plugins, tmp_path):

@@ -22,15 +22,16 @@ import venv
 from pathlib import Path
 
 import pytest
-from audit_helpers import (
+from helpers.audit import (
     FakeObserver,
     FakeObserverPlugin,
     ScriptFormat,
     ScriptPlugin,
+    quiet,
     write_script_thread,
 )
+from helpers.third_party import THIRD_PARTY, third_party_plugin
 from sqlalchemy import select
-from third_party import THIRD_PARTY, third_party_plugin
 
 from auditor import hookspecs
 from auditor import schema as s
@@ -59,10 +60,6 @@ def signature_text(fn) -> str:
     sig = inspect.signature(fn)
     params = ", ".join(f"{p.name}: {p.annotation}" for p in sig.parameters.values())
     return f"def {fn.__name__}({params}) -> {sig.return_annotation}"
-
-
-def quiet(line):
-    pass
 
 
 # -- the meta-tests --------------------------------------------------------------------------

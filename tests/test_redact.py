@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from planted_secrets import ESCAPES, PLANTED
+from helpers.secrets import ESCAPES, PLANTED
 
 from auditor.printable import printable
 from auditor.redact import KINDS, redact
@@ -204,7 +204,7 @@ def test_large_text_is_fast_enough():
     assert time.perf_counter() - start < 5
 
 
-# -- every planted format (tests/planted_secrets.py), and text that only looks like one ----------
+# -- every planted format (tests/helpers/secrets.py), and text that only looks like one ----------
 @pytest.mark.parametrize("planted", PLANTED, ids=lambda p: p.name)
 def test_each_planted_format_is_redacted_and_its_context_kept(planted):
     out = redact(planted.text)

@@ -3,7 +3,7 @@ and Claude, through their real SDKs against a local server), `auditor prompt`, `
 and `auditor export html`; `--no-redact` shows them; terminal escapes never reach a terminal.
 
 The transcript is a Claude Code session whose last turn carries every format of
-`planted_secrets.PLANTED` in the places text comes from (typed, said, commands, output, a file
+`helpers.secrets.PLANTED` in the places text comes from (typed, said, commands, output, a file
 read, a file written) and a tool output with terminal escapes.
 """
 
@@ -13,8 +13,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from planted_secrets import PLANTED, all_secrets, write_claude_code_session
-from wire_stubs import Reply, Stub, anthropic_response, gemini_response
+from helpers.secrets import PLANTED, all_secrets, write_claude_code_session
+from helpers.wire import Reply, Stub, anthropic_response, gemini_response
 
 from auditor.cli import cli
 

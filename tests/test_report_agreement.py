@@ -8,7 +8,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from test_report_support import ObserversPlugin, TwoFaced, UsagePlugin, write_thread
+from helpers.reports import ObserversPlugin, TwoFaced, UsagePlugin, write_thread
 
 from auditor.cli import cli
 from auditor.ingest import ingest

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from collections import defaultdict
@@ -11,8 +12,8 @@ from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import select, text
-from test_report_support import (
+from helpers.cli import invoke as invoke_cli
+from helpers.reports import (
     COUNTS_ONLY,
     ObserversPlugin,
     TwoFaced,
@@ -20,6 +21,7 @@ from test_report_support import (
     price_file,
     write_thread,
 )
+from sqlalchemy import select, text
 
 from auditor import schema as s
 from auditor.cli import cli
@@ -35,10 +37,7 @@ RATES = {  # USD per million tokens
 }
 
 
-def invoke(*args: str):
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result
+invoke = functools.partial(invoke_cli, ok=True)  # these commands must succeed
 
 
 def report_json(*args: str) -> dict:

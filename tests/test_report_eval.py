@@ -8,7 +8,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from test_report_support import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin, write_thread
+from helpers.reports import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin, write_thread
 
 from auditor import plugins as plugins_module
 from auditor.cli import cli

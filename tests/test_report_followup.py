@@ -6,7 +6,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from test_report_support import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin, write_thread
+from helpers.reports import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin, write_thread
 
 from auditor.cli import cli
 from auditor.ingest import ingest

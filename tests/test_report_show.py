@@ -7,8 +7,8 @@ import json
 import re
 
 import pytest
+from helpers.reports import UsagePlugin, write_thread
 from rich.console import Console
-from test_report_support import UsagePlugin, write_thread
 
 from auditor import render
 from auditor.ingest import ingest

@@ -9,8 +9,8 @@ import math
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import select, update
-from test_report_support import (
+from helpers.audit import quiet
+from helpers.reports import (
     COUNTS_ONLY,
     ObserversPlugin,
     TwoFaced,
@@ -18,6 +18,7 @@ from test_report_support import (
     price_file,
     write_thread,
 )
+from sqlalchemy import select, update
 
 from auditor import schema as s
 from auditor.cli import cli
@@ -26,10 +27,6 @@ from auditor.plugins import get_plugin_manager
 from auditor.run import RunConfig, run
 
 CALL_USD = (800 * 1 + 200 * 0.1 + 50 * 2) / 1e6  # TwoFaced's usage at fake-1's rates
-
-
-def quiet(line):
-    pass
 
 
 @pytest.fixture

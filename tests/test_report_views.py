@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 from alembic import command
-from test_report_support import ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
+from helpers.reports import ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
 
 from auditor import db
 from auditor.ingest import ingest

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
+from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
 from sqlalchemy import select
 
 from auditor import schema as s
@@ -37,10 +37,6 @@ def store(engine, pm, tmp_path):
 def verdicts(engine):
     with engine.connect() as conn:
         return conn.execute(select(s.Verdict.__table__).order_by(s.Verdict.id)).all()
-
-
-def quiet(line):
-    pass
 
 
 def test_run_gates_observes_and_records(store, pm, fake):

@@ -16,7 +16,7 @@ import sys
 import time
 
 import pytest
-from wire_stubs import Reply, Stub, openai_response
+from helpers.wire import Reply, Stub, openai_response
 
 SESSIONS = [
     "claude-code/daaain-claude-code-log/-Users-dain-workspace-claude-code-log-sample/37f83ec9-f2ea-42a9-925e-0d5c105cb6e8.jsonl",

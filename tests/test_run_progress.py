@@ -19,8 +19,8 @@ import sys
 import time
 
 import pytest
+from helpers.wire import CORRECTION, Reply, Stub, openai_response
 from rich.console import Console
-from wire_stubs import CORRECTION, Reply, Stub, openai_response
 
 from auditor import render
 from auditor.run import RunSummary

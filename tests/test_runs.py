@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from wire_stubs import Reply, Stub, openai_response
+from helpers.wire import Reply, Stub, openai_response
 
 from auditor import schema as s
 from auditor.runs import Heartbeat, list_runs

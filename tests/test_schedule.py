@@ -9,10 +9,10 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
-from live_helpers import auditor_argv, copy_lines, rows, run_cli
+from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
+from helpers.live import auditor_argv, copy_lines, rows, run_cli
+from helpers.wire import Reply, Stub, anthropic_response
 from sqlalchemy import func, select
-from wire_stubs import Reply, Stub, anthropic_response
 
 from auditor import leases
 from auditor import schema as s
@@ -30,10 +30,6 @@ SESSIONS = [
     "claude-code/daaain-claude-code-log/-src-deep-manifest/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl",
     "claude-code/4thehalibit-omarchy-backup/-home-vwestberg-Claude/44ef5cbf-9cc3-4f7b-ac40-337a4d39713b.jsonl",
 ]
-
-
-def quiet(line):
-    pass
 
 
 @pytest.fixture

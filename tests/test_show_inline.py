@@ -7,8 +7,8 @@ import io
 import re
 
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from click.testing import CliRunner
+from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from rich.console import Console
 
 from auditor import inject as inj

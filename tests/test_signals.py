@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from audit_helpers import (
+from auditor_plugins.gate import decide
+from helpers.audit import (
     FakeObserver,
     FakeObserverPlugin,
     ScriptPlugin,
@@ -13,7 +14,6 @@ from audit_helpers import (
     user,
     write_script_thread,
 )
-from auditor_plugins.gate import decide
 from sqlalchemy import select
 
 from auditor import schema as s

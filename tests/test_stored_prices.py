@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from helpers.reports import UsagePlugin, price_file, write_thread
 from sqlalchemy import text
-from test_report_support import UsagePlugin, price_file, write_thread
 
 from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager

@@ -8,8 +8,8 @@ import json
 import time
 
 import pytest
-from audit_helpers import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from click.testing import CliRunner
+from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
 
 from auditor import inject as inj
 from auditor.cli import cli
@@ -18,10 +18,6 @@ from auditor.plugins import get_plugin_manager
 from auditor.printable import printable
 from auditor.run import RunConfig, run
 from auditor.verdicts import list_verdicts
-
-
-def quiet(line):
-    pass
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Set to a directory, it makes conftest install the plugin there for the whole run.
 THIRD_PARTY = "AUDITOR_TEST_THIRD_PARTY"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from dataclasses import dataclass
 
 from auditor.hookspecs import hookimpl
@@ -11,9 +12,18 @@ from auditor.observe import ObserveResult, ObserverUsage
 from auditor.threads import StoredMessage
 
 
+def quiet(line: str) -> None:
+    """An `announce` that prints nothing."""
+
+
+def message_id(prefix: str, *content) -> str:
+    """A native id made from the content: the same on every run, whatever the hash seed."""
+    return prefix + hashlib.sha256(repr(content).encode()).hexdigest()[:8]
+
+
 def user(text: str, source: str = "user") -> StoredMessage:
     return StoredMessage(
-        0, f"u{abs(hash(text)) % 10**8}", "user", source, None, None, 0, [Block("text", text=text)]
+        0, message_id("u", text), "user", source, None, None, 0, [Block("text", text=text)]
     )
 
 
@@ -24,14 +34,14 @@ def agent(text: str = "", tools: list[tuple[str, bool]] = ()) -> StoredMessage:
             Block("tool_use", tool_name=name, tool_use_id=f"c{i}", tool_input={}, is_file_edit=edit)
         )
     return StoredMessage(
-        0, f"a{abs(hash((text, tuple(tools)))) % 10**8}", "assistant", "agent", None, "m", 0, blocks
+        0, message_id("a", text, tuple(tools)), "assistant", "agent", None, "m", 0, blocks
     )
 
 
 def result(text: str = "ok", error: bool = False) -> StoredMessage:
     return StoredMessage(
         0,
-        f"r{abs(hash(text)) % 10**8}",
+        message_id("r", text),
         "user",
         "tool-result",
         None,

@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 from werkzeug import Request, Response
-from wire_stubs import anthropic_response, gemini_response
+
+from helpers.wire import anthropic_response, gemini_response
 
 CREATED = "2026-11-25T10:00:00.000000Z"
 
