@@ -31,7 +31,8 @@ class Col:
 
     `cut`: None for values that are never shortened (numbers, dates, ids); "start" to keep the
     end of the value (paths: `…/worktrees/agent-1`); "end" to keep its start (names).
-    `min`: the narrowest a cut column gets before it is left out instead.
+    `min`: the narrowest a cut column gets before it is left out instead (a `keep` column's
+    values are never cut so far that two of them read the same).
     `wide`: shown only with `wide=True`. `keep`: never left out for lack of room.
     `drop`: order of leaving out (the highest goes first; default: right to left).
     """
@@ -64,6 +65,16 @@ def shorten(text: str, width: int, keep: str = "end") -> str:
     return out + "…"
 
 
+def distinct_width(values: Sequence[str], col: Col) -> int:
+    """The narrowest width, from `col.min` up, at which `values` cut as `col` says stay apart."""
+    apart = set(values)
+    widest = max((cell_len(v) for v in apart), default=0)
+    for width in range(col.min, widest):
+        if len({shorten(v, width, col.cut or "end") for v in apart}) == len(apart):
+            return width
+    return max(col.min, widest)
+
+
 def _header_width(header: str) -> int:
     """Headers may break between words: the longest word is the least a column needs."""
     return max(cell_len(word) for word in header.split()) if header.strip() else 0
@@ -78,17 +89,19 @@ def layout(
     `min`; when even that does not fit, columns are left out by `drop` order.
     """
     natural = []
+    mins = []
     for i, col in enumerate(cols):
         cells = [cell_len(str(r[i])) for r in rows]
         natural.append(max([_header_width(col.header), *cells]))
+        # A row's name is never cut so far that two rows read the same.
+        keep_apart = col.keep and col.cut is not None
+        mins.append(distinct_width([str(r[i]) for r in rows], col) if keep_apart else col.min)
     shown = [i for i, col in enumerate(cols) if wide or not col.wide]
     if wide or width is None:
         return shown, [natural[i] for i in shown]
 
     def need(idx: list[int]) -> int:
-        fixed = sum(
-            natural[i] if cols[i].cut is None else min(natural[i], cols[i].min) for i in idx
-        )
+        fixed = sum(natural[i] if cols[i].cut is None else min(natural[i], mins[i]) for i in idx)
         return fixed + GAP * max(0, len(idx) - 1)
 
     order = sorted(
@@ -103,7 +116,7 @@ def layout(
     room = width - sum(widths.values()) - GAP * max(0, len(shown) - 1)
     # Share the room: the narrowest wants are met first, the rest split what remains.
     for n, i in enumerate(sorted(cut, key=lambda i: natural[i])):
-        share = max(room // (len(cut) - n), min(natural[i], cols[i].min))
+        share = max(room // (len(cut) - n), min(natural[i], mins[i]))
         widths[i] = min(natural[i], share)
         room -= widths[i]
     return shown, [widths[i] for i in shown]

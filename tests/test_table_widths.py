@@ -130,3 +130,17 @@ def test_report_costs_wide_has_every_column(store):
     for word in ("invalid/err", "in/out", "credits", "write", "overhead"):
         assert word in heads
     assert "claude-sonnet-4-6" in "\n".join(lines)
+
+
+def test_report_costs_by_model_keeps_the_models_apart_at_80_columns(store):
+    """Three Claude Sonnet models all read `claude-sonnet-…` at 80 columns: a column goes first."""
+    data = json.loads(auditor(store, "report", "costs", "--by", "model", "--format", "json"))
+    lines = auditor(store, "report", "costs", "--by", "model", columns=80).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    body = lines[lines.index(next(x for x in lines if x.startswith("─"))) + 1 :]
+    names = [line.split()[0] for line in body[: len(data["rows"])]]
+    assert len(set(names)) == len(names) == len(data["rows"])
+    for name, row in zip(names, data["rows"], strict=True):
+        model = row["model"] or "—"
+        assert name == model or (name.endswith("…") and model.startswith(name[:-1]))
+    assert any(line.startswith("(left out for width: cache read") for line in lines)
