@@ -84,11 +84,16 @@ def _options(auditor) -> dict[str, Any]:
     return {"model": auditor.model, **auditor.config.observer_options}
 
 
-def run_batch(auditor, collect_only: bool = False) -> BatchReport:
-    """Collect finished batches, then (unless `collect_only`) submit what still needs a call."""
+def check(auditor) -> None:
+    """Raise unless the run's options and observer allow a batch run (also for a dry run)."""
     if auditor.config.critique:
         raise AuditorError("--critique does not combine with --batch (it needs the first answer)")
     _observer(auditor)
+
+
+def run_batch(auditor, collect_only: bool = False) -> BatchReport:
+    """Collect finished batches, then (unless `collect_only`) submit what still needs a call."""
+    check(auditor)
     report = BatchReport()
     auditor.summary.batch = report
     resolve_submitting(auditor)

@@ -713,6 +713,10 @@ class Auditor:
         """Gate and format everything, call no model, and estimate tokens and cost."""
         from .observe import ObserverUsage
 
+        if self.config.batch or self.config.collect:
+            from .batch import check
+
+            check(self)  # refused as the run itself would be
         chars = 0
         sent = 0
         for job in self.jobs():

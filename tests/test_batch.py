@@ -8,7 +8,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from helpers.audit import ScriptPlugin, quiet, write_script_thread
+from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
 from helpers.batch import AnthropicBatches, GeminiBatches
 from sqlalchemy import select
 
@@ -228,3 +228,19 @@ def test_a_budget_caps_what_a_batch_may_cost(store, pm, httpserver):
     assert summary.batch.est_usd == pytest.approx(worst[0] + worst[1])
     assert len(api.created) == 1
     assert f"{summary.over_budget} checkpoints left unaudited" in summary.budget_note
+
+
+def test_a_dry_run_with_batch_is_refused_as_the_run_would_be(store, pm):
+    """`run --dry-run --batch` on the embedded model estimated 'at the batch price'; the run
+    itself refuses: no batch API. Now both refuse, and so for --critique with --batch."""
+    fake = FakeObserver()
+    pm = get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(fake)])
+    for dry_run in (False, True):
+        config = RunConfig(observer="fake", batch=True, dry_run=dry_run)
+        with pytest.raises(AuditorError, match="observer 'fake' has no batch API"):
+            run(store, pm, config, announce=quiet)
+        config = RunConfig(observer="fake", batch=True, critique=True, dry_run=dry_run)
+        with pytest.raises(AuditorError, match="--critique does not combine with --batch"):
+            run(store, pm, config, announce=quiet)
+    assert run(store, pm, RunConfig(observer="fake", dry_run=True), announce=quiet).audited
+    assert fake.calls == 0
