@@ -68,7 +68,8 @@ def _script_location() -> str:
     return str(Path(auditor_migrations.__file__).parent)
 
 
-def _config(url: str):
+def alembic_config(url: str):
+    """Return the Alembic Config of the store at `url`: auditor's migrations, no alembic.ini."""
     from alembic.config import Config
 
     cfg = Config()
@@ -134,7 +135,7 @@ def current_revision(engine: Engine) -> str | None:
 def head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory.from_config(_config("sqlite://")).get_current_head()
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
 _REVISION = re.compile(r"^(down_revision|revision)\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
@@ -176,7 +177,7 @@ def upgrade(engine: Engine) -> None:
     from alembic.script import ScriptDirectory
 
     url = engine.url.render_as_string(hide_password=False)
-    cfg = _config(url)
+    cfg = alembic_config(url)
     script = ScriptDirectory.from_config(cfg)
     current = current_revision(engine)
     if current == script.get_current_head():

@@ -400,7 +400,7 @@ def run_hook(
     """
     options = options or HookOptions()
     hook = Hook(agent, engine_factory, plugins_factory, run_config, options)
-    watchdog = _Watchdog(options.deadline)
+    watchdog = Watchdog(options.deadline)
     try:
         with watchdog:
             outcome = hook.run(raw, stream)
@@ -430,7 +430,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class _Watchdog:
+class Watchdog:
     """Raise DeadlinePassed in the main thread once `seconds` have passed (a backstop: the
     observer call has its own, shorter timeout). Does nothing outside the main thread.
 

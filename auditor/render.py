@@ -284,7 +284,7 @@ def _show_note(note, clean) -> None:
         console.print(Panel(body, title=title, title_align="left", border_style=style))
 
 
-class _Pager(Pager):
+class EnvPager(Pager):
     """$PAGER (else less), given colours and told to quit at once when the text fits (LESS=FRX,
     unless LESS is set); straight to stdout when there is no such program."""
 
@@ -309,7 +309,7 @@ def paged(enabled: bool = True) -> Iterator[None]:
     if not (enabled and console.is_terminal):
         yield
         return
-    with console.pager(_Pager(), styles=True):
+    with console.pager(EnvPager(), styles=True):
         yield
 
 

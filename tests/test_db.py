@@ -35,7 +35,7 @@ def test_blank_database_is_migrated_to_head(tmp_path):
 
 
 def test_there_is_exactly_one_head():
-    script = ScriptDirectory.from_config(db._config("sqlite://"))
+    script = ScriptDirectory.from_config(db.alembic_config("sqlite://"))
     assert len(script.get_heads()) == 1
 
 

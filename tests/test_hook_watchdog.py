@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from auditor.hook import DeadlinePassed, _Watchdog
+from auditor.hook import DeadlinePassed, Watchdog
 
 
 class SwallowsInFinalizer:
@@ -21,7 +21,7 @@ def test_a_deadline_swallowed_by_a_finalizer_is_raised_again(monkeypatch):
     dropped = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: dropped.append(u.exc_type))
     started = time.monotonic()
-    with pytest.raises(DeadlinePassed, match="ran past 0.2s"), _Watchdog(0.2):
+    with pytest.raises(DeadlinePassed, match="ran past 0.2s"), Watchdog(0.2):
         obj = SwallowsInFinalizer()
         del obj  # the alarm fires inside __del__: that DeadlinePassed is lost
         gc.collect()
@@ -32,11 +32,11 @@ def test_a_deadline_swallowed_by_a_finalizer_is_raised_again(monkeypatch):
 
 
 def test_leaving_the_block_disarms_the_watchdog():
-    with _Watchdog(0.05):
+    with Watchdog(0.05):
         pass
     time.sleep(0.3)  # no alarm, no DeadlinePassed after the block
 
 
 def test_a_block_that_ends_in_time_raises_nothing():
-    with _Watchdog(5):
+    with Watchdog(5):
         time.sleep(0.05)

@@ -361,20 +361,13 @@ def test_empty_store_prints_zero_totals():
 
 @pytest.mark.corpus
 def test_the_rollup_gives_what_the_usage_rows_give(claude_store, engine):
-    from auditor.prices import Pricer
-    from auditor.reports.costs import _agent_usage, _cost_columns
-
-    pricer = Pricer()
+    # A window that starts one second after midnight can use neither the per-thread rollup nor
+    # the day sums: the report then reads the usage rows themselves.
+    after_midnight = datetime(2000, 1, 1, 0, 0, 1, tzinfo=UTC)
     for by in (["day"], ["model"], ["project", "day"], ["thread"]):
-        _, sql = _cost_columns(by)
-        with engine.connect() as conn:
-            rolled = _agent_usage(conn, by, sql, None, None, pricer)
-            # A window that starts one second after midnight cannot use the day rollup.
-            direct = _agent_usage(
-                conn, by, sql, datetime(2000, 1, 1, 0, 0, 1, tzinfo=UTC), None, pricer
-            )
-        direct = {k: v for k, v in direct.items() if v[0]}  # groups left with no call drop out
-        assert rolled == direct and sum(v[0] for v in rolled.values()) > 1000
+        rolled = cost_report(engine, by).rows
+        direct = [r for r in cost_report(engine, by, after_midnight).rows if r["agent_calls"]]
+        assert rolled == direct and sum(r["agent_calls"] for r in rolled) > 1000
 
 
 def test_the_rollup_follows_a_file_that_grew(engine, tmp_path, monkeypatch):

@@ -73,7 +73,7 @@ def test_costs_view_totals_match_the_report_and_the_tables(store, engine):
 
 def test_the_migration_creates_and_drops_the_views(tmp_path):
     path = tmp_path / "m.db"
-    cfg = db._config("sqlite:///" + str(path))
+    cfg = db.alembic_config("sqlite:///" + str(path))
     views = "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"
     command.upgrade(cfg, "0004")
     conn = sqlite3.connect(path)

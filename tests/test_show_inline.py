@@ -102,16 +102,16 @@ def test_the_pager_is_told_to_keep_colours_and_quit_when_the_text_fits(tmp_path,
     seen = tmp_path / "less.env"
     monkeypatch.setenv("PAGER", f"sh -c 'echo \"$LESS\" > {seen}; cat > /dev/null'")
     monkeypatch.delenv("LESS", raising=False)
-    render._Pager().show("text")
+    render.EnvPager().show("text")
     assert seen.read_text() == "FRX\n"
     monkeypatch.setenv("LESS", "R")
-    render._Pager().show("text")
+    render.EnvPager().show("text")
     assert seen.read_text() == "R\n"
 
 
 def test_without_a_pager_program_the_text_is_printed(monkeypatch, capsys):
     monkeypatch.setenv("PAGER", "no-such-pager-program")
-    render._Pager().show("plain text\n")
+    render.EnvPager().show("plain text\n")
     assert capsys.readouterr().out == "plain text\n"
 
 
