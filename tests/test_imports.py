@@ -1,4 +1,5 @@
-"""The import rules of the source tree: plugins and examples use only the public API.
+"""The import rules of the source tree: plugins and examples use only the public API, and no
+module of auditor/ or plugins/ imports itself back through others when it is imported.
 
 `auditor.api` (and `auditor.hookimpl`) is what a plugin may import; the built-in plugins
 (`plugins/`, shipped as `auditor_plugins`) and `examples/` are held to it like a third-party
@@ -185,9 +186,8 @@ def import_graph(in_functions: bool) -> dict[str, set[str]]:
 
 def test_no_import_cycle_among_the_modules():
     graph = import_graph(in_functions=False)
-    assert len(graph) > 60 and "auditor_plugins.formatter" in graph["auditor_plugins"] | {
-        "auditor_plugins.formatter"
-    }
+    assert len(graph) > 60 and {"auditor.model", "auditor.observe"} <= graph["auditor.api"]
+    assert "auditor.api" in graph["auditor_plugins.gate"]  # plugins/ is walked as auditor_plugins
     assert cycles(graph) == []
 
 
