@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     "--concurrency",
     "-j",
     type=int,
+    show_default=True,  # shows a config file's value; without one, the help says the rule
     help="Observer calls in flight at once (default: what the observer suits: 4, the embedded model 1).",
 )
 @click.option(

@@ -74,7 +74,7 @@ require_edit = true
 
 [run]
 every = "15m"
-concurrency = 4
+# concurrency = 4       # calls in flight; unset: what the observer suits (embedded model 1)
 # budget_per_day = 5.0  # USD; no observer call starts that would cross it (UTC days)
 
 [hook]                  # auditor hook claude-code / codex
