@@ -403,8 +403,11 @@ def verdicts(
     show_default=True,
     help="Show at most N runs, newest first (0: all).",
 )
+@click.option(
+    "--wide", "-w", is_flag=True, help="Every column, in full, even past the terminal's width."
+)
 @pass_ctx
-def runs(ctx: Context, as_json: bool, limit: int) -> None:
+def runs(ctx: Context, as_json: bool, limit: int, wide: bool) -> None:
     """List audit runs, newest first: status, totals, cost. A run killed before it could finish
     is shown as interrupted, with when it was last heard of."""
     from .runs import list_runs
@@ -415,7 +418,7 @@ def runs(ctx: Context, as_json: bool, limit: int) -> None:
         return
     from .render import runs_table
 
-    runs_table(rows)
+    runs_table(rows, wide=wide)
 
 
 COMMANDS = [run, prompt, events, verdicts, runs]

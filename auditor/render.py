@@ -136,7 +136,7 @@ def threads_table(rows: list[dict], wide: bool = False) -> None:
     console.print(f"{len(rows)} threads", style="dim")
 
 
-def runs_table(rows: list[dict]) -> None:
+def runs_table(rows: list[dict], wide: bool = False) -> None:
     """Runs as a table that fits the terminal; each run's note (how it ended, what went wrong)
     on its own line under the table, where prose may take the room it needs."""
     cols = [
@@ -167,7 +167,7 @@ def runs_table(rows: list[dict]) -> None:
         note = "; ".join(x for x in (kind, r["error"] or "") if x)
         if note:
             notes.append(f"run {r['id']}: {printable(note)}")
-    print_table(console, cols, lines)
+    print_table(console, cols, lines, wide=wide)
     for note in notes:
         console.print(note, highlight=False, markup=False)
     console.print(f"{len(rows)} runs", style="dim")

@@ -16,6 +16,7 @@ import pytest
 from helpers.wire import Reply, Stub, openai_response
 
 from auditor import schema as s
+from auditor.db import open_db
 from auditor.runs import Heartbeat, list_runs
 
 SESSION = (
@@ -132,3 +133,29 @@ def test_a_working_run_keeps_beating(engine):
     [run] = list_runs(engine)
     assert run["status"] == "running"
     assert datetime.fromisoformat(run["heartbeat_at"]) > datetime.now(UTC) - timedelta(seconds=5)
+
+
+def test_runs_has_the_wide_option_its_footer_names(tmp_path, monkeypatch):
+    """At 80 columns the table leaves out `errors` and says '--wide shows all': that option
+    did not exist ('No such option: --wide', exit 2)."""
+    db = tmp_path / "auditor.db"
+    with open_db(db).begin() as conn:
+        conn.execute(
+            s.Run.__table__.insert().values(
+                started_at=datetime.now(UTC),
+                heartbeat_at=datetime.now(UTC),
+                ended_at=datetime.now(UTC),
+                status="done",
+                owner="qa",
+                observer="embedded",
+                model="gemma-3-270m-q4_k_m",
+            )
+        )
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = auditor("runs", db=db)
+    assert narrow.returncode == 0
+    assert "(left out for width: errors; --wide shows all)" in narrow.stdout
+    wide = auditor("runs", "--wide", db=db)
+    assert wide.returncode == 0, wide.stderr
+    assert "errors" in wide.stdout.splitlines()[0] and "embedded gemma-3-270m-q4_k_m" in wide.stdout
+    assert "left out" not in wide.stdout
