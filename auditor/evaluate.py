@@ -62,7 +62,10 @@ def read_labels(engine: Engine, path: str) -> list[Label]:
                     f'"needs_correction": true|false}}, got {raw.decode(errors="replace")[:120]}'
                 )
             if obj.get("thread"):
-                thread = find_thread(engine, str(obj["thread"]))
+                try:
+                    thread = find_thread(engine, str(obj["thread"]))
+                except AuditorError as exc:  # which label named it
+                    raise AuditorError(f"{where}: {exc}") from None
             else:
                 file = os.path.abspath(os.path.expanduser(obj["file"]))
                 found = conn.execute(

@@ -136,3 +136,9 @@ def test_bad_labels_name_the_line(setup, tmp_path):
     )
     with pytest.raises(AuditorError, match="ingest it first: auditor ingest"):
         evaluate(engine, pm, str(bad), RunConfig(observer="alpha"))
+    bad.write_text(
+        '{"thread": "t-fine", "at": "t-fine-end", "needs_correction": true}\n'
+        '{"thread": "t-nosuch", "at": "m1", "needs_correction": true}\n'
+    )
+    with pytest.raises(AuditorError, match="bad.jsonl:2: 't-nosuch' is not a known thread"):
+        evaluate(engine, pm, str(bad), RunConfig(observer="alpha"))
