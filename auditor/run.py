@@ -10,15 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, select
 
 from . import answers, budget, critique, events, leases, runs
 from . import schema as s
@@ -28,140 +26,13 @@ from .errors import AuditorError
 from .observe import MAX_OUTPUT_TOKENS, ObserveRequest, ObserveResult, validate
 from .plan import gate_config, plan
 from .plugins import Plugins
+from .run_setup import Job, RunConfig, RunInterrupted, RunSummary, choose_observer
 from .signals import store_signals
 from .threads import find_thread, load_messages
 
 CHARS_PER_TOKEN = 4  # rough estimate used only by --dry-run
 DEFAULT_CONCURRENCY = 4  # calls in flight when neither the user nor the observer says
 EST_OUTPUT_TOKENS = 80
-
-
-@dataclass
-class RunConfig:
-    observer: str | None = None
-    model: str | None = None
-    observer_options: dict[str, Any] = field(default_factory=dict)
-    threads: list[str] = field(default_factory=list)
-    since: datetime | None = None
-    limit: int | None = None
-    concurrency: int | None = None  # None: the observer's own (`Observer.concurrency`), else 4
-    timeout: float = 120.0
-    dry_run: bool = False
-    gate: dict[str, Any] = field(default_factory=dict)
-    formatter: dict[str, Any] = field(default_factory=dict)
-    # Seconds a claimed observer call stays ours; past it, another run may take it over.
-    # Default: the longest a call can take (timeout * 4 + 5) plus a minute.
-    lease: float | None = None
-    signals: dict[str, Any] = field(default_factory=dict)  # options of the signal plugins
-    # A second, more critical pass where the first was silent and a signal scored this much.
-    critique_min_score: float = critique.DEFAULT_MIN_SCORE
-    critique: bool = False
-    # Spend caps in USD (see auditor.budget): for this run, and for all verdicts of a UTC day.
-    budget: float | None = None
-    budget_per_day: float | None = None
-    allow_unpriced: bool = False  # under a budget, still call a model without a price
-    # Through the provider's batch API (auditor.batch): collect finished batches, then submit
-    # (`collect`: only collect); at most `batch_size` requests a batch.
-    batch: bool = False
-    collect: bool = False
-    batch_size: int | None = None
-
-    def for_record(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["observer_options"] = {k: v for k, v in self.observer_options.items() if "key" not in k}
-        out["since"] = self.since.isoformat() if self.since else None
-        return out
-
-
-@dataclass
-class RunSummary:
-    run_id: int | None
-    observer: str
-    model: str
-    checkpoints: int = 0
-    gated_in: int = 0
-    gated_out: dict[str, int] = field(default_factory=dict)
-    audited: int = 0
-    reused: int = 0
-    busy: int = 0  # claimed by another run at the same time, left to it
-    corrections: int = 0
-    invalid: int = 0
-    errors: int = 0
-    cost_usd: float = 0.0
-    unpriced: int = 0
-    est_input_tokens: int = 0
-    est_cost_usd: float | None = None
-    batch_price: bool = False  # the dry run's estimate is at the batch price (--batch)
-    critiques: int = 0  # second-pass verdicts (`--critique`)
-    critique_corrections: int = 0
-    critique_candidates: int = 0  # gated-in checkpoints whose signals are strong enough
-    over_budget: int = 0  # gated-in checkpoints left unaudited: their call would cross the cap
-    budget_note: str | None = None  # what the budget allowed and what was spent
-    queued: int = 0  # checkpoints handed to the observer so far (the progress bar's total)
-    finished: int = 0  # of those, the ones done with (answered, failed, or found answered)
-    planning: bool = True  # False once every checkpoint is gated, so `queued` is final
-    batch: Any = None  # with --batch / --collect: what was submitted and collected (BatchReport)
-    status: str = "done"
-    messages: list[str] = field(default_factory=list)
-    # The corrections this run got: verdict id, thread, checkpoint message and the message.
-    found: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class Job:
-    checkpoint_id: int
-    thread_id: int
-    message_id: str
-    user: str
-    input_hash: str
-    answered: int | None = None  # the verdict that already answers this exact call
-    signals: list = field(default_factory=list)
-    critique_of: int | None = None  # for a second pass: the verdict it re-examines
-    thread_native_id: str = ""
-
-    @property
-    def claim_key(self) -> str:
-        return hashlib.sha256(f"{self.checkpoint_id}\0{self.input_hash}".encode()).hexdigest()
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM stopped a run; `summary` holds what it had done (all of it stored)."""
-
-    def __init__(self, summary: RunSummary):
-        super().__init__()
-        self.summary = summary
-
-
-def choose_observer(plugins: Plugins, name: str | None) -> tuple[str, str]:
-    """Return (observer name, why it was chosen) following the documented fallback order."""
-    if name:
-        plugins.observer(name)
-        return name, "chosen with --observer"
-    configured = os.environ.get("AUDITOR_OBSERVER")
-    if configured:
-        plugins.observer(configured)
-        return configured, "from AUDITOR_OBSERVER"
-    available = plugins.observers()
-    if "gemini" in available and (
-        os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-    ):
-        return "gemini", "GEMINI_API_KEY is set"
-    if "claude" in available and os.environ.get("ANTHROPIC_API_KEY"):
-        return "claude", "ANTHROPIC_API_KEY is set"
-    if "embedded" in available:
-        return (
-            "embedded",
-            "no API key is set; the offline embedded model's verdicts are for trying the pipeline",
-        )
-    if not available:
-        raise AuditorError(
-            "No observer backend is installed. Install one: pip install 'auditor[gemini]'"
-        )
-    first = sorted(available)[0]
-    return first, "the only installed observer"
 
 
 def _price(
@@ -414,33 +285,15 @@ class Auditor:
         `finish_run`, so that a run killed outright is recognised as interrupted later.
         """
         with self.engine.begin() as conn:
-            runs.mark_interrupted(conn)  # runs killed earlier, so that none stays `running`
-            now = utcnow()
-            self.summary.run_id = conn.execute(
-                s.Run.__table__.insert()
-                .values(
-                    started_at=now,
-                    status="running",
-                    owner=self.owner,
-                    heartbeat_at=now,
-                    observer=self.observer_name,
-                    model=self.model,
-                    prompt_version=self.prompt.version,
-                    prompt_hash=self.prompt.sha256,
-                    dry_run=self.config.dry_run,
-                    config={**self.config.for_record(), **(note or {})},
-                )
-                .returning(s.Run.id)
-            ).scalar_one()
-            events.record(
+            self.summary.run_id = runs.record_start(
                 conn,
-                "run-started",
-                run_id=self.summary.run_id,
-                data={
-                    "observer": self.observer_name,
-                    "model": self.model,
-                    "critique": self.config.critique,
-                },
+                owner=self.owner,
+                observer=self.observer_name,
+                model=self.model,
+                prompt=self.prompt,
+                dry_run=self.config.dry_run,
+                config={**self.config.for_record(), **(note or {})},
+                critique=self.config.critique,
             )
         self._heartbeat = runs.Heartbeat(self.engine, self.summary.run_id)
         return self.summary.run_id
@@ -450,39 +303,8 @@ class Auditor:
         if self._heartbeat is not None:
             self._heartbeat.stop()
         self.summary.status = status
-        sm = self.summary
         with self.engine.begin() as conn:
-            conn.execute(
-                update(s.Run)
-                .where(s.Run.id == sm.run_id)
-                .values(
-                    ended_at=utcnow(),
-                    status=status,
-                    checkpoints=sm.checkpoints,
-                    gated_in=sm.gated_in,
-                    audited=sm.audited,
-                    reused=sm.reused,
-                    corrections=sm.corrections,
-                    invalid=sm.invalid,
-                    errors=sm.errors,
-                    cost_usd=sm.cost_usd,
-                    error=error,
-                )
-            )
-            events.record(
-                conn,
-                "run-finished" if status != "failed" else "error",
-                run_id=sm.run_id,
-                subject=error,
-                data={
-                    "status": status,
-                    "audited": sm.audited,
-                    "corrections": sm.corrections,
-                    "critiques": sm.critiques,
-                    "errors": sm.errors,
-                    "cost_usd": sm.cost_usd,
-                },
-            )
+            runs.record_end(conn, self.summary, error)
 
     def abandon(self, job: Job, error: str, took: float, status: str = "error") -> int:
         """Record the call of `job`, cut short after `took` seconds, and release its lease.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from datetime import UTC, datetime, timedelta
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from sqlalchemy import Connection, Engine, select, update
 from sqlalchemy.exc import OperationalError
@@ -15,6 +15,9 @@ from sqlalchemy.exc import OperationalError
 from . import events, leases
 from . import schema as s
 from .db import utcnow
+
+if TYPE_CHECKING:
+    from .run_setup import RunSummary
 
 HEARTBEAT = 60.0  # seconds between two beats of a working run
 STALE = 5 * HEARTBEAT  # a run silent that long has stopped, wherever it ran
@@ -84,6 +87,84 @@ def mark_interrupted(conn: Connection) -> list[int]:
                 conn, "run-finished", run_id=run.id, subject=error, data={"status": "interrupted"}
             )
     return marked
+
+
+def record_start(
+    conn: Connection,
+    *,
+    owner: str,
+    observer: str,
+    model: str,
+    prompt: Any,
+    dry_run: bool,
+    config: dict[str, Any],
+    critique: bool,
+) -> int:
+    """Record a run starting now with `observer`, `model` and `prompt` (its version and
+    hash), and its run-started event; return its id. Runs whose process died are marked
+    interrupted first, so that none stays `running`."""
+    mark_interrupted(conn)
+    now = utcnow()
+    run_id = conn.execute(
+        s.Run.__table__.insert()
+        .values(
+            started_at=now,
+            status="running",
+            owner=owner,
+            heartbeat_at=now,
+            observer=observer,
+            model=model,
+            prompt_version=prompt.version,
+            prompt_hash=prompt.sha256,
+            dry_run=dry_run,
+            config=config,
+        )
+        .returning(s.Run.id)
+    ).scalar_one()
+    events.record(
+        conn,
+        "run-started",
+        run_id=run_id,
+        data={"observer": observer, "model": model, "critique": critique},
+    )
+    return run_id
+
+
+def record_end(conn: Connection, summary: RunSummary, error: str | None = None) -> None:
+    """Record the end of run `summary.run_id`: its status and totals, `error`, and the
+    run-finished (or, for a failed run, error) event."""
+    sm = summary
+    conn.execute(
+        update(s.Run)
+        .where(s.Run.id == sm.run_id)
+        .values(
+            ended_at=utcnow(),
+            status=sm.status,
+            checkpoints=sm.checkpoints,
+            gated_in=sm.gated_in,
+            audited=sm.audited,
+            reused=sm.reused,
+            corrections=sm.corrections,
+            invalid=sm.invalid,
+            errors=sm.errors,
+            cost_usd=sm.cost_usd,
+            error=error,
+        )
+    )
+    events.record(
+        conn,
+        "run-finished" if sm.status != "failed" else "error",
+        run_id=sm.run_id,
+        subject=error,
+        data={
+            "status": sm.status,
+            "audited": sm.audited,
+            "corrections": sm.corrections,
+            "critiques": sm.critiques,
+            "errors": sm.errors,
+            "cost_usd": sm.cost_usd,
+        },
+    )
 
 
 def list_runs(engine: Engine, limit: int | None = 20) -> list[dict[str, Any]]:
