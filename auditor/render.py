@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from collections.abc import Iterator
 
@@ -18,7 +17,7 @@ from rich.text import Text
 
 from .model import SOURCE_COURSE_CORRECTION, SOURCE_TYPED
 from .printable import printable
-from .tables import Col, print_table
+from .tables import Col, print_table, short_thread_id
 
 console = Console()
 if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
@@ -57,35 +56,6 @@ def _short(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f}{unit}"
     return str(n)
-
-
-_HEXISH = re.compile(r"[0-9a-f-]+")
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def short_thread_id(native_id: str) -> str:
-    """A thread id short enough for a table, keeping what tells threads apart.
-
-    A UUID session keeps its first 8 characters (a prefix `auditor show` accepts); a sub-agent
-    `SESSION/agent-NAME` becomes `SESSION8/NAME`, a long NAME cut in the middle so both its
-    kind (`aside_question`) and the end of its hash stay; other ids longer than 24 are cut in
-    the middle.
-    """
-    session, _, sub = native_id.partition("/")
-    head = session[:8] if _UUID.fullmatch(session) else _middle(session, 24)
-    if not sub:
-        return head
-    sub = sub.removeprefix("agent-").removeprefix("sidechain-")
-    if _HEXISH.fullmatch(sub):
-        return f"{head}/{sub[:12]}"
-    return f"{head}/{_middle(sub, 16)}"
-
-
-def _middle(text: str, width: int) -> str:
-    if len(text) <= width:
-        return text
-    keep = width - 1
-    return text[: keep - keep // 2] + "…" + text[-(keep // 2) :]
 
 
 def threads_table(rows: list[dict], wide: bool = False) -> None:

@@ -8,6 +8,7 @@ terminal if need be (like `ps ww`). Every table command prints through `print_ta
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -189,3 +190,32 @@ def print_table(
             soft_wrap=True,
         )
     return left_out
+
+
+_HEXISH = re.compile(r"[0-9a-f-]+")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def short_thread_id(native_id: str) -> str:
+    """A thread id short enough for a table, keeping what tells threads apart.
+
+    A UUID session keeps its first 8 characters (a prefix `auditor show` accepts); a sub-agent
+    `SESSION/agent-NAME` becomes `SESSION8/NAME`, a long NAME cut in the middle so both its
+    kind (`aside_question`) and the end of its hash stay; other ids longer than 24 are cut in
+    the middle.
+    """
+    session, _, sub = native_id.partition("/")
+    head = session[:8] if _UUID.fullmatch(session) else _middle(session, 24)
+    if not sub:
+        return head
+    sub = sub.removeprefix("agent-").removeprefix("sidechain-")
+    if _HEXISH.fullmatch(sub):
+        return f"{head}/{sub[:12]}"
+    return f"{head}/{_middle(sub, 16)}"
+
+
+def _middle(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep - keep // 2] + "…" + text[-(keep // 2) :]

@@ -12,6 +12,7 @@ from sqlalchemy import Engine, func, or_, select
 from . import schema as s
 from .errors import UnknownName
 from .printable import printable
+from .tables import short_thread_id
 
 STATUSES = ("ok", "invalid", "error")
 
@@ -224,8 +225,6 @@ def facts(v: dict[str, Any]) -> str:
 
 def format_verdict(v: dict[str, Any]) -> str:
     """Render a verdict as a few lines of plain text for `auditor verdicts`."""
-    from .render import short_thread_id
-
     when = (v["created_at"] or "")[:19].replace("T", " ")
     lines = [
         f"## verdict {v['id']} · {when} · {outcome(v)}",

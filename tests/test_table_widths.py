@@ -19,7 +19,7 @@ from conftest import CORPUS
 from auditor.db import open_db
 from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.render import short_thread_id
+from auditor.tables import short_thread_id
 
 
 @pytest.fixture(scope="module")
