@@ -31,6 +31,7 @@ from . import schema as s
 from .db import utcnow
 from .errors import AuditorError
 from .observe import MAX_OUTPUT_TOKENS, BatchItem, ObserveRequest
+from .run_setup import Job
 
 BATCH_MAX_BYTES = 15_000_000  # Gemini takes inline batches up to 20 MB
 DEFAULT_BATCH_SIZE = 1000
@@ -225,8 +226,6 @@ def collect(auditor, report: BatchReport) -> None:
 
 
 def _job(req):
-    from .run import Job
-
     return Job(req.checkpoint_id, req.thread_id, req.message_native_id, "", req.input_hash)
 
 
