@@ -28,7 +28,7 @@ def test_a_deadline_swallowed_by_a_finalizer_is_raised_again(monkeypatch):
         time.sleep(5)  # the repeated alarm raises here
     took = time.monotonic() - started
     assert took < 2, took
-    assert dropped == [DeadlinePassed]  # the one the finalizer swallowed
+    assert dropped and set(dropped) == {DeadlinePassed}  # what the finalizer swallowed
 
 
 def test_leaving_the_block_disarms_the_watchdog():
