@@ -198,6 +198,9 @@ def upgrade(engine: Engine) -> None:
         command.upgrade(cfg, "head")  # under the lock Alembic reads the version again
 
 
+MIGRATION_LOCK = 0x61756469  # PostgreSQL advisory lock key of migrations ("audi")
+
+
 def _lock_for_migration(conn) -> None:
     """Hold the database's write lock for the whole migration, so that commands started at the
     same time on a new database wait for the first one to migrate instead of racing it."""
@@ -205,6 +208,9 @@ def _lock_for_migration(conn) -> None:
         # pysqlite opens no transaction before DDL: begin one that takes the write lock now
         # (waiting up to the busy timeout), so the migration's DDL is one atomic step.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif conn.dialect.name == "postgresql":
+        # A lock of the whole database for this transaction, taken by every auditor migrating.
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
 
 
 def open_db(

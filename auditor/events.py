@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, select
 from . import schema as s
 from .db import utcnow
 from .errors import AuditorError, UnknownName
+from .portable import iso_utc
 from .printable import printable
 
 # The types auditor writes, and what each means.
@@ -187,7 +188,7 @@ def list_events(
     return [
         {
             "id": r.id,
-            "at": r.at.isoformat() + ("Z" if r.at.tzinfo is None else ""),
+            "at": iso_utc(r.at),
             "type": r.type,
             "run_id": r.run_id,
             "thread_id": r.thread_id,

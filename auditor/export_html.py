@@ -27,6 +27,7 @@ from sqlalchemy import Engine, text
 
 from .errors import AuditorError
 from .model import SOURCE_COURSE_CORRECTION, SOURCE_TOOL_RESULT, SOURCE_TYPED
+from .portable import count_if
 
 CLIP = 6000  # characters of a tool input or output shown before cutting the middle out
 CORRECTION_HEADER = "inserted by auditor · course correction"
@@ -190,8 +191,18 @@ def _thread_rows(engine: Engine, ids: list[int]) -> list[dict[str, Any]]:
             r[0]: r
             for r in conn.execute(
                 text(
-                    "SELECT thread_id, count(*), sum(status = 'ok'), sum(status = 'ok' AND needs_correction = 1), "
-                    "sum(status != 'ok') FROM verdicts GROUP BY thread_id"
+                    "SELECT thread_id, count(*), "
+                    + ", ".join(
+                        map(
+                            count_if,
+                            (
+                                "status = 'ok'",
+                                "status = 'ok' AND needs_correction",
+                                "status != 'ok'",
+                            ),
+                        )
+                    )
+                    + " FROM verdicts GROUP BY thread_id"
                 )
             )
         }

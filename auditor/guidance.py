@@ -307,8 +307,18 @@ def reads_in_threads(
     """The instruction files the agent of each thread (id -> its cwd) read with its tool calls,
     results stored after row `since_message` of `messages` (all when 0), leaving out files it
     had changed before reading them."""
-    tc, call, res = s.ToolCall, s.Message.__table__.alias("c"), s.Message.__table__.alias("r")
-    mentions = or_(*(cast(call.c.blocks, Text).like(f"%{n}%") for n in BASENAMES))
+    tc, m, res = s.ToolCall, s.Message.__table__, s.Message.__table__.alias("r")
+    # The messages naming an instruction file, looked for once each (materialized: without it
+    # PostgreSQL may scan every message's text again for every tool call).
+    call = (
+        select(m.c.id, m.c.thread_id, m.c.native_id, m.c.blocks)
+        .where(
+            m.c.thread_id.in_(list(cwds)),
+            or_(*(cast(m.c.blocks, Text).like(f"%{n}%") for n in BASENAMES)),
+        )
+        .cte("c")
+        .prefix_with("MATERIALIZED")
+    )
     rows = conn.execute(
         select(
             tc.thread_id,
@@ -326,7 +336,6 @@ def reads_in_threads(
             tc.thread_id.in_(list(cwds)),
             or_(call.c.id > since_message, res.c.id > since_message),
             tc.is_error.isnot(True),
-            mentions,
         )
         .order_by(tc.thread_id, res.c.seq)
     ).all()

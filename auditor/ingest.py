@@ -350,8 +350,10 @@ class Ingester:
                     func.coalesce(table.c.meta, "{}"), stmt.excluded.meta
                 )
             elif conn.dialect.name == "postgresql":
-                set_["meta"] = func.coalesce(table.c.meta, text("'{}'::json")).op("||")(
-                    stmt.excluded.meta
+                # json has no ||; jsonb's is a shallow merge like json_patch's for these keys.
+                set_["meta"] = text(
+                    "CAST(COALESCE(CAST(threads.meta AS jsonb), '{}'::jsonb)"
+                    " || CAST(excluded.meta AS jsonb) AS json)"
                 )
         # With nothing to merge, a no-op update so that RETURNING gives the existing row's id.
         stmt = stmt.on_conflict_do_update(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
+from .portable import day_text
 from .prices import band_sql
 
 # A subagent that forks its parent's context (Claude Code's side questions) logs the parent's
@@ -36,7 +37,7 @@ def refresh_rollup(conn, bounds: tuple[int, ...] | None = None) -> int:
     current = ",".join(map(str, bounds))
     stored = conn.execute(text("SELECT thresholds FROM usage_rollup_state WHERE id = 1")).scalar()
     if stored != current:
-        conn.execute(text("UPDATE threads SET rollup_dirty = 1"))
+        conn.execute(text("UPDATE threads SET rollup_dirty = TRUE"))
         conn.execute(text("DELETE FROM usage_rollup_state"))
         conn.execute(
             text("INSERT INTO usage_rollup_state (id, thresholds) VALUES (1, :t)"), {"t": current}
@@ -54,12 +55,12 @@ def refresh_rollup(conn, bounds: tuple[int, ...] | None = None) -> int:
         text(f"""
         INSERT INTO usage_rollup (thread_id, day, model, band, calls, input_tokens, output_tokens,
                                   cache_read_tokens, cache_write_tokens)
-        SELECT u.thread_id, substr(u.timestamp, 1, 10) AS day, u.model, {band} AS band, count(*),
+        SELECT u.thread_id, {day_text("u.timestamp", conn.dialect.name)} AS day, u.model, {band} AS band, count(*),
                sum(u.input_tokens), sum(u.output_tokens), sum(u.cache_read_tokens), sum(u.cache_write_tokens)
         FROM threads t JOIN token_usage u ON u.thread_id = t.id
         WHERE t.rollup_dirty AND NOT ({COPIES_SQL})
         GROUP BY u.thread_id, day, u.model, band
     """)
     )
-    conn.execute(text("UPDATE threads SET rollup_dirty = 0 WHERE rollup_dirty"))
+    conn.execute(text("UPDATE threads SET rollup_dirty = FALSE WHERE rollup_dirty"))
     return int(dirty)

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     text,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -105,7 +106,7 @@ class Thread(Base):
     file_edit_count: Mapped[int] = mapped_column(Integer, default=0)
     models: Mapped[str | None] = mapped_column(Text)
     # Set when the thread's token usage changed, until `usage_rollup` is brought up to date.
-    rollup_dirty: Mapped[bool] = mapped_column(Boolean, default=True, server_default=text("1"))
+    rollup_dirty: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
 
 class Message(Base):

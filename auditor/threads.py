@@ -12,6 +12,7 @@ from sqlalchemy import Engine, func, or_, select
 from . import schema as s
 from .errors import AuditorError, UnknownName
 from .model import Block
+from .portable import iso_utc
 
 if TYPE_CHECKING:
     from .guidance import GuidanceText
@@ -102,11 +103,7 @@ def check_agent(engine: Engine, agent: str, known: Iterable[str]) -> None:
         raise UnknownName("agent", agent, sorted(known | stored))
 
 
-def _iso(value) -> str | None:
-    """Stored times are UTC; SQLite hands them back naive."""
-    if value is None:
-        return None
-    return value.isoformat() + ("Z" if value.tzinfo is None else "")
+_iso = iso_utc
 
 
 def find_thread(engine: Engine, ident: str):

@@ -11,16 +11,14 @@ from sqlalchemy import Engine, func, or_, select
 
 from . import schema as s
 from .errors import UnknownName
+from .portable import iso_utc
 from .printable import printable
 from .tables import short_thread_id
 
 STATUSES = ("ok", "invalid", "error")
 
 
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.isoformat() + ("Z" if value.tzinfo is None else "")
+_iso = iso_utc
 
 
 def list_verdicts(

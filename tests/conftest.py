@@ -26,14 +26,81 @@ if os.environ.get(THIRD_PARTY):
     )
 
 
+STORES = ("sqlite", "postgresql")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "both_stores: run the test once on SQLite and once on a real PostgreSQL server "
+        "(started by the tests; required under CI, skipped with a reason where not installed)",
+    )
+    config.addinivalue_line(
+        "markers", "sqlite_only: in a both_stores module, a test of SQLite's own behaviour"
+    )
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.definition.get_closest_marker("both_stores"):
+        only = metafunc.definition.get_closest_marker("sqlite_only")
+        metafunc.parametrize("store_url", STORES[:1] if only else STORES, indirect=True)
+
+
+def _unavailable(reason: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"CI runs the PostgreSQL leg and {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server for the whole session, in a temporary directory (tests/pg_server.py)."""
+    from helpers import pg_server as pg
+
+    found = pg.bindir()
+    if found is None:
+        _unavailable(
+            "PostgreSQL's server programs (initdb, pg_ctl) are not installed "
+            "(apt-get install postgresql, or set AUDITOR_PG_BIN)"
+        )
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _unavailable("the psycopg driver is not installed (pip install 'auditor[postgres]')")
+    try:
+        server = pg.Server(found)
+    except Exception as exc:
+        _unavailable(f"the PostgreSQL server could not start: {exc}")
+    try:
+        server.make_template()
+    except BaseException:
+        server.stop()
+        raise
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def store_url(request, tmp_path):
+    """The store every test's commands use (AUDITOR_DB): a SQLite file in tmp_path, or in tests
+    marked `both_stores`, also a fresh database on the session's PostgreSQL server."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        yield str(tmp_path / "auditor.db")
+        return
+    server = request.getfixturevalue("pg_server")
+    url = server.new_database()
+    yield url
+    server.drop_database(url)
+
+
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
+def isolated(tmp_path, monkeypatch, store_url):
     """Point HOME, the data directory and AUDITOR_DB at tmp_path so no test touches real files."""
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
-    monkeypatch.setenv("AUDITOR_DB", str(tmp_path / "auditor.db"))
+    monkeypatch.setenv("AUDITOR_DB", store_url)
     monkeypatch.delenv("AUDITOR_DISABLE_PLUGINS", raising=False)
     monkeypatch.delenv("AUDITOR_STATE_DIR", raising=False)
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
@@ -56,10 +123,12 @@ def corpus() -> Path:
 
 
 @pytest.fixture
-def engine(tmp_path):
+def engine(store_url):
     from auditor.db import open_db
 
-    return open_db(tmp_path / "auditor.db")
+    engine = open_db(store_url)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture

@@ -48,6 +48,17 @@ def test_models_match_migrations(tmp_path):
     assert diff == []
 
 
+def test_models_match_migrations_on_postgresql(pg_server):
+    url = pg_server.new_database(blank=True)
+    engine = db.open_db(url)
+    with engine.connect() as conn:
+        diff = compare_metadata(
+            MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata
+        )
+    engine.dispose()
+    assert diff == []
+
+
 def test_pragmas_are_set(tmp_path):
     engine = db.open_db(tmp_path / "p.db")
     with engine.connect() as conn:
@@ -81,18 +92,23 @@ def test_reopening_a_current_database_is_a_no_op(tmp_path):
     assert db.current_revision(engine) == db.head_revision()
 
 
-def test_first_use_by_several_processes_at_once_just_works(tmp_path):
-    """Five commands start together on a database that does not exist yet: all of them succeed
-    (one migrates, the others wait for it) and the store ends at head."""
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_first_use_by_several_processes_at_once_just_works(tmp_path, kind, request):
+    """Five commands start together on a database that does not exist yet (SQLite) or is
+    empty (PostgreSQL): all of them succeed (one migrates, the others wait for it) and the
+    store ends at head."""
     from helpers.live import auditor_argv
 
     from auditor.threads import EMPTY_STORE_HINT
 
     for attempt in range(3):
-        path = tmp_path / f"new{attempt}.db"
+        if kind == "sqlite":
+            path = str(tmp_path / f"new{attempt}.db")
+        else:
+            path = request.getfixturevalue("pg_server").new_database(blank=True)
         procs = [
             subprocess.Popen(
-                auditor_argv() + ["--db", str(path), "threads", "--json"],
+                auditor_argv() + ["--db", path, "threads", "--json"],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -25,7 +25,7 @@ from auditor import schema as s
 from auditor.db import open_db
 from auditor.inject import CORRECTION_MARKER
 
-pytestmark = pytest.mark.corpus
+pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
 
 
@@ -90,7 +90,7 @@ def test_a_correction_is_printed_as_exactly_the_block_json_and_recorded(stub, se
     assert len(stub.log) == 1
     sent = stub.last["body"]["messages"][0]["content"]
     assert "I've created a basic CLAUDE.md file" in sent and "haven't granted it yet" in sent
-    engine = open_db(tmp_path / "auditor.db")
+    engine = open_db()
     [run] = rows(engine, s.Run)
     assert (run.status, run.observer, run.audited, run.corrections) == ("done", "claude", 1, 1)
     assert run.config["hook"]["agent"] == "claude-code" and run.config["hook"][
@@ -113,7 +113,7 @@ def test_silence_prints_nothing(stub, session, tmp_path):
     stub.default = Reply(200, anthropic_response({"needsCorrection": False, "message": None}))
     result = hook(stub, session)
     assert (result.returncode, result.stdout) == (0, "")
-    [verdict] = rows(open_db(tmp_path / "auditor.db"), s.Verdict)
+    [verdict] = rows(open_db(), s.Verdict)
     assert (verdict.status, verdict.needs_correction) == ("ok", False)
 
 
@@ -121,7 +121,7 @@ def test_a_server_error_lets_the_agent_stop_and_is_recorded(stub, session, tmp_p
     stub.default = Reply(500, anthropic_error(500))
     result = hook(stub, session)
     assert (result.returncode, result.stdout) == (0, "")
-    engine = open_db(tmp_path / "auditor.db")
+    engine = open_db()
     [verdict] = rows(engine, s.Verdict)
     assert verdict.status == "error" and "500" in verdict.problem
     [run] = rows(engine, s.Run)
@@ -139,7 +139,7 @@ def test_an_observer_slower_than_the_deadline_lets_the_agent_stop(stub, session,
     took = time.monotonic() - started
     assert (result.returncode, result.stdout) == (0, "")
     assert took < 20, f"the hook took {took:.1f}s past an 8s deadline"
-    [verdict] = rows(open_db(tmp_path / "auditor.db"), s.Verdict)
+    [verdict] = rows(open_db(), s.Verdict)
     assert verdict.status == "error" and verdict.problem.startswith("deadline exceeded")
 
 
@@ -147,7 +147,7 @@ def test_a_missing_key_lets_the_agent_stop_and_is_recorded(stub, session, tmp_pa
     result = hook(stub, session, env={})
     assert (result.returncode, result.stdout) == (0, "")
     assert stub.log == []
-    [run] = rows(open_db(tmp_path / "auditor.db"), s.Run)
+    [run] = rows(open_db(), s.Run)
     assert run.status == "failed" and "ANTHROPIC_API_KEY" in run.error
 
 
@@ -165,7 +165,7 @@ def test_a_bad_hook_input_fails_open(stub, session, tmp_path, stdin):
         env=KEY,
     )
     assert (result.returncode, result.stdout) == (0, "")
-    [run] = rows(open_db(tmp_path / "auditor.db"), s.Run)
+    [run] = rows(open_db(), s.Run)
     assert run.status == "failed" and run.error
 
 
@@ -236,7 +236,7 @@ def test_the_next_stop_after_a_correction_is_not_audited(stub, session, tmp_path
     result = hook(stub, session, stop_hook_active=False)
     assert (result.returncode, result.stdout) == (0, "")
     assert len(stub.log) == 1
-    engine = open_db(tmp_path / "auditor.db")
+    engine = open_db()
     feedback = rows(engine, s.Message, s.Message.native_id == feedback_id)[0]
     assert feedback.source_type == "course-correction"
     assert (
@@ -280,7 +280,7 @@ def test_no_correction_when_the_user_wrote_while_the_observer_thought(
     stub.httpd.RequestHandlerClass.do_POST = do_post
     result = hook(stub, session)
     assert (result.returncode, result.stdout) == (0, "")
-    engine = open_db(tmp_path / "auditor.db")
+    engine = open_db()
     [injection] = rows(engine, s.Injection)
     assert injection.status == "skipped" and injection.error.startswith("user-wrote-again")
 
@@ -310,7 +310,7 @@ def test_a_subagent_stop_audits_the_subagent_thread(stub, corpus, tmp_path):
     args = ("hook", "claude-code", "--sync", "--observer", "claude", "--base-url", stub.url)
     quiet = run_cli(*args, stdin=stdin, env=KEY)
     assert (quiet.returncode, quiet.stdout) == (0, "")
-    engine = open_db(tmp_path / "auditor.db")
+    engine = open_db()
     [thread] = rows(
         engine,
         s.Thread,
@@ -339,7 +339,7 @@ def test_the_hook_reads_only_the_new_tail_of_the_transcript(stub, session, corpu
     from auditor.plugins import get_plugin_manager
 
     copy_lines(corpus / CC_SESSION, session, lines=20)
-    engine = open_db(tmp_path / "auditor.db")
+    engine = open_db()
     ingest(engine, get_plugin_manager(), [session])
     data = bytearray(session.read_bytes())
     start, stop = FINGERPRINT_BYTES + 100, len(data) - FINGERPRINT_BYTES - 100
@@ -372,6 +372,7 @@ def hold_write_lock(path, seconds: float) -> threading.Thread:
     return holder
 
 
+@pytest.mark.sqlite_only  # SQLite's write lock and busy timeout
 def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, tmp_path):
     open_db(tmp_path / "auditor.db")
     holder = hold_write_lock(tmp_path / "auditor.db", 12)
@@ -387,6 +388,7 @@ def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, tm
     assert rows(open_db(tmp_path / "auditor.db"), s.Run) == []
 
 
+@pytest.mark.sqlite_only
 def test_a_store_locked_for_a_moment_is_waited_for(stub, session, tmp_path):
     open_db(tmp_path / "auditor.db")
     holder = hold_write_lock(tmp_path / "auditor.db", 1.5)

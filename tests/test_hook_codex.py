@@ -14,7 +14,7 @@ from auditor import schema as s
 from auditor.db import open_db
 from auditor.inject import CORRECTION_MARKER
 
-pytestmark = pytest.mark.corpus
+pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 SESSION = "019b0254-78dd-7ea3-9224-5ae646e225ea"
 FIRST = "You reported findings but never ran the plugin's tests after editing apply.ts; run them."
 
@@ -128,7 +128,7 @@ def test_a_correction_blocks_with_the_same_json_as_claude_code(stub, rollout, tm
     result = hook(stub, rollout)
     assert (result.returncode, result.stdout) == (0, block(FIRST))
     assert stub.last["path"].endswith(":generateContent")
-    engine = open_db(tmp_path / "auditor.db")
+    engine = open_db()
     [run] = rows(engine, s.Run)
     assert (run.observer, run.status, run.config["hook"]["turn_id"]) == ("gemini", "done", "turn-1")
     [injection] = rows(engine, s.Injection)
@@ -153,7 +153,7 @@ def test_the_hook_prompt_codex_records_counts_as_a_correction(stub, rollout, tmp
     result = hook(stub, rollout)
     assert (result.returncode, result.stdout) == (0, "")
     assert len(stub.log) == 1
-    engine = open_db(tmp_path / "auditor.db")
+    engine = open_db()
     assert rows(engine, s.Checkpoint)[-1].gate_reason == "after-correction"
     assert "course-correction" in {m.source_type for m in rows(engine, s.Message)}
 
@@ -171,7 +171,7 @@ def test_auditor_caps_repeated_blocks_itself(stub, rollout, tmp_path):
     third = hook(stub, rollout)
     assert (third.returncode, third.stdout) == (0, "")
     assert len(stub.log) == 3
-    engine = open_db(tmp_path / "auditor.db")
+    engine = open_db()
     statuses = [(i.status, (i.error or "").split(":")[0]) for i in rows(engine, s.Injection)]
     assert statuses == [("delivered", ""), ("delivered", ""), ("skipped", "too-many-corrections")]
 
@@ -181,7 +181,7 @@ def test_the_same_text_is_never_sent_twice(stub, rollout, tmp_path):
     work(rollout, 1, "Done, I think.")
     again = hook(stub, rollout, "--max-corrections", "5")
     assert (again.returncode, again.stdout) == (0, "")
-    [_, second] = rows(open_db(tmp_path / "auditor.db"), s.Injection)
+    [_, second] = rows(open_db(), s.Injection)
     assert (second.status, second.error.split(":")[0]) == ("skipped", "duplicate")
 
 
@@ -232,7 +232,7 @@ def test_the_non_blocking_hook_gives_the_end_of_turn_correction_at_the_next_stop
     again = live_hook(stub, rollout)
     assert (again.returncode, again.stdout) == (0, block(FIRST))
     assert live_hook(stub, rollout).stdout == ""  # once only
-    [verdict] = rows(open_db(tmp_path / "auditor.db"), s.Verdict)
+    [verdict] = rows(open_db(), s.Verdict)
     assert (verdict.status, verdict.message) == ("ok", FIRST)
 
 

@@ -19,6 +19,8 @@ from auditor.ingest_files import iter_files
 from auditor.model import Block, Message, ThreadInfo, Usage, read_jsonl
 from auditor.plugins import get_plugin_manager
 
+pytestmark = pytest.mark.both_stores
+
 
 class ToyFormat:
     """Lines of {"thread": ..., "id": ..., "text": ..., "tokens": n}."""

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from auditor import schema as s
 from auditor.ingest import ingest
 
-pytestmark = pytest.mark.corpus
+pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 
 SESSION = "claude-code/jnarowski-agentcmd/full-session-two.jsonl"  # 35 messages
 

@@ -20,6 +20,8 @@ from auditor.observe import ObserveResult, ObserverUsage
 from auditor.plugins import get_plugin_manager
 from auditor.run import RunConfig, run
 
+pytestmark = pytest.mark.both_stores
+
 EVERY_ROUND = {"mode": "every-inference", "min_tool_calls": 0, "require_edit": False}
 
 

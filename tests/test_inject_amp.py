@@ -19,7 +19,7 @@ from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.run import RunConfig, run
 
-pytestmark = pytest.mark.corpus
+pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 AMP = "amp/letta-ai-trajectory/orb-thread-export.input.json"
 ANY = {"min_tool_calls": 0, "require_edit": False}
 

@@ -16,6 +16,8 @@ from auditor.plugins import get_plugin_manager
 from auditor.reports import agreement_report, cohen_kappa, parse_observer
 from auditor.run import RunConfig, run
 
+pytestmark = pytest.mark.both_stores
+
 # A hand-worked example: 50 items; A and B both say "correct" on 20, A alone on 5, B alone on 10,
 # neither on 15. Observed agreement po = (20 + 15) / 50 = 0.7. A says "correct" 25/50 = 0.5 of
 # the time, B 30/50 = 0.6, so chance agreement pe = 0.5 * 0.6 + 0.5 * 0.4 = 0.5, and

@@ -14,6 +14,8 @@ from auditor.plugins import get_plugin_manager
 from auditor.reports import followup_report
 from auditor.run import RunConfig, run
 
+pytestmark = pytest.mark.both_stores
+
 
 def lines(thread: str, *items) -> list[dict]:
     """Messages after a thread's first turn: ("cc", text) | ("user", text) | ("say", text) |

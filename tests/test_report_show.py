@@ -15,6 +15,8 @@ from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.threads import find_thread, load_messages
 
+pytestmark = pytest.mark.both_stores
+
 ANSI = re.compile(r"\x1b\[([0-9;]*)m")
 
 

@@ -26,6 +26,8 @@ from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.run import RunConfig, run
 
+pytestmark = pytest.mark.both_stores
+
 CALL_USD = (800 * 1 + 200 * 0.1 + 50 * 2) / 1e6  # TwoFaced's usage at fake-1's rates
 
 

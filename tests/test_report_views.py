@@ -14,6 +14,8 @@ from auditor.plugins import get_plugin_manager
 from auditor.reports import cost_report
 from auditor.run import RunConfig, run
 
+pytestmark = pytest.mark.both_stores
+
 
 @pytest.fixture
 def store(engine, tmp_path, monkeypatch):
@@ -27,7 +29,26 @@ def store(engine, tmp_path, monkeypatch):
     write_thread(f, "t-side", "done", day="2026-03-03", parent="t-honest", n_tools=1)
     ingest(engine, pm, [f])
     run(engine, pm, RunConfig(observer="alpha"), announce=lambda line: None)
-    return sqlite3.connect(tmp_path / "auditor.db")
+    return ReadOnly(engine)
+
+
+class ReadOnly:
+    """Plain SQL over the store, as a user of sqlite3 or psql types it: rows as tuples."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def execute(self, sql: str):
+        with self.engine.connect() as conn:
+            return Rows(tuple(r) for r in conn.exec_driver_sql(sql))
+
+
+class Rows(list):
+    def fetchall(self):
+        return list(self)
+
+    def fetchone(self):
+        return self[0] if self else None
 
 
 def test_verdicts_view_spells_out_thread_and_checkpoint(store):
@@ -71,6 +92,7 @@ def test_costs_view_totals_match_the_report_and_the_tables(store, engine):
     assert audit == v and audit[0] == 2
 
 
+@pytest.mark.sqlite_only
 def test_the_migration_creates_and_drops_the_views(tmp_path):
     path = tmp_path / "m.db"
     cfg = db.alembic_config("sqlite:///" + str(path))

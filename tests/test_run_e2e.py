@@ -10,13 +10,16 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 
 import pytest
 from helpers.wire import Reply, Stub, openai_response
+
+from auditor.db import open_db
+
+pytestmark = pytest.mark.both_stores
 
 SESSIONS = [
     "claude-code/daaain-claude-code-log/-Users-dain-workspace-claude-code-log-sample/37f83ec9-f2ea-42a9-925e-0d5c105cb6e8.jsonl",
@@ -35,8 +38,13 @@ def auditor(*args: str, db, **kwargs) -> subprocess.CompletedProcess:
 
 
 def verdict_rows(db) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT checkpoint_id, status FROM verdicts").fetchall()
+    engine = open_db(db, migrate=False)
+    with engine.connect() as conn:
+        rows = [
+            tuple(r) for r in conn.exec_driver_sql("SELECT checkpoint_id, status FROM verdicts")
+        ]
+    engine.dispose()
+    return rows
 
 
 @pytest.fixture
@@ -48,10 +56,10 @@ def stub():
 
 
 @pytest.mark.slow
-def test_a_killed_run_loses_nothing_and_repeats_nothing(corpus, tmp_path, stub):
+def test_a_killed_run_loses_nothing_and_repeats_nothing(corpus, tmp_path, stub, store_url):
     for rel in SESSIONS:
         shutil.copy(corpus / rel, tmp_path / os.path.basename(rel))
-    db = tmp_path / "store.db"
+    db = store_url
     assert auditor("ingest", "-q", str(tmp_path), db=db).returncode == 0
 
     observer = [

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -14,10 +13,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from helpers.wire import Reply, Stub, openai_response
+from sqlalchemy import select
 
 from auditor import schema as s
 from auditor.db import open_db
 from auditor.runs import Heartbeat, list_runs
+
+pytestmark = pytest.mark.both_stores
 
 SESSION = (
     "claude-code/daaain-claude-code-log/-Users-dain-workspace-claude-code-log-sample/"
@@ -41,14 +43,17 @@ def calling(stub) -> bool:
 
 
 def run_status(db, run_id: int) -> str:
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+    engine = open_db(db)
+    with engine.connect() as conn:
+        status = conn.execute(select(s.Run.status).where(s.Run.id == run_id)).scalar_one()
+    engine.dispose()
+    return status
 
 
 @pytest.mark.corpus
-def test_a_killed_run_is_listed_as_interrupted(corpus, tmp_path):
+def test_a_killed_run_is_listed_as_interrupted(corpus, tmp_path, store_url):
     shutil.copy(corpus / SESSION, tmp_path / os.path.basename(SESSION))
-    db = tmp_path / "store.db"
+    db = store_url
     assert auditor("ingest", "-q", str(tmp_path), db=db).returncode == 0
     silent = json.dumps({"needsCorrection": False, "message": None})
     stub = Stub(Reply(body=openai_response(silent), delay=30))  # still calling when listed

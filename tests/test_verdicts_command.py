@@ -19,6 +19,8 @@ from auditor.printable import printable
 from auditor.run import RunConfig, run
 from auditor.verdicts import list_verdicts
 
+pytestmark = pytest.mark.both_stores
+
 
 @pytest.fixture
 def pm():

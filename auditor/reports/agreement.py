@@ -43,10 +43,11 @@ def cohen_kappa(table: Sequence[Sequence[int]]) -> float | None:
 
 def _latest_valid(alias: str, param: str, with_model: bool, window: str) -> str:
     model = f" AND model = :{param}_model" if with_model else ""
-    # SQLite returns the other columns from the row holding max(id): the latest valid answer.
+    # The latest valid answer: the row holding max(id) of its checkpoint.
     return (
-        f"{alias} AS (SELECT checkpoint_id, max(id) AS vid, needs_correction, message FROM verdicts v "
-        f"WHERE status = 'ok' AND observer = :{param}{model} AND {window} GROUP BY checkpoint_id)"
+        f"{alias} AS (SELECT v.checkpoint_id, v.id AS vid, v.needs_correction, v.message "
+        f"FROM verdicts v WHERE v.id IN (SELECT max(id) FROM verdicts v WHERE status = 'ok' "
+        f"AND observer = :{param}{model} AND {window} GROUP BY checkpoint_id))"
     )
 
 

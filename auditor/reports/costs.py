@@ -16,6 +16,8 @@ from .shared import (
     TIME_DIMS,
     Report,
     check_dims,
+    count_if,
+    day_text,
     ratio,
     sort_rows,
     window_sql,
@@ -46,7 +48,9 @@ AUDIT_COLS = [
 ]
 
 
-def _cost_columns(by: list[str]) -> tuple[list[str], list[tuple[str, str, str]]]:
+def _cost_columns(
+    by: list[str], dialect: str = "sqlite"
+) -> tuple[list[str], list[tuple[str, str, str]]]:
     """Return the output key columns, and the SQL columns to group by: (alias, agent side,
     audit side), NULL where a side has no such thing. Weeks and months are made from days in
     Python: grouping on a substring of the stored time is much cheaper than date() per row."""
@@ -55,7 +59,9 @@ def _cost_columns(by: list[str]) -> tuple[list[str], list[tuple[str, str, str]]]
     for dim in by:
         if dim in TIME_DIMS:
             if not any(c[0] == "day" for c in sql):
-                sql.append(("day", "substr(u.timestamp, 1, 10)", "substr(v.created_at, 1, 10)"))
+                sql.append(
+                    ("day", day_text("u.timestamp", dialect), day_text("v.created_at", dialect))
+                )
             out.append(dim)
         elif dim == "thread":
             sql += [("thread", "t.id", "t.id"), ("thread_native_id", "t.native_id", "t.native_id")]
@@ -121,7 +127,7 @@ def _day_window(col: str, since, until, params: dict) -> str:
             value = value.astimezone(UTC) if value.tzinfo else value
             params[name] = value.strftime("%Y-%m-%d")
             conds.append(f"{col} {op} :{name}")
-    return " AND ".join(conds) or "1"
+    return " AND ".join(conds) or "1 = 1"
 
 
 def _daily_sums(conn, by: Sequence[str], since, until) -> bool:
@@ -157,7 +163,7 @@ def _rolled_up_usage(
     params: dict[str, Any] = {}
     where = _day_window("u.day", since, until, params)
     # The same key expressions as over token_usage: `u.timestamp` is the day here.
-    sel = sel.replace("substr(u.timestamp, 1, 10)", "u.day")
+    sel = sel.replace(day_text("u.timestamp", conn.dialect.name), "u.day")
     if _daily_sums(conn, by, since, until):
         source = f"{USAGE_DAILY} u"
     else:
@@ -183,7 +189,7 @@ def _agent_usage(
     group -> [calls, 4 sums]."""
     sel = "".join(f"{c[1]} AS k{i}, " for i, c in enumerate(sql))
     group = "".join(f"k{i}, " for i in range(len(sql)))
-    if _whole_days(since) and _whole_days(until) and conn.dialect.name == "sqlite":
+    if _whole_days(since) and _whole_days(until):
         return _rolled_up_usage(conn, by, sql, sel, group, since, until, pricer)
     params: dict[str, Any] = {}
     window = window_sql("u.timestamp", since, until, params)
@@ -218,7 +224,7 @@ def _audit_sums(conn, by, sql: list[tuple[str, str, str]], since, until, pricer:
     sel = "".join(f"{c[2]} AS k{i}, " for i, c in enumerate(sql))
     group = "".join(f"k{i}, " for i in range(len(sql)))
     band = f"CASE WHEN v.cost_usd IS NULL THEN {pricer.band_sql('v.input_tokens')} ELSE 0 END"
-    unpriced = """sum(v.cost_usd IS NULL AND v.status != 'error'),
+    unpriced = f"""{count_if("v.cost_usd IS NULL AND v.status != 'error'")},
                sum(CASE WHEN v.cost_usd IS NULL THEN v.input_tokens END),
                sum(CASE WHEN v.cost_usd IS NULL THEN v.output_tokens + v.thinking_tokens END),
                sum(CASE WHEN v.cost_usd IS NULL THEN v.cached_tokens END),
@@ -227,7 +233,7 @@ def _audit_sums(conn, by, sql: list[tuple[str, str, str]], since, until, pricer:
     if not _daily_sums(conn, by, since, until):
         query = f"""
             SELECT {sel} v.model AS model, v.observer, {band} AS band,
-                   count(*) AS calls, sum(v.status = 'invalid'), sum(v.status = 'error'),
+                   count(*) AS calls, {count_if("v.status = 'invalid'")}, {count_if("v.status = 'error'")},
                    sum(v.input_tokens), sum(v.cached_tokens), sum(v.output_tokens),
                    sum(v.thinking_tokens), sum(v.cost_usd), sum(v.credits), {unpriced}
             FROM verdicts v JOIN threads t ON t.id = v.thread_id
@@ -278,7 +284,7 @@ def cost_report(
     `overhead` is audit USD / agent USD.
     """
     by = check_dims(by, COST_DIMS)
-    key_cols, sql = _cost_columns(by)
+    key_cols, sql = _cost_columns(by, engine.dialect.name)
     make_key = _key_maker(key_cols, sql)
     n = len(sql)
     rows: dict[tuple, dict[str, Any]] = {}
@@ -298,7 +304,9 @@ def cost_report(
         audit_rows = _audit_sums(conn, by, sql, since, until, pricer)
 
     unknown: dict[str | None, dict[str, int]] = {}
-    for group_key, (calls, *tokens) in agent_sums.items():
+    # Summed in one order whatever order the database returned the groups in: the same store
+    # gives the same figures to the last digit, on SQLite and PostgreSQL alike.
+    for group_key, (calls, *tokens) in sorted(agent_sums.items(), key=repr):
         if not calls:
             continue
         model, band = group_key[n], group_key[n + 1]
@@ -322,7 +330,7 @@ def cost_report(
             for c, v in sums.items():
                 u[c] += v
     unknown_observers: set[str] = set()
-    for r in audit_rows:
+    for r in sorted(audit_rows, key=lambda r: repr(tuple(r[: n + 3]))):  # by group
         model, observer, band = r[n], r[n + 1], r[n + 2]
         (
             calls,

@@ -81,10 +81,11 @@ def followup_report(
         if threads:
             for r in conn.execute(
                 text(
-                    "SELECT c.thread_id, c.message_native_id, v.needs_correction, max(v.id) FROM checkpoints c "
-                    "JOIN verdicts v ON v.checkpoint_id = c.id AND v.status = 'ok' "
+                    "SELECT c.thread_id, c.message_native_id, v.needs_correction FROM checkpoints c "
+                    "JOIN verdicts v ON v.checkpoint_id = c.id WHERE v.id IN (SELECT max(v.id) "
+                    "FROM checkpoints c JOIN verdicts v ON v.checkpoint_id = c.id AND v.status = 'ok' "
                     f"WHERE c.thread_id IN ({','.join(str(t.id) for t in threads)}) "
-                    "GROUP BY c.thread_id, c.message_native_id"
+                    "GROUP BY c.thread_id, c.message_native_id)"
                 )
             ):
                 verdicts[(r[0], r[1])] = bool(r[2])

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import AuditorError
+from ..portable import count_if, day_text  # noqa: F401 (the reports use them from here)
 
 TIME_DIMS = ("day", "week", "month")
 THREAD_DIMS = {"thread", "project", "agent"}
@@ -38,8 +39,14 @@ class Report:
         return out
 
 
-def time_expr(dim: str, col: str) -> str:
-    """SQL naming the day, week (by its Monday) or month of the stored time `col`."""
+def time_expr(dim: str, col: str, dialect: str = "sqlite") -> str:
+    """SQL naming the day, week (by its Monday) or month of the stored time `col` (UTC), as
+    text: 2026-11-23, 2026-11-23 (a Monday), 2026-11."""
+    if dialect == "postgresql":
+        utc = f"({col} AT TIME ZONE 'UTC')"
+        if dim == "week":
+            return f"to_char(date_trunc('week', {utc}), 'YYYY-MM-DD')"
+        return f"to_char({utc}, '{'YYYY-MM-DD' if dim == 'day' else 'YYYY-MM'}')"
     if dim == "day":
         return f"date({col})"
     if dim == "week":  # the Monday that starts the (ISO) week
@@ -55,7 +62,7 @@ def db_time(value: datetime) -> str:
 
 
 def window_sql(col: str, since: datetime | None, until: datetime | None, params: dict) -> str:
-    """SQL keeping `col` in [since, until), its bounds added to `params`; "1" when unbounded."""
+    """SQL keeping `col` in [since, until), its bounds added to `params`; "1 = 1" when unbounded."""
     conds = []
     if since is not None:
         params["since"] = db_time(since)
@@ -63,7 +70,7 @@ def window_sql(col: str, since: datetime | None, until: datetime | None, params:
     if until is not None:
         params["until"] = db_time(until)
         conds.append(f"{col} < :until")
-    return " AND ".join(conds) or "1"
+    return " AND ".join(conds) or "1 = 1"
 
 
 def check_dims(by: Sequence[str], allowed: Sequence[str]) -> list[str]:

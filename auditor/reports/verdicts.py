@@ -13,6 +13,7 @@ from .shared import (
     TIME_DIMS,
     Report,
     check_dims,
+    count_if,
     nearest_rank,
     ratio,
     sort_rows,
@@ -41,14 +42,14 @@ VERDICT_COLS = [
 ]
 
 
-def _verdict_keys(by: list[str], side: str) -> list[tuple[str, str]]:
+def _verdict_keys(by: list[str], side: str, dialect: str) -> list[tuple[str, str]]:
     """(column, SQL) per dimension; side "c" (checkpoints joined to their run) or "v" (verdicts)."""
     at = "c.gated_at" if side == "c" else "v.created_at"
     src = "r" if side == "c" else "v"
     out = []
     for dim in by:
         if dim in TIME_DIMS:
-            out.append((dim, time_expr(dim, at)))
+            out.append((dim, time_expr(dim, at, dialect)))
         elif dim in ("observer", "model"):
             out.append((dim, f"{src}.{dim}"))
         elif dim == "run":
@@ -60,7 +61,11 @@ def _verdict_keys(by: list[str], side: str) -> list[tuple[str, str]]:
     return out
 
 
-REASON_SQL = "CASE WHEN instr(c.gate_reason, ' (') > 0 THEN substr(c.gate_reason, 1, instr(c.gate_reason, ' (') - 1) ELSE c.gate_reason END"
+def _reason_sql(dialect: str) -> str:
+    """SQL for a gate reason without its figures (the text before " (")."""
+    if dialect == "postgresql":
+        return "split_part(c.gate_reason, ' (', 1)"
+    return "CASE WHEN instr(c.gate_reason, ' (') > 0 THEN substr(c.gate_reason, 1, instr(c.gate_reason, ' (') - 1) ELSE c.gate_reason END"
 
 
 def verdict_report(
@@ -77,7 +82,8 @@ def verdict_report(
     answers asking for a correction; latency percentiles (nearest rank) over answered calls.
     """
     by = check_dims(by, VERDICT_DIMS)
-    ck, vk = _verdict_keys(by, "c"), _verdict_keys(by, "v")
+    dialect = engine.dialect.name
+    ck, vk = _verdict_keys(by, "c", dialect), _verdict_keys(by, "v", dialect)
     cols = [k[0] for k in vk]
     n = len(cols)
     csel = "".join(f"{k[1]} AS k{i}, " for i, k in enumerate(ck))
@@ -93,12 +99,13 @@ def verdict_report(
     v_from = f"verdicts v{v_join} WHERE {vwin}"
     # Checkpoints whose latest gating was by a run of the group, with the reason when held back.
     gated_sql = f"""
-        SELECT {csel} CASE WHEN c.gate_audit = 0 THEN {REASON_SQL} END AS reason, count(*)
+        SELECT {csel} CASE WHEN NOT c.gate_audit THEN {_reason_sql(dialect)} END AS reason, count(*)
         FROM {c_from} GROUP BY {kl} reason
     """
     # Checkpoints the group answered that the query above did not already count for it.
     same = " AND ".join(
-        [f"r.id IS NOT NULL AND {cwin}"] + [f"({c[1]}) IS ({v[1]})" for c, v in zip(ck, vk)]
+        [f"r.id IS NOT NULL AND {cwin}"]
+        + [f"({c[1]}) IS NOT DISTINCT FROM ({v[1]})" for c, v in zip(ck, vk)]
     )
     answered_sql = f"""
         SELECT {vsel} count(DISTINCT v.checkpoint_id)
@@ -107,8 +114,9 @@ def verdict_report(
         WHERE {vwin} AND NOT ({same}) {grp}
     """
     calls_sql = f"""
-        SELECT {vsel} count(*), sum(v.status = 'ok'), sum(v.status = 'ok' AND v.needs_correction = 1),
-               sum(v.status = 'invalid'), sum(v.status = 'error'), sum(v.cost_usd)
+        SELECT {vsel} count(*), {count_if("v.status = 'ok'")},
+               {count_if("v.status = 'ok' AND v.needs_correction")},
+               {count_if("v.status = 'invalid'")}, {count_if("v.status = 'error'")}, sum(v.cost_usd)
         FROM {v_from} {grp}
     """
     latency_sql = f"""

@@ -16,6 +16,8 @@ Revises: 0003
 Create Date: 2026-11-22 12:00:00
 """
 
+import re
+
 from alembic import op
 
 revision = "0004"
@@ -117,11 +119,23 @@ JOIN threads t ON t.id = v.thread_id
 """
 
 
+def for_dialect(sql: str, dialect: str) -> str:
+    """The view's SQL for `dialect`: on PostgreSQL, the UTC day as text ('YYYY-MM-DD', as SQLite
+    gives it) and GREATEST for SQLite's two-argument max()."""
+    if dialect != "postgresql":
+        return sql
+    sql = re.sub(r"date\((\w+\.\w+)\)", r"to_char(\1 AT TIME ZONE 'UTC', 'YYYY-MM-DD')", sql)
+    return sql.replace(
+        "max(v.input_tokens - v.cached_tokens, 0)", "GREATEST(v.input_tokens - v.cached_tokens, 0)"
+    )
+
+
 def upgrade() -> None:
+    dialect = op.get_bind().dialect.name
     op.execute("DROP VIEW IF EXISTS verdicts_view")
     op.execute("DROP VIEW IF EXISTS costs_view")
-    op.execute(VERDICTS_VIEW)
-    op.execute(COSTS_VIEW)
+    op.execute(for_dialect(VERDICTS_VIEW, dialect))
+    op.execute(for_dialect(COSTS_VIEW, dialect))
 
 
 def downgrade() -> None:

@@ -47,7 +47,7 @@ def upgrade() -> None:
 
     with op.batch_alter_table("threads", schema=None) as batch_op:
         batch_op.add_column(
-            sa.Column("rollup_dirty", sa.Boolean(), server_default=sa.text("1"), nullable=False)
+            sa.Column("rollup_dirty", sa.Boolean(), server_default=sa.true(), nullable=False)
         )
 
     # ### end Alembic commands ###
