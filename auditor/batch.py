@@ -276,10 +276,10 @@ def submit(auditor, report: BatchReport) -> None:
             if limit is not None and taken >= limit:
                 break
             prompt = auditor.prompt.text + job.user
-            est = estimate_usd(
+            priced = estimate_usd(
                 auditor.model, auditor.observer_name, prompt, MAX_OUTPUT_TOKENS, batch=True
             )
-            est = float(est or 0)  # unknown: allowed with --allow-unpriced only
+            est = float(priced or 0)  # unknown: allowed with --allow-unpriced only
             job_bytes = len(prompt.encode("utf-8", "surrogatepass"))
             # Full: submit before claiming the next, so a failed submission holds no lease.
             if chunk and (len(chunk) >= size or chunk_bytes + job_bytes > BATCH_MAX_BYTES):

@@ -20,7 +20,17 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Self, TextIO
+from typing import TYPE_CHECKING, Any, Self, TextIO
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
+    from sqlalchemy import Engine
+
+    from .plugins import Plugins
+    from .run import Auditor
+    from .run_setup import Job
 
 # agent name -> (transcript format, injector)
 AGENTS = {"claude-code": ("claude-code", "claude-code"), "codex": ("codex", "codex")}
@@ -126,15 +136,29 @@ class Hook:
         self.started = time.monotonic()
         self.wait_until = self.started + options.deadline  # no wait for the store goes past it
         self.timings: dict[str, float] = {}
-        self.engine = self.plugins = None
-        self.auditor = None
-        self.job = None  # the observer call under way, to record if the deadline cuts it short
+        self.engine: Engine | None = None  # opened by `run`
+        self.plugins: Plugins | None = None
+        self.auditor: Auditor | None = None
+        # The observer call under way, to record if the deadline cuts it short.
+        self.job: Job | None = None
         self.call_started = 0.0
 
     def _lap(self, name: str, since: float) -> float:
         now = time.monotonic()
         self.timings[name] = self.timings.get(name, 0.0) + (now - since)
         return now
+
+    @property
+    def store(self) -> Engine:
+        """The store, once `run` has opened it."""
+        assert self.engine is not None, "the hook has not opened the store yet"
+        return self.engine
+
+    @property
+    def registry(self) -> Plugins:
+        """The plugins, once `run` has loaded them."""
+        assert self.plugins is not None, "the hook has not loaded the plugins yet"
+        return self.plugins
 
     def remaining(self) -> float:
         return self.options.deadline - (time.monotonic() - self.started)
@@ -145,7 +169,7 @@ class Hook:
 
         if path is None or not path.is_file():
             return
-        Ingester(self.engine, self.plugins, self.format_name).run([path])
+        Ingester(self.store, self.registry, self.format_name).run([path])
 
     def _thread(self, native_id: str):
         from sqlalchemy import select
@@ -153,7 +177,7 @@ class Hook:
         from . import schema as s
 
         t = s.Thread.__table__
-        with self.engine.connect() as conn:
+        with self.store.connect() as conn:
             return conn.execute(
                 select(t).where(t.c.agent == self.agent, t.c.native_id == native_id)
             ).first()
@@ -163,7 +187,7 @@ class Hook:
         from . import guidance
 
         cwd = p.info.get("cwd")
-        with self.engine.begin() as conn:
+        with self.store.begin() as conn:
             for where in dict.fromkeys(
                 d for d in (cwd if isinstance(cwd, str) else None, thread.cwd) if d
             ):
@@ -174,7 +198,7 @@ class Hook:
         from .model import Block
         from .threads import StoredMessage, load_messages
 
-        messages = load_messages(self.engine, thread.id)
+        messages = load_messages(self.store, thread.id)
         if p.last_message is None:
             return messages
         waited = 0.0
@@ -182,7 +206,7 @@ class Hook:
             time.sleep(0.1)
             waited += 0.1
             self._ingest(p.transcript)
-            messages = load_messages(self.engine, thread.id)
+            messages = load_messages(self.store, thread.id)
         if _caught_up(messages, p.last_message):
             return messages
         # The file has not caught up: judge the turn with the message the agent handed over.
@@ -247,9 +271,9 @@ class Hook:
         from .errors import AuditorError
         from .run import Auditor
 
-        self.auditor = a = Auditor(self.engine, self.plugins, self.run_config)
+        self.auditor = a = Auditor(self.store, self.registry, self.run_config)
         a.start_run({"hook": {"agent": self.agent, **p.info}})
-        with self.engine.begin() as conn:
+        with self.store.begin() as conn:
             job = a.plan_checkpoint(conn, cp, thread, messages)
         t = self._lap("gate+format", t)
         if job is None:
@@ -280,6 +304,7 @@ class Hook:
                     a.summary.run_id,
                 )
             verdict_id = verdict_id or job.answered
+            assert verdict_id is not None  # one of the two, or it returned above
         outcome = self._deliver(p, thread, messages, cp, verdict_id, stream)
         a.finish_run(
             "failed" if outcome.status == "failed" else "done",
@@ -296,7 +321,7 @@ class Hook:
         from . import schema as s
         from .threads import load_messages
 
-        with self.engine.connect() as conn:
+        with self.store.connect() as conn:
             v = conn.execute(s.Verdict.__table__.select().where(s.Verdict.id == verdict_id)).one()
         if v.status == "error":
             return HookOutcome(
@@ -309,7 +334,7 @@ class Hook:
         self._ingest(p.transcript)
         stored = [m for m in messages if m.id]  # without a stand-in for a lagging file
         stored += load_messages(
-            self.engine, thread.id, after_id=max((m.id for m in stored), default=0)
+            self.store, thread.id, after_id=max((m.id for m in stored), default=0)
         )
         ref = cp.message_id
         if p.last_message and not any(m.native_id == ref for m in stored):
@@ -336,9 +361,9 @@ class Hook:
             thread.cwd,
             str(p.transcript) if p.transcript else None,
         )
-        injector = self.plugins.injector(self.injector_name)
+        injector = self.registry.injector(self.injector_name)
         d = inject.deliver(
-            self.engine,
+            self.store,
             injector,
             correction,
             stored,
@@ -359,7 +384,7 @@ def record_failure(hook: Hook, error: str) -> int | None:
     from . import schema as s
     from .db import utcnow
 
-    engine, agent, run_config, auditor = hook.engine, hook.agent, hook.run_config, hook.auditor
+    engine, agent, run_config, auditor = hook.store, hook.agent, hook.run_config, hook.auditor
     if auditor is not None and hook.job is not None:
         auditor.abandon(hook.job, error, time.monotonic() - hook.call_started)
     if auditor is not None and auditor.summary.run_id is not None:
@@ -442,7 +467,7 @@ class Watchdog:
 
     def __init__(self, seconds: float):
         self.seconds = max(0.05, seconds)
-        self.previous = None
+        self.previous: Callable[[int, FrameType | None], Any] | int | None = None
         self.armed = False
 
     def _expire(self, signum, frame):
