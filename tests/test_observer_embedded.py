@@ -54,7 +54,7 @@ def gated_jobs(corpus, paths, engine) -> list:
     plugins = get_plugin_manager()
     ingest(engine, plugins, [corpus / p for p in paths])
     auditor = Auditor(engine, plugins, RunConfig(observer="embedded"))
-    return auditor, list(auditor.plan())
+    return auditor, list(auditor.jobs())
 
 
 @pytest.mark.slow
