@@ -162,9 +162,9 @@ def observer_options(fn):
             click.option(
                 "--timeout",
                 type=float,
-                default=120.0,
-                show_default=True,
-                help="Seconds per observer call.",
+                show_default=True,  # shows a config file's value; without one, the help says
+                help="Seconds per observer call (default: what the observer suits: 120, the "
+                "embedded model 600).",
             ),
         ],
     )
@@ -274,7 +274,7 @@ def run_config(
     api_key: str | None,
     base_url: str | None,
     max_retries: int,
-    timeout: float,
+    timeout: float | None,
     mode: str,
     min_tool_calls: int,
     no_require_edit: bool,

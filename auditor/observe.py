@@ -82,7 +82,8 @@ class Verdict:
 
 class Observer(Protocol):
     """An observer backend. Optional attributes, read with getattr: `concurrency` (calls in
-    flight that suit it when the user gives none; 4 when absent) and `seconds_per_call` (how
+    flight that suit it when the user gives none; 4 when absent), `timeout` (seconds per call
+    when the user gives none; 120 when absent) and `seconds_per_call` (how
     long an answer takes; `auditor hook install` warns when it is past the hook's deadline)."""
 
     name: str

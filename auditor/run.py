@@ -32,6 +32,7 @@ from .threads import find_thread, load_messages
 
 CHARS_PER_TOKEN = 4  # rough estimate used only by --dry-run
 DEFAULT_CONCURRENCY = 4  # calls in flight when neither the user nor the observer says
+DEFAULT_TIMEOUT = 120.0  # seconds per call when neither the user nor the observer says
 EST_OUTPUT_TOKENS = 80
 
 
@@ -68,7 +69,11 @@ class Auditor:
         self.owner = leases.new_owner()
         self._heartbeat: runs.Heartbeat | None = None
         self.budget: budget.Budget | None = None
-        self.lease = config.lease or config.timeout * 4 + 65
+        # A CPU model on a busy machine takes minutes where an API answers in seconds.
+        self.timeout = float(
+            config.timeout or getattr(self.observer, "timeout", 0) or DEFAULT_TIMEOUT
+        )
+        self.lease = config.lease or self.timeout * 4 + 65
 
     # -- planning (sync, cheap) -----------------------------------------------------------
     def _threads(self) -> list[Any]:  # rows of the threads table
@@ -465,10 +470,10 @@ class Auditor:
 
     async def _call(self, job: Job, deadline: float | None = None) -> int:
         request = ObserveRequest(
-            self._prompt_for(job).text, job.user, self.model, timeout=self.config.timeout
+            self._prompt_for(job).text, job.user, self.model, timeout=self.timeout
         )
         options = {"model": self.model, **self.config.observer_options}
-        limit = self.config.timeout * 4 + 5
+        limit = self.timeout * 4 + 5
         if deadline is not None and deadline < limit:
             limit = deadline
         started = time.monotonic()
@@ -485,7 +490,7 @@ class Auditor:
                 what = "timed out" if isinstance(exc, TimeoutError) else "failed"
                 error = (
                     f"{type(exc).__name__}: the {self.observer_name} call {what} after "
-                    f"{took:.1f}s (--timeout {self.config.timeout:g}s), saying nothing more"
+                    f"{took:.1f}s (--timeout {self.timeout:g}s), saying nothing more"
                 )
             return self.record_verdict(job, None, error, took)
         return self.record_verdict(job, result, None, time.monotonic() - started)

@@ -23,7 +23,7 @@ class RunConfig:
     since: datetime | None = None
     limit: int | None = None
     concurrency: int | None = None  # None: the observer's own (`Observer.concurrency`), else 4
-    timeout: float = 120.0
+    timeout: float | None = None  # None: the observer's own (`Observer.timeout`), else 120
     dry_run: bool = False
     gate: dict[str, Any] = field(default_factory=dict)
     formatter: dict[str, Any] = field(default_factory=dict)

@@ -284,6 +284,8 @@ class EmbeddedObserver:
     default_model = DEFAULT_MODEL
     description = "Gemma 3 270M in-process via llama-cpp-python; free, offline, toy verdicts"
     concurrency = 1  # one call at a time: the CPU is the limit, calls queued behind only wait
+    # Seconds per call (--timeout): a full window takes minutes on a busy 2-core machine.
+    timeout = 600.0
     seconds_per_call = SECONDS_PER_CALL
 
     def check(self, options: dict[str, Any]) -> str | None:

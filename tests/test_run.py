@@ -185,3 +185,27 @@ def test_calls_in_flight_are_the_observers_own_unless_given(store, pm, fake, mon
     fake.delay = 0.1
     summary = run(store, pm, RunConfig(observer="fake"), announce=quiet)
     assert summary.audited == 2 and most == 1
+
+
+def test_the_timeout_is_the_observers_own_unless_given(store, pm, fake, monkeypatch):
+    """README's main job on a busy 2-core machine: the embedded model's first call took 143 s,
+    past the 120 s every observer got, and the run ended in errors. A backend may say its own."""
+    from auditor.plugins import get_plugin_manager as plugins
+    from auditor.run import Auditor
+
+    seen = []
+    observe = fake.observe
+
+    async def noted(request, options):
+        seen.append(request.timeout)
+        return await observe(request, options)
+
+    monkeypatch.setattr(fake, "observe", noted)
+    run(store, pm, RunConfig(observer="fake", model="m1"), announce=quiet)
+    fake.timeout = 600.0
+    run(store, pm, RunConfig(observer="fake", model="m2"), announce=quiet)
+    run(store, pm, RunConfig(observer="fake", model="m3", timeout=30), announce=quiet)
+    assert seen == [120.0, 120.0, 600.0, 600.0, 30.0, 30.0]
+    assert Auditor(store, pm, RunConfig(observer="fake")).lease == 600 * 4 + 65
+    embedded = Auditor(store, plugins(), RunConfig(observer="embedded"))
+    assert embedded.timeout == 600.0
