@@ -74,7 +74,7 @@ class Parser:
         self.threads: dict[str, ThreadState] = {}
         # The file's own thread: created now so that metadata lines before the first
         # conversation line (summaries, titles) have somewhere to go.
-        self.main = ThreadState(None)
+        self.main = ThreadState("")
         self.main.cwd = state.get("cwd")
         self.main.title = state.get("title")
         self.main.title_rank = state.get("title_rank", 0)
@@ -113,7 +113,7 @@ class Parser:
                 t.set_title(data["description"], RANK_DESCRIPTION)
             if isinstance(data.get("worktreePath"), str):
                 t.meta["worktree_path"] = data["worktreePath"]
-        if t.agent_type is None:
+        if t.agent_type is None and self.file_agent is not None:
             # Built-in helpers have no sidecar but a telling id.
             for prefix, kind in (("acompact-", "compact"), ("aside_question-", "aside_question")):
                 if self.file_agent.startswith(prefix):
@@ -225,7 +225,7 @@ class Parser:
         }
         try:
             for item in read_jsonl(self.path, self.cursor):
-                if type(item) is Problem:
+                if isinstance(item, Problem):
                     yield item
                     continue
                 line, rec = item

@@ -37,14 +37,18 @@ class ThreadState:
         "version",
     )
 
-    def __init__(self, native_id: str | None, parent: str | None = None, sidechain: bool = False):
-        self.native_id = native_id
-        self.cwd = self.git_branch = self.version = self.model = self.title = None
+    def __init__(self, native_id: str, parent: str | None = None, sidechain: bool = False):
+        self.native_id = native_id  # "" until the file's session is known
+        self.cwd: str | None = None
+        self.git_branch: str | None = None
+        self.version: str | None = None
+        self.model: str | None = None
+        self.title: str | None = None
         self.title_rank = 0
         self.parent = parent
-        self.parent_tool = None
+        self.parent_tool: str | None = None
         self.sidechain = sidechain
-        self.agent_type = None
+        self.agent_type: str | None = None
         self.claude_md: dict[str, str] | None = None
         self.meta: dict[str, Any] = {}
         self.sent: tuple | None = None
