@@ -247,9 +247,12 @@ def _show_note(note, clean) -> None:
         console.print(Text(f"⚑ signal {clean(sig.summary())}", style="yellow"))
     for v in note.verdicts:
         kind = outcome(v)
-        title = Text(f"verdict {v['id']}: {kind} · {clean(facts(v))}", style="bold")
+        # The facts (observer, cost, delivery) go in the frame, where they wrap: a frame's title
+        # is cut at the terminal's edge, and the delivery comes last.
+        title = Text(f"verdict {v['id']}: {kind}", style="bold")
         text = v["message"] if v["status"] == "ok" else v["problem"]
-        body = Text(clean(text or "") or "(no message)", style="" if text else "dim")
+        body = Text(clean(facts(v)) + "\n", style="dim")
+        body.append(clean(text or "") or "(no message)", style="" if text else "dim")
         style = _VERDICT_STYLE.get(kind.removeprefix("second pass: "), "red")
         console.print(Panel(body, title=title, title_align="left", border_style=style))
 

@@ -43,8 +43,9 @@ def test_each_verdict_is_shown_at_its_checkpoint_with_cost_and_delivery(audited)
     lines = show("t-claims").stdout.splitlines()
     final = lines.index("Done! all tests pass.")
     after = "\n".join(lines[final + 1 :])
+    assert re.search(r"─ verdict \d+: correction ─", after)
     assert re.search(
-        rf"verdict \d+: correction · fake fake-1 · run {run_id} · unpriced · 0\.0 s · "
+        rf"│ fake fake-1 · run {run_id} · unpriced · 0\.0 s · "
         r"not delivered yet \(`auditor inject` sends it\)",
         after,
     )
@@ -54,7 +55,7 @@ def test_each_verdict_is_shown_at_its_checkpoint_with_cost_and_delivery(audited)
     inj.inject_pending(engine, pm.injector("stdout"), {"stream": io.StringIO()})
     assert "· delivered by stdout 20" in show("t-claims").stdout
     honest = show("t-honest").stdout
-    assert re.search(r"verdict \d+: no correction · fake fake-1", honest)
+    assert re.search(r"verdict \d+: no correction ─.*\n│ fake fake-1", honest)
     assert "(no message)" in honest
 
 
@@ -120,3 +121,22 @@ def test_piped_output_is_never_paged(audited, tmp_path, monkeypatch):
     monkeypatch.setenv("PAGER", f"cat > {paged}")
     assert "Done! all tests pass." in show("t-claims").stdout
     assert not paged.exists()
+
+
+def test_at_80_columns_a_verdict_says_whole_whether_it_was_delivered(audited, monkeypatch):
+    """The facts were the frame's title, cut at the edge: '... · 0.0 s · not deliv─╮'."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "80"}
+    out = subprocess.run(
+        [sys.executable, "-m", "auditor", "show", "t-claims", "--no-pager"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    frame = " ".join(line.strip("│ ") for line in out.splitlines() if line.startswith("│"))
+    assert "not delivered yet (`auditor inject` sends it)" in frame
