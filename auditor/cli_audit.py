@@ -258,7 +258,7 @@ def run(
 def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tokens, mode) -> None:
     """Print the exact system prompt and user content the observer would get at a checkpoint."""
     from .checkpoints import checkpoint_at
-    from .errors import UnknownName
+    from .errors import AuditorError
     from .plan import plan
     from .prompt import load_prompt
     from .threads import find_thread, load_messages
@@ -268,7 +268,10 @@ def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tok
     try:
         cp = checkpoint_at(th.id, messages, at, mode)
     except KeyError:
-        raise UnknownName(f"message of thread {th.native_id}", at, []) from None
+        raise AuditorError(
+            f"{at!r} is not a message of thread {th.native_id}: `auditor show {thread}` shows "
+            "each message's id in brackets"
+        ) from None
     with ctx.engine.connect() as conn:
         p = plan(
             conn,

@@ -182,3 +182,16 @@ def test_the_hook_help_describes_the_non_blocking_hooks_it_installs():
         assert "Stop hook: audit the turn that just ended" not in text
         assert "returns without waiting for the observer" in text
         assert "(PostToolUse)" in text and "(UserPromptSubmit)" in text and "With --sync" in text
+
+
+def test_prompt_at_an_unknown_message_says_where_the_ids_are(engine, tmp_path):
+    pm = get_plugin_manager(extra=[ScriptPlugin()])
+    f = tmp_path / "t.jsonl"
+    write_script_thread(f, "t-claims", "Done! all tests pass.")
+    ingest(engine, pm, [f])
+    result = invoke("prompt", "t-claims", "--at", "nosuch")
+    assert result.exit_code == 2
+    assert result.output == (
+        "Error: 'nosuch' is not a message of thread t-claims: `auditor show t-claims` shows "
+        "each message's id in brackets\n"
+    )
