@@ -53,11 +53,22 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
     metavar="NAME",
     help="Force a transcript format instead of detecting it (see `auditor plugins`).",
 )
+@click.option(
+    "--source",
+    metavar="NAME",
+    help="The machine the files are on, for a store several machines share "
+    "(default: $AUDITOR_SOURCE, else the host name). The same path from two sources is two files.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only errors.")
 @pass_ctx
 def ingest(
-    ctx: Context, paths: tuple[str, ...], format_name: str | None, as_json: bool, quiet: bool
+    ctx: Context,
+    paths: tuple[str, ...],
+    format_name: str | None,
+    source: str | None,
+    as_json: bool,
+    quiet: bool,
 ) -> None:
     """Read transcripts under PATHS into the store, incrementally.
 
@@ -71,7 +82,7 @@ def ingest(
 
     engine, plugins = ctx.engine, ctx.plugins
     with ingest_progress(enabled=not (as_json or quiet)) as progress:
-        summary = run_ingest(engine, plugins, paths, format_name, progress)
+        summary = run_ingest(engine, plugins, paths, format_name, progress, source)
     if as_json:
         echo_json(summary.as_dict())
     else:

@@ -196,6 +196,7 @@ def upgrade(engine: Engine) -> None:
         _lock_for_migration(conn)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")  # under the lock Alembic reads the version again
+    engine.dispose()  # the migration's connection had foreign keys off: open fresh ones
 
 
 MIGRATION_LOCK = 0x61756469  # PostgreSQL advisory lock key of migrations ("audi")
@@ -205,6 +206,10 @@ def _lock_for_migration(conn) -> None:
     """Hold the database's write lock for the whole migration, so that commands started at the
     same time on a new database wait for the first one to migrate instead of racing it."""
     if conn.dialect.name == "sqlite":
+        # Foreign keys off while tables are rebuilt (batch migrations): dropping the old copy of
+        # a table would otherwise run its children's ON DELETE actions. Only outside a
+        # transaction does this take effect; `upgrade` drops the connection afterwards.
+        conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
         # pysqlite opens no transaction before DDL: begin one that takes the write lock now
         # (waiting up to the busy timeout), so the migration's DDL is one atomic step.
         conn.exec_driver_sql("BEGIN IMMEDIATE")

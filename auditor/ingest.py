@@ -10,6 +10,7 @@ transaction, so a failure loses nothing that was already stored.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -91,6 +92,15 @@ class IngestSummary:
         }
 
 
+SOURCE_VAR = "AUDITOR_SOURCE"
+INGEST_LOCK = 0x696E6765  # PostgreSQL advisory lock key of ingest's write groups ("inge")
+
+
+def default_source() -> str:
+    """The name of this machine's files in the store: $AUDITOR_SOURCE, else the host name."""
+    return os.environ.get(SOURCE_VAR) or socket.gethostname()
+
+
 def _info_fingerprint(info: ThreadInfo) -> bytes:
     # Serialised, not a tuple of references: parsers may update a dict they yielded before.
     return orjson.dumps([getattr(info, f) for f in _INFO_FIELDS], option=orjson.OPT_NON_STR_KEYS)
@@ -99,8 +109,15 @@ def _info_fingerprint(info: ThreadInfo) -> bytes:
 class Ingester:
     """Ingest files into one database with one set of plugins."""
 
-    def __init__(self, engine: Engine, plugins: Plugins, format_name: str | None = None):
+    def __init__(
+        self,
+        engine: Engine,
+        plugins: Plugins,
+        format_name: str | None = None,
+        source: str | None = None,
+    ):
         self.engine = engine
+        self.source = source or default_source()
         self.plugins = plugins
         self.forced = plugins.format(format_name) if format_name else None
         # Formats with a lower `detect_priority` are tried first; generic ones set it high.
@@ -136,6 +153,11 @@ class Ingester:
                 # would commit on release, apart from its threads' aggregates: begin the group's
                 # transaction here, taking the write lock now (waiting up to the busy timeout).
                 self._c.exec_driver_sql("BEGIN IMMEDIATE")
+            elif self._c.dialect.name == "postgresql":
+                # Ingesters on several machines write one group at a time, as SQLite's write
+                # lock has them do: no two groups upsert the same threads in different orders
+                # (a deadlock), and a file two of them read at once is stored once.
+                self._c.exec_driver_sql(f"SELECT pg_advisory_xact_lock({INGEST_LOCK})")
             self._pending, self._pending_since = 0, time.monotonic()
             self._group_threads = set()
             self._group_since = self._c.execute(select(func.max(s.Message.id))).scalar() or 0
@@ -196,7 +218,7 @@ class Ingester:
             return self._fail(spath, f"cannot read file: {exc.strerror or exc}")
         conn = self._conn()
         sql = _SOURCE_SQL if conn.dialect.paramstyle == "qmark" else _SOURCE_SQL.replace("?", "%s")
-        row = conn.exec_driver_sql(sql, (spath,)).first()
+        row = conn.exec_driver_sql(sql, (self.source, spath)).first()
         if (
             row is not None
             and row.size == st.st_size
@@ -313,6 +335,7 @@ class Ingester:
         if cursor.offset:
             head, tail = fingerprints(Path(path), cursor.offset)
         values = {
+            "source": self.source,
             "path": path,
             "format": fmt,
             "size": st.st_size,
@@ -330,7 +353,8 @@ class Ingester:
         if self._remember_stmt is None:  # built once: statement construction is not free
             stmt = upsert(c, s.SourceFile.__table__).values({k: bindparam(k) for k in values})
             self._remember_stmt = stmt.on_conflict_do_update(
-                index_elements=["path"], set_={k: stmt.excluded[k] for k in values if k != "path"}
+                index_elements=["source", "path"],
+                set_={k: stmt.excluded[k] for k in values if k not in ("source", "path")},
             ).returning(s.SourceFile.id)
         return c.execute(self._remember_stmt, values).scalar_one()
 
@@ -574,7 +598,7 @@ def _why(exc: BaseException) -> str:
 
 _SOURCE_SQL = (
     'SELECT id, format, size, mtime_ns, "offset", lines, head_hash, tail_hash, parser_state '
-    "FROM source_files WHERE path = ?"
+    "FROM source_files WHERE source = ? AND path = ?"
 )
 
 
@@ -588,11 +612,14 @@ def ingest(
     paths: Iterable[str | os.PathLike],
     format_name: str | None = None,
     progress: Callable[[FileResult], None] | None = None,
+    source: str | None = None,
 ) -> IngestSummary:
-    """Ingest `paths` (files or directories) and return what happened."""
+    """Ingest `paths` (files or directories) and return what happened.
+
+    `source` names the machine the files are on (default: `default_source()`)."""
     if format_name is not None and format_name not in plugins.formats():
         plugins.format(format_name)  # raises UnknownName with the list
-    return Ingester(engine, plugins, format_name).run(paths, progress)
+    return Ingester(engine, plugins, format_name, source).run(paths, progress)
 
 
 __all__ = ["FileResult", "FormatError", "IngestSummary", "Ingester", "ingest"]

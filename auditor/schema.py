@@ -44,12 +44,18 @@ class Base(DeclarativeBase):
 
 
 class SourceFile(Base):
-    """A transcript file on disk and how far it has been read."""
+    """A transcript file on disk and how far it has been read.
+
+    `source` names the machine it was read on (`auditor ingest --source`, by default the host
+    name): the same path on two machines sharing a store is two files.
+    """
 
     __tablename__ = "source_files"
+    __table_args__ = (UniqueConstraint("source", "path"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    path: Mapped[str] = mapped_column(Text, unique=True)
+    source: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    path: Mapped[str] = mapped_column(Text)
     format: Mapped[str | None] = mapped_column(String(64))
     size: Mapped[int] = mapped_column(BigInteger, default=0)
     mtime_ns: Mapped[int] = mapped_column(BigInteger, default=0)

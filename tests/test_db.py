@@ -122,3 +122,36 @@ def test_first_use_by_several_processes_at_once_just_works(tmp_path, kind, reque
         # no error; each says the new store is empty and how to fill it
         assert [(code, err) for code, _, err in results] == [(0, EMPTY_STORE_HINT + "\n")] * 5
         assert db.current_revision(db.open_db(path, migrate=False)) == db.head_revision()
+
+
+def test_keying_files_by_source_keeps_what_points_at_them(tmp_path):
+    """0014 rebuilds source_files on SQLite: the messages and threads read from a file still
+    name it afterwards (dropping the old table must not set their source_file_id to NULL)."""
+    import socket
+
+    from alembic import command
+
+    path = tmp_path / "old.db"
+    command.upgrade(db._config("sqlite:///" + str(path)), "0013")
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(
+            "INSERT INTO source_files (id, path, size, mtime_ns, offset, lines,"
+            " error_count) VALUES (7, '/home/me/a.jsonl', 1, 1, 1, 1, 0)"
+        )
+        conn.execute(
+            "INSERT INTO threads (id, agent, native_id, is_sidechain, source_file_id,"
+            " message_count, tool_call_count, file_edit_count) VALUES (1, 'x', 't', 0, 7, 1, 0, 0)"
+        )
+        conn.execute(
+            "INSERT INTO messages (thread_id, source_file_id, native_id, seq, role,"
+            " is_sidechain, tool_use_count, file_edit_count) VALUES (1, 7, 'm', 1, 'user', 0, 0, 0)"
+        )
+    engine = db.open_db(path)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT source, path FROM source_files").all() == [
+            (socket.gethostname(), "/home/me/a.jsonl")
+        ]
+        assert conn.exec_driver_sql("SELECT source_file_id FROM messages").all() == [(7,)]
+        assert conn.exec_driver_sql("SELECT source_file_id FROM threads").all() == [(7,)]
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1

@@ -96,6 +96,19 @@ def test_ingest_twice_changes_nothing(engine, toy, tmp_path):
     assert counts(engine) == (1, 3, 30)
 
 
+def test_the_same_path_on_two_machines_is_two_files(engine, toy, tmp_path, monkeypatch):
+    f = tmp_path / "a.jsonl"
+    f.write_text(lines("m1", "m2", "m3"))
+    assert ingest(engine, toy, [f], source="laptop-a").new == 1
+    monkeypatch.setenv("AUDITOR_SOURCE", "laptop-b")
+    assert ingest(engine, toy, [f]).new == 1  # another machine's file, though the same path
+    assert ingest(engine, toy, [f], source="laptop-a").skipped == 1
+    with engine.connect() as conn:
+        files = conn.execute(select(s.SourceFile.source, s.SourceFile.path)).all()
+    assert sorted(files) == [("laptop-a", str(f)), ("laptop-b", str(f))]
+    assert counts(engine) == (1, 3, 30)  # the same messages: stored once
+
+
 def test_appended_records_are_read_from_where_the_last_ingest_stopped(engine, toy, tmp_path):
     f = tmp_path / "a.jsonl"
     f.write_text(lines("m1", "m2"))
