@@ -118,7 +118,14 @@ def create(url: str, wait_until: float | None = None) -> Engine:
 
             event.listen(engine, "before_cursor_execute", _bound_wait)
         return engine
-    return create_engine(url, json_serializer=_dumps)
+    # PostgreSQL: times compared and cut into days in UTC, as SQLite stores them; room for
+    # a run's leases, each held by a connection of its own (auditor.leases.hold).
+    return create_engine(
+        url,
+        json_serializer=_dumps,
+        max_overflow=100,
+        connect_args={"options": "-c timezone=UTC"},
+    )
 
 
 def _dumps(value) -> str:

@@ -13,7 +13,7 @@ import socket
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, Engine, delete, select, update
 
 from . import schema as s
 
@@ -69,3 +69,89 @@ def release(conn: Connection, key: str, owner: str) -> None:
     """Give the lease back (a no-op when it is no longer ours)."""
     c = s.Claim.__table__
     conn.execute(delete(c).where(c.c.key == key, c.c.owner == owner))
+
+
+def hold(engine: Engine, key: str, checkpoint_id: int | None, owner: str) -> Connection | None:
+    """PostgreSQL: take the lease `key` as a lock on its `claims` row, claimed with
+    FOR UPDATE SKIP LOCKED, held by a connection of its own until `let_go`; None when another
+    worker holds it.
+
+    The lock lives as long as the holder's connection: a worker killed mid-call, on any
+    machine, frees its leases the moment the server sees its connection close, with no
+    expiry to wait for. The row is only locked, never updated while locked, so that other
+    workers' inserts of the same key never wait for the call to end.
+    """
+    from .db import upsert
+
+    c = s.Claim.__table__
+    now = datetime.now(UTC)
+    with engine.begin() as conn:  # the row to lock, committed so that every worker sees it
+        stmt = upsert(conn, c).values(
+            key=key, checkpoint_id=checkpoint_id, owner=owner, claimed_at=now, expires_at=now
+        )
+        conn.execute(stmt.on_conflict_do_nothing(index_elements=["key"]))
+    conn = engine.connect()
+    try:
+        locked = conn.execute(
+            select(c.c.id).where(c.c.key == key).with_for_update(skip_locked=True)
+        ).first()
+    except BaseException:
+        conn.close()
+        raise
+    if locked is None:  # held by another worker (or let go and deleted just now)
+        conn.close()
+        return None
+    return conn
+
+
+def unheld(engine: Engine, keys: list[str]) -> tuple[set[str], set[str]]:
+    """Of the leases `keys` (taken with `hold`), return (gone, free): those whose row is gone
+    (given back: their work is done) and those whose row is there but no one holds (left by a
+    holder that died). Two statements whatever the number of keys."""
+    c = s.Claim.__table__
+    with engine.connect() as conn:
+        there = set(conn.execute(select(c.c.key).where(c.c.key.in_(keys))).scalars())
+        free = set(
+            conn.execute(
+                select(c.c.key).where(c.c.key.in_(there)).with_for_update(skip_locked=True)
+            ).scalars()
+        )
+        conn.rollback()
+    return set(keys) - there, free
+
+
+DONE = "done"  # the owner of a lease whose work is done
+
+
+def is_done(conn: Connection, key: str, since: datetime) -> bool:
+    """Whether the lease `key` (held through `conn`) was marked done by `finish` at `since` or
+    later: work another worker did while this one ran, not work of an earlier run."""
+    c = s.Claim.__table__
+    row = conn.execute(select(c.c.owner, c.c.claimed_at).where(c.c.key == key)).first()
+    if row is None or row.owner != DONE:
+        return False
+    done = row.claimed_at if row.claimed_at.tzinfo else row.claimed_at.replace(tzinfo=UTC)
+    return done >= since
+
+
+def finish(conn: Connection, key: str) -> None:
+    """Give back a lease taken with `hold`, marked done now: workers running now skip its work
+    (`is_done`); a run started later plans it again (and retries its errors)."""
+    try:
+        now = datetime.now(UTC)
+        c = s.Claim.__table__
+        conn.execute(
+            update(c).where(c.c.key == key).values(owner=DONE, claimed_at=now, expires_at=now)
+        )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def let_go(conn: Connection, key: str) -> None:
+    """Give back a lease taken with `hold`: its row goes, the lock with it."""
+    try:
+        conn.execute(delete(s.Claim.__table__).where(s.Claim.__table__.c.key == key))
+        conn.commit()
+    finally:
+        conn.close()

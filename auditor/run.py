@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import hashlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC
@@ -30,6 +31,9 @@ from .run_setup import Job, RunConfig, RunInterrupted, RunSummary, choose_observ
 from .signals import store_signals
 from .threads import find_thread, load_messages
 
+WAIT_FOR_HELD = 0.2  # seconds between looks at calls other workers hold (PostgreSQL)
+WAIT_FOR_THREADS = 1.0  # seconds between looks at threads other workers hold (PostgreSQL)
+TAKEN, HELD, DONE = "taken", "held", "done"  # what became of a thread's lease (PostgreSQL)
 CHARS_PER_TOKEN = 4  # rough estimate used only by --dry-run
 DEFAULT_CONCURRENCY = 4  # calls in flight when neither the user nor the observer says
 DEFAULT_TIMEOUT = 120.0  # seconds per call when neither the user nor the observer says
@@ -67,6 +71,12 @@ class Auditor:
         self.gate_config = gate_config(config.gate)
         self.summary = RunSummary(None, self.observer_name, self.model)
         self.owner = leases.new_owner()
+        self._held: dict[str, Any] = {}  # PostgreSQL: claim key -> the connection holding it
+        self._waiting: list[Job] = []  # PostgreSQL: jobs another worker held when tried
+        self._open: dict[str, int] = {}  # PostgreSQL: thread lease -> calls not yet made
+        self._lock = threading.Lock()
+        # PostgreSQL, in `execute`: threads and calls shared with other workers by row locks.
+        self._share_threads = False
         self._heartbeat: runs.Heartbeat | None = None
         self.budget: budget.Budget | None = None
         # A CPU model on a busy machine takes minutes where an API answers in seconds.
@@ -87,20 +97,91 @@ class Auditor:
             return list(conn.execute(q).all())
 
     def jobs(self) -> Iterator[Job]:
-        """Gate every checkpoint (recording each decision) and yield the ones to send."""
-        mode = self.gate_config["mode"]
+        """Gate every checkpoint (recording each decision) and yield the ones to send.
+
+        On PostgreSQL, workers running at once share the threads: each takes a thread's lease
+        (`leases.hold`) before planning it and keeps it until its calls are made, then marks
+        it done (for the thread as it stands); a thread another worker holds, or finished
+        since this run began, is skipped. Held ones are looked at again at the end: done by then,
+        or left by a worker that died (their lease free), then planned here.
+        """
+        waiting: list = []
         for thread in self._threads():
-            messages = load_messages(self.engine, thread.id)
-            checkpoints = find_checkpoints(thread.id, messages, mode)
-            if not checkpoints:
-                continue
-            jobs: list[Job] = []
+            status = self._take_thread(thread) if self._share_threads else TAKEN
+            if status == HELD:
+                waiting.append(thread)
+            if status == TAKEN:
+                yield from self._thread_jobs(thread)
+        while waiting:
+            time.sleep(WAIT_FOR_THREADS)
+            keys = {self._thread_key(t): t for t in waiting}
+            gone, free = leases.unheld(self.engine, list(keys))
+            waiting = [t for key, t in keys.items() if key not in gone and key not in free]
+            for key in gone | free:  # done, or left by a worker that died or stopped
+                status = self._take_thread(keys[key])
+                if status == TAKEN:
+                    yield from self._thread_jobs(keys[key])
+                elif status == HELD:
+                    waiting.append(keys[key])
+
+    def _thread_jobs(self, thread) -> list[Job]:
+        messages = load_messages(self.engine, thread.id)
+        checkpoints = find_checkpoints(thread.id, messages, self.gate_config["mode"])
+        jobs: list[Job] = []
+        if checkpoints:
             with self.engine.begin() as conn:
                 for cp in checkpoints:
                     job = self.plan_checkpoint(conn, cp, thread, messages)
                     if job is not None and job.answered is None:
                         jobs.append(job)
-            yield from jobs
+        key = self._thread_key(thread)
+        if key in self._held:  # the thread's lease: given back once its calls are made
+            with self._lock:
+                self._open[key] = len(jobs)
+            for job in jobs:
+                job.thread_lease = key
+            if not jobs:
+                self._done_with(key)
+        return jobs
+
+    def _thread_key(self, thread) -> str:
+        """The thread as it stands (its messages) with this run's observer, model and prompt."""
+        text = (
+            f"thread\0{thread.id}\0{thread.message_count}\0{thread.ended_at}\0"
+            f"{self.observer_name}\0{self.model}\0{self.prompt.sha256}"
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _take_thread(self, thread) -> str:
+        """TAKEN (its lease is ours now), HELD (another worker has it) or DONE (by another
+        worker, a moment ago)."""
+        key = self._thread_key(thread)
+        conn = leases.hold(self.engine, key, None, self.owner)
+        if conn is None:
+            return HELD
+        if leases.is_done(conn, key, self._started):
+            conn.close()
+            return DONE
+        self._held[key] = conn
+        return TAKEN
+
+    def _done_with(self, key: str | None) -> None:
+        """One call of the thread leased as `key` is over: give the lease back after the last."""
+        if key is None:
+            return
+        with self._lock:
+            self._open[key] -= 1
+            last = self._open[key] <= 0
+            conn = self._held.pop(key, None) if last else None
+        if conn is not None:
+            leases.finish(conn, key)
+
+    def let_go_all(self) -> None:
+        """Give back every lease still held (a run stopped early)."""
+        with self._lock:
+            held, self._held = self._held, {}
+        for key, conn in held.items():
+            leases.let_go(conn, key)
 
     def plan_checkpoint(self, conn, cp: Checkpoint, thread, messages: list) -> Job | None:
         """Plan one checkpoint with `auditor.plan.plan`, record the decision, return its job.
@@ -251,8 +332,29 @@ class Auditor:
                 return False
         return True
 
+    def _hold(self, job: Job) -> bool:
+        """`claim` for a call on PostgreSQL: a row lock taken with SKIP LOCKED, held through the call
+        (see `leases.hold`). A job another worker holds waits in `_waiting` and is tried again
+        once the rest is done: answered by then, or freed by a worker that died."""
+        conn = leases.hold(self.engine, job.claim_key, job.checkpoint_id, self.owner)
+        if conn is None:
+            self.summary.busy += 1
+            self._waiting.append(job)
+            return False
+        job.answered = self._already_answered(conn, job)
+        if job.answered is not None:
+            leases.let_go(conn, job.claim_key)
+            self.summary.reused += 1
+            return False
+        self._held[job.claim_key] = conn
+        return True
+
     def release(self, job: Job) -> None:
         """Give up the lease on `job`'s call (taken by `claim`)."""
+        conn = self._held.pop(job.claim_key, None)
+        if conn is not None:  # taken by `_hold`
+            leases.let_go(conn, job.claim_key)
+            return
         with self.engine.begin() as conn:
             leases.release(conn, job.claim_key, self.owner)
 
@@ -428,7 +530,7 @@ class Auditor:
             self.summary.over_budget += 1
             return None
         try:
-            if not self.claim(job):
+            if not (self._hold(job) if self._share_threads else self.claim(job)):
                 return None
             try:
                 verdict_id = await self._call(job, deadline)
@@ -503,6 +605,8 @@ class Auditor:
         """Make the calls of `jobs()`; once `should_stop()` is true, no new call starts."""
         queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=max(2, self.concurrency * 2))
         workers_n = self.concurrency
+        self._share_threads = self.engine.dialect.name == "postgresql"
+        self._started = utcnow()  # threads other workers finish from now on are theirs
 
         async def produce() -> None:
             sent = 0
@@ -528,12 +632,29 @@ class Auditor:
             while (job := await queue.get()) is not None:
                 if should_stop():
                     continue
-                await self.call(job)
+                try:
+                    await self.call(job)
+                finally:
+                    self._done_with(job.thread_lease)
                 self.summary.finished += 1
                 if progress:
                     progress(self.summary)
 
         await asyncio.gather(produce(), *(work() for _ in range(workers_n)))
+        # Calls other workers held (PostgreSQL): once they let go, each is answered (nothing
+        # to do) or free again because its worker died (made here, so that none is lost).
+        limit = asyncio.Semaphore(workers_n)
+
+        async def again(job: Job) -> None:
+            async with limit:
+                if not should_stop():
+                    await self.call(job)
+
+        while self._waiting and not should_stop():
+            waiting, self._waiting = self._waiting, []
+            await asyncio.sleep(WAIT_FOR_HELD)
+            await asyncio.gather(*(again(job) for job in waiting))
+        self.let_go_all()
         return self.summary
 
     def dry_run(self) -> RunSummary:

@@ -99,6 +99,7 @@ class Job:
     signals: list = field(default_factory=list)
     critique_of: int | None = None  # for a second pass: the verdict it re-examines
     thread_native_id: str = ""
+    thread_lease: str | None = None  # PostgreSQL: the lease on the thread held while it runs
 
     @property
     def claim_key(self) -> str:

@@ -541,7 +541,8 @@ class Claim(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[str] = mapped_column(String(64), unique=True)
-    checkpoint_id: Mapped[int] = mapped_column(
+    # None for a claim on a whole thread (PostgreSQL workers sharing a run: auditor.run).
+    checkpoint_id: Mapped[int | None] = mapped_column(
         ForeignKey("checkpoints.id", ondelete="CASCADE"), index=True
     )
     owner: Mapped[str] = mapped_column(String(255))

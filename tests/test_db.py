@@ -132,7 +132,7 @@ def test_keying_files_by_source_keeps_what_points_at_them(tmp_path):
     from alembic import command
 
     path = tmp_path / "old.db"
-    command.upgrade(db._config("sqlite:///" + str(path)), "0013")
+    command.upgrade(db.alembic_config("sqlite:///" + str(path)), "0013")
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(

@@ -1,4 +1,5 @@
-"""source files keyed by source (machine) and path: the same path on two machines is two files
+"""source files keyed by source (machine) and path: the same path on two machines is two files;
+claims on a whole thread (several `auditor run` workers share threads), with no checkpoint
 
 Rows already there are this machine's (its host name, the default source of `auditor ingest`).
 
@@ -30,9 +31,14 @@ def upgrade() -> None:
     op.execute(
         sa.text("UPDATE source_files SET source = :host").bindparams(host=socket.gethostname())
     )
+    with op.batch_alter_table("claims", schema=None) as batch_op:
+        batch_op.alter_column("checkpoint_id", existing_type=sa.Integer(), nullable=True)
 
 
 def downgrade() -> None:
+    op.execute("DELETE FROM claims WHERE checkpoint_id IS NULL")
+    with op.batch_alter_table("claims", schema=None) as batch_op:
+        batch_op.alter_column("checkpoint_id", existing_type=sa.Integer(), nullable=False)
     with op.batch_alter_table("source_files", schema=None) as batch_op:
         batch_op.drop_constraint("uq_source_files_source_path", type_="unique")
         batch_op.create_unique_constraint("uq_source_files_path", ["path"])
