@@ -115,8 +115,8 @@ def runs_table(rows: list[dict], wide: bool = False) -> None:
         Col("status", keep=True),
         Col("observer", cut="end", min=12),
         Col("audited", right=True),
-        Col("corrections", right=True),
-        Col("errors", right=True),
+        Col("corrections", right=True, drop=20),  # left out before errors: a failed run shows
+        Col("errors", right=True, keep=True),
         Col("cost", right=True, keep=True),
     ]
     lines, notes = [], []

@@ -141,8 +141,9 @@ def test_a_working_run_keeps_beating(engine):
 
 
 def test_runs_has_the_wide_option_its_footer_names(tmp_path, monkeypatch):
-    """At 80 columns the table leaves out `errors` and says '--wide shows all': that option
-    did not exist ('No such option: --wide', exit 2)."""
+    """At 80 columns the table leaves out `corrections` (never `errors`: a run whose calls all
+    failed must show it) and says '--wide shows all': that option did not exist ('No such
+    option: --wide', exit 2)."""
     db = tmp_path / "auditor.db"
     with open_db(db).begin() as conn:
         conn.execute(
@@ -159,8 +160,12 @@ def test_runs_has_the_wide_option_its_footer_names(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     narrow = auditor("runs", db=db)
     assert narrow.returncode == 0
-    assert "(left out for width: errors; --wide shows all)" in narrow.stdout
+    assert "(left out for width: corrections; --wide shows all)" in narrow.stdout
+    assert "errors" in narrow.stdout.splitlines()[0]
     wide = auditor("runs", "--wide", db=db)
     assert wide.returncode == 0, wide.stderr
-    assert "errors" in wide.stdout.splitlines()[0] and "embedded gemma-3-270m-q4_k_m" in wide.stdout
+    assert (
+        "corrections" in wide.stdout.splitlines()[0]
+        and "embedded gemma-3-270m-q4_k_m" in wide.stdout
+    )
     assert "left out" not in wide.stdout
