@@ -128,7 +128,8 @@ def test_the_observer_is_named_on_stderr(store, pm):
 
 
 def test_only_run_py_touches_the_auditors_private_methods():
-    """Callers (hook, live worker, eval, batch, schedule, benchmarks) use its public lifecycle."""
+    """Callers (hook, live worker, eval, batch, schedule, benchmarks) use its public lifecycle;
+    run_record.py is the recording half of the class."""
     import ast
     from pathlib import Path
 
@@ -140,7 +141,7 @@ def test_only_run_py_touches_the_auditors_private_methods():
         f"{path.relative_to(root)}:{node.lineno}: {node.attr}"
         for folder in ("auditor", "plugins", "benchmarks", "examples")
         for path in sorted((root / folder).rglob("*.py"))
-        if path.name != "run.py" or path.parent.name != "auditor"
+        if path.name not in ("run.py", "run_record.py") or path.parent.name != "auditor"
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Attribute) and node.attr in private
     ]
