@@ -39,7 +39,11 @@ def dead(owner: str) -> bool:
         return True
     except OSError:  # it exists but belongs to someone else
         return False
-    return False
+    try:  # a killed process nobody has reaped yet (a zombie) still answers kill(0)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def take(conn: Connection, key: str, checkpoint_id: int, owner: str, seconds: float) -> bool:
