@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import answers, events, runs
@@ -49,11 +49,8 @@ class RunRecords:
     prompt: Prompt
     _heartbeat: runs.Heartbeat | None
 
-    def release(self, job: Job) -> None:  # the lease of `job`: Auditor's
-        raise NotImplementedError
-
-    def _prompt_for(self, job: Job) -> Prompt:  # the prompt `job` is sent with: Auditor's
-        raise NotImplementedError
+    release: Callable[[Job], None]  # gives back the lease of a job's call
+    _prompt_for: Callable[[Job], Prompt]  # the prompt a job is sent with
 
     # -- the run's lifecycle --------------------------------------------------------------
     def ensure_usable(self) -> None:
