@@ -79,6 +79,7 @@ def alembic_config(url: str):
 
 
 BUSY_TIMEOUT = 30.0  # seconds a statement waits for another writer's lock
+LOCK_MARGIN_MS = 500  # PostgreSQL: lock waits end this long before a `wait_until`
 
 
 def _wait_ms(wait_until: float | None) -> int:
@@ -120,12 +121,23 @@ def create(url: str, wait_until: float | None = None) -> Engine:
         return engine
     # PostgreSQL: times compared and cut into days in UTC, as SQLite stores them; room for
     # a run's leases, each held by a connection of its own (auditor.leases.hold).
-    return create_engine(
+    engine = create_engine(
         url,
         json_serializer=_dumps,
         max_overflow=100,
         connect_args={"options": "-c timezone=UTC"},
     )
+    if wait_until is not None:
+
+        def _bound_lock_wait(conn, cursor, *_args) -> None:
+            # Ended by the server LOCK_MARGIN before `wait_until`, the statement fails cleanly
+            # instead of being cut short by the caller's own deadline (hook.Watchdog), which
+            # leaves the connection unusable; lock_timeout 0 would mean no limit: 1 ms at least.
+            ms = max(1, _wait_ms(wait_until) - LOCK_MARGIN_MS)
+            cursor.connection.execute(f"SET lock_timeout = {ms}")
+
+        event.listen(engine, "before_cursor_execute", _bound_lock_wait)
+    return engine
 
 
 def _dumps(value) -> str:

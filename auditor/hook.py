@@ -437,6 +437,10 @@ def run_hook(
         outcome = HookOutcome("failed", error)
         if hook.engine is not None:
             try:
+                if isinstance(exc, (DeadlinePassed, KeyboardInterrupt)):
+                    # Cut short mid-statement, a pooled connection may be unusable (PostgreSQL:
+                    # its transaction aborted): the failure is recorded on a fresh one.
+                    hook.engine.dispose()
                 outcome.run_id = record_failure(hook, error)
             except Exception as again:  # noqa: BLE001 - the store itself is the problem
                 outcome.detail += f" (and it could not be recorded: {_describe(again)})"

@@ -159,3 +159,14 @@ def let_go(conn: Connection, key: str) -> None:
         conn.commit()
     finally:
         conn.close()
+
+
+def forget_done(engine: Engine, before: datetime) -> int:
+    """Delete the done marks (`finish`) older than `before`: no worker running now started
+    before then, so none needs them. Return how many went."""
+    c = s.Claim.__table__
+    with engine.begin() as conn:
+        gone = conn.execute(
+            delete(c).where(c.c.owner == DONE, c.c.claimed_at < before.astimezone(UTC))
+        )
+    return gone.rowcount or 0

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -33,6 +33,8 @@ from .threads import find_thread, load_messages
 
 WAIT_FOR_HELD = 0.2  # seconds between looks at calls other workers hold (PostgreSQL)
 WAIT_FOR_THREADS = 1.0  # seconds between looks at threads other workers hold (PostgreSQL)
+PLAN_CHUNK = 8  # checkpoints planned in one transaction
+DONE_MARKS_KEPT = timedelta(days=1)  # PostgreSQL: how long a thread's done mark is kept
 TAKEN, HELD, DONE = "taken", "held", "done"  # what became of a thread's lease (PostgreSQL)
 CHARS_PER_TOKEN = 4  # rough estimate used only by --dry-run
 DEFAULT_CONCURRENCY = 4  # calls in flight when neither the user nor the observer says
@@ -79,7 +81,10 @@ class Auditor(RunRecords):
         if self.config.threads:
             return [find_thread(self.engine, t) for t in self.config.threads]
         t = s.Thread.__table__
-        q = select(t).order_by(t.c.id)
+        # Workers sharing the store take the threads with the most tool calls (the most
+        # checkpoints) first, so that no worker starts a long thread when the others are done.
+        order = (t.c.tool_call_count.desc(), t.c.id) if self._share_threads else (t.c.id,)
+        q = select(t).order_by(*order)
         if self.config.since:
             q = q.where(t.c.ended_at >= self.config.since.astimezone(UTC).replace(tzinfo=None))
         with self.engine.connect() as conn:
@@ -113,25 +118,32 @@ class Auditor(RunRecords):
                 elif status == HELD:
                     waiting.append(keys[key])
 
-    def _thread_jobs(self, thread) -> list[Job]:
+    def _thread_jobs(self, thread) -> Iterator[Job]:
+        """Plan `thread`'s checkpoints a few at a time (one transaction each), so that its first
+        calls start while the rest is planned, and no transaction stays open between them."""
         messages = load_messages(self.engine, thread.id)
         checkpoints = find_checkpoints(thread.id, messages, self.gate_config["mode"])
-        jobs: list[Job] = []
-        if checkpoints:
-            with self.engine.begin() as conn:
-                for cp in checkpoints:
-                    job = self.plan_checkpoint(conn, cp, thread, messages)
-                    if job is not None and job.answered is None:
-                        jobs.append(job)
         key = self._thread_key(thread)
-        if key in self._held:  # the thread's lease: given back once its calls are made
+        shared = key in self._held  # its lease is given back once its calls are made
+        if shared:
             with self._lock:
-                self._open[key] = len(jobs)
-            for job in jobs:
-                job.thread_lease = key
-            if not jobs:
-                self._done_with(key)
-        return jobs
+                self._open[key] = 1  # planning counts as one call until it is over
+        for start in range(0, len(checkpoints), PLAN_CHUNK):
+            with self.engine.begin() as conn:
+                planned = [
+                    self.plan_checkpoint(conn, cp, thread, messages)
+                    for cp in checkpoints[start : start + PLAN_CHUNK]
+                ]
+            for job in planned:
+                if job is None or job.answered is not None:
+                    continue
+                if shared:
+                    with self._lock:
+                        self._open[key] += 1
+                    job.thread_lease = key
+                yield job
+        if shared:  # not when the run stopped early: `let_go_all` gives the lease back
+            self._done_with(key)
 
     def _thread_key(self, thread) -> str:
         """The thread as it stands (its messages) with this run's observer, model and prompt."""
@@ -355,13 +367,12 @@ class Auditor(RunRecords):
         abandoned and recorded as an error.
         """
         estimate = self._reserve_for(job)
-        if (
-            estimate is not None
-            and self.budget is not None
-            and not await self.budget.reserve(estimate)
-        ):
-            self.summary.over_budget += 1
-            return None
+        reservation = None
+        if estimate is not None and self.budget is not None:
+            reservation = await self.budget.reserve(estimate)
+            if reservation is None:
+                self.summary.over_budget += 1
+                return None
         try:
             if not (self._hold(job) if self._share_threads else self.claim(job)):
                 return None
@@ -370,8 +381,8 @@ class Auditor(RunRecords):
             finally:
                 self.release(job)
         finally:
-            if estimate is not None and self.budget is not None:
-                await self.budget.release(estimate)
+            if reservation is not None and self.budget is not None:
+                await self.budget.release(reservation)
         follow = self._critique_job(job, verdict_id)
         if follow is not None:
             await self.call(follow, deadline)
@@ -401,6 +412,8 @@ class Auditor(RunRecords):
             provider=self.observer_name,
             allow_unpriced=c.allow_unpriced,
             spent=lambda: self.summary.cost_usd,
+            owner=self.owner,
+            lease=self.lease,
         )
 
     async def _call(self, job: Job, deadline: float | None = None) -> int:
@@ -440,6 +453,8 @@ class Auditor(RunRecords):
         workers_n = self.concurrency
         self._share_threads = self.engine.dialect.name == "postgresql"
         self._started = utcnow()  # threads other workers finish from now on are theirs
+        if self._share_threads:  # marks no worker started in the last day can need
+            leases.forget_done(self.engine, datetime.now(UTC) - DONE_MARKS_KEPT)
 
         async def produce() -> None:
             sent = 0

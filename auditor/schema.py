@@ -548,3 +548,17 @@ class Claim(Base):
     owner: Mapped[str] = mapped_column(String(255))
     claimed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class SpendReservation(Base):
+    """The most an observer call in flight may cost, counted against `budget_per_day` by every
+    run until the call's verdict is recorded (auditor.budget.DayCap). A reservation whose
+    `expires_at` has passed, or whose owner process is gone, belonged to a run that died."""
+
+    __tablename__ = "spend_reservations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255))
+    usd: Mapped[float] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

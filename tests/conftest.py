@@ -11,7 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # test helper modules
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("AUDITOR_SHARED", ROOT.parent / "shared"))
+# Resolved: the CLI names files by their real path, so a ../shared that is a link compares equal.
+SHARED = Path(os.environ.get("AUDITOR_SHARED", ROOT.parent / "shared")).resolve()
 CORPUS = SHARED / "corpus"
 
 from helpers.third_party import THIRD_PARTY, third_party_plugin  # noqa: E402 (a helper module above)

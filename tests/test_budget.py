@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import pytest
 from helpers.audit import ScriptPlugin, quiet, write_script_thread
 from helpers.cli import invoke
 from helpers.wire import Reply, Stub, gemini_response
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from auditor import schema as s
 from auditor.budget import Budget, estimate_usd
@@ -104,12 +105,12 @@ def test_concurrent_reservations_never_overrun():
     b = Budget(limit=3.0, spent=lambda: spent[0])
 
     async def call(i: int) -> None:
-        if not await b.reserve(1.0):
+        if (reservation := await b.reserve(1.0)) is None:
             return
         started.append(i)
         await asyncio.sleep(0.01)
         spent[0] += 1.0
-        await b.release(1.0)
+        await b.release(reservation)
 
     async def main():
         await asyncio.gather(*(call(i) for i in range(8)))
@@ -129,6 +130,37 @@ def test_a_budget_per_day_counts_what_earlier_runs_spent_today(store, pm, stub):
     # A larger daily budget lets the rest through.
     summary = run(store, pm, config(stub, budget_per_day=earlier + 1.0), announce=quiet)
     assert (summary.audited, summary.over_budget) == (THREADS - 3, 0)
+
+
+@pytest.mark.both_stores
+def test_runs_at_once_share_one_budget_per_day(engine, pm, stub, tmp_path):
+    """Two runs started together (workers on two machines) under one budget_per_day: each
+    alone would spend up to the cap; together they stay under it, and never have more calls
+    in flight than the cap holds estimates."""
+    f = tmp_path / "many.jsonl"
+    for i in range(16):
+        write_script_thread(f, f"m{i}", f"Done {i}! all tests pass.")
+    ingest(engine, pm, [f])
+    per_day = 0.05
+    summaries = []
+
+    def worker():
+        c = config(stub, budget_per_day=per_day, concurrency=8)
+        summaries.append(run(engine, pm, c, announce=quiet))
+
+    workers = [threading.Thread(target=worker) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    costs = verdict_costs(engine)
+    least = float(estimate_usd(MODEL, "gemini", load_prompt().text, MAX_OUTPUT_TOKENS))
+    assert len(summaries) == 2 and len(stub.log) == len(costs) > 0
+    assert sum(costs) <= per_day
+    assert stub.max_in_flight <= int(per_day // least)
+    assert sum(s.over_budget for s in summaries) > 0  # the cap, not the work, ended them
+    with engine.connect() as conn:  # every reservation was given back
+        assert conn.scalar(select(func.count()).select_from(s.SpendReservation)) == 0
 
 
 def test_an_unpriced_model_is_refused_under_a_budget_unless_allowed(store, pm, stub):

@@ -354,12 +354,20 @@ def test_the_hook_reads_only_the_new_tail_of_the_transcript(stub, session, corpu
     assert (source.lines, source.offset) == (29, session.stat().st_size)
 
 
-def hold_write_lock(path, seconds: float) -> threading.Thread:
-    """Another writer holding the store's write lock for `seconds` (a long ingest, say)."""
+def hold_write_lock(store: str, seconds: float) -> threading.Thread:
+    """Another writer holding the store's locks for `seconds` (a long ingest, a migration)."""
     ready = threading.Event()
 
     def hold():
-        conn = sqlite3.connect(path, isolation_level=None)
+        if store.startswith("postgresql"):
+            import psycopg
+
+            with psycopg.connect(store.replace("+psycopg", "")) as conn:
+                conn.execute("LOCK TABLE source_files, runs IN ACCESS EXCLUSIVE MODE")
+                ready.set()
+                time.sleep(seconds)
+            return
+        conn = sqlite3.connect(store, isolation_level=None)
         conn.execute("BEGIN IMMEDIATE")
         ready.set()
         time.sleep(seconds)
@@ -372,10 +380,9 @@ def hold_write_lock(path, seconds: float) -> threading.Thread:
     return holder
 
 
-@pytest.mark.sqlite_only  # SQLite's write lock and busy timeout
-def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, tmp_path):
-    open_db(tmp_path / "auditor.db")
-    holder = hold_write_lock(tmp_path / "auditor.db", 12)
+def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, store_url):
+    open_db(store_url)
+    holder = hold_write_lock(store_url, 12)
     started = time.monotonic()
     result = hook(stub, session, "--deadline", "3")
     took = time.monotonic() - started
@@ -383,15 +390,15 @@ def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, tm
     assert took < 6, f"the hook took {took:.1f}s past a 3s deadline"
     # The failure could not be recorded in time: it is said on stderr, and dropped.
     assert result.stderr.startswith("auditor hook claude-code: failed: ")
-    assert "could not be recorded: " in result.stderr and "database is locked" in result.stderr
+    locked = "lock timeout" if store_url.startswith("postgresql") else "database is locked"
+    assert "could not be recorded: " in result.stderr and locked in result.stderr
     holder.join()
-    assert rows(open_db(tmp_path / "auditor.db"), s.Run) == []
+    assert rows(open_db(store_url), s.Run) == []
 
 
-@pytest.mark.sqlite_only
-def test_a_store_locked_for_a_moment_is_waited_for(stub, session, tmp_path):
-    open_db(tmp_path / "auditor.db")
-    holder = hold_write_lock(tmp_path / "auditor.db", 1.5)
+def test_a_store_locked_for_a_moment_is_waited_for(stub, session, store_url):
+    open_db(store_url)
+    holder = hold_write_lock(store_url, 1.5)
     result = hook(stub, session, "--deadline", "10")
     holder.join()
     assert (result.returncode, result.stdout, result.stderr) == (0, block(CORRECTION), "")

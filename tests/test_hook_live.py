@@ -44,6 +44,7 @@ class Session:
         self.stub = stub
         self.tmp = tmp_path
         self.took: list[float] = []
+        self.did: list[str] = []  # what each event said it did (--verbose)
 
     def grow(self, upto: int) -> None:
         append_lines(self.path, self.src, self.lines, upto)
@@ -115,7 +116,7 @@ class Session:
         data = self.payload(name, **extra)
         started = time.monotonic()
         result = subprocess.run(
-            self.argv(),
+            self.argv("--verbose"),  # what each event did, on stderr: shown if a wait times out
             input=json.dumps(data),
             capture_output=True,
             text=True,
@@ -124,6 +125,7 @@ class Session:
             check=False,
         )
         self.took.append(time.monotonic() - started)
+        self.did.append(result.stderr.strip())
         assert result.returncode == 0, result.stderr
         return result.stdout
 
@@ -140,7 +142,8 @@ class Session:
                     if (self.sdir / "worker.log").exists()
                     else ""
                 )
-                pytest.fail(f"timed out waiting for {why}; worker log:\n{log}")
+                did = "\n".join(self.did)
+                pytest.fail(f"timed out waiting for {why}; worker log:\n{log}\nhooks:\n{did}")
             time.sleep(0.1)
 
     def staged(self) -> bool:

@@ -82,3 +82,29 @@ def test_workers_share_the_calls_and_lose_none(corpus, tmp_path, pg_server, kill
     # Only a call the killed worker had in flight (at most -j 2) is ever sent again.
     assert resent == 0 if not kill else resent <= 2
     assert len({run for _, _, run in rows}) >= 2  # the work was shared
+
+
+def test_done_marks_older_than_a_day_are_dropped(pg_server):
+    from datetime import UTC, datetime, timedelta
+
+    from auditor import leases
+    from auditor import schema as s
+
+    engine = open_db(pg_server.new_database())
+    now = datetime.now(UTC)
+    claims = s.Claim.__table__
+    with engine.begin() as conn:
+        for key, owner, age in [
+            ("old", leases.DONE, 30),
+            ("new", leases.DONE, 2),
+            ("held", "w", 30),
+        ]:
+            at = now - timedelta(hours=age)
+            conn.execute(claims.insert().values(key=key, owner=owner, claimed_at=at, expires_at=at))
+    assert leases.forget_done(engine, now - timedelta(days=1)) == 1
+    with engine.connect() as conn:
+        assert sorted(conn.scalars(claims.select().with_only_columns(claims.c.key))) == [
+            "held",
+            "new",
+        ]
+    engine.dispose()
