@@ -253,7 +253,11 @@ def open_db(
     except DatabaseError:
         raise
     except Exception as exc:
+        # The driver's own words on one line, without SQLAlchemy's statement and link.
+        orig = getattr(exc, "orig", None)
+        reason = " ".join(str(orig if isinstance(orig, Exception) else exc).split())
         raise DatabaseError(
-            f"Cannot open the database {make_url(url).render_as_string(hide_password=True)}: {exc}"
+            f"Cannot open the database {make_url(url).render_as_string(hide_password=True)}: "
+            f"{reason}"
         ) from exc
     return engine

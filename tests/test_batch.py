@@ -22,6 +22,8 @@ from auditor.plugins import get_plugin_manager
 from auditor.prices import cost
 from auditor.run import Auditor, RunConfig, run
 
+pytestmark = pytest.mark.both_stores
+
 THREADS = 5
 BACKENDS = {
     "gemini": (
@@ -185,7 +187,7 @@ def test_a_run_killed_while_submitting_sends_nothing_twice(store, pm, httpserver
 
     api._create = hold
     base = httpserver.url_for("/").rstrip("/")
-    db = store.url.database
+    db = store.url.render_as_string(hide_password=False)
     cmd = [sys.executable, "-m", "auditor", "--db", db, "run", "--batch", "--observer", observer]
     cmd += ["--model", model, "--base-url", base, "--key", "k", "--max-retries", "0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -16,6 +16,8 @@ from auditor.prompt import load_prompt
 from auditor.run import RunConfig, run
 from auditor.signals import Signal, signal_counts
 
+pytestmark = pytest.mark.both_stores
+
 SECRET = "ghp_" + "A1b2" * 10
 
 

@@ -155,3 +155,14 @@ def test_keying_files_by_source_keeps_what_points_at_them(tmp_path):
         assert conn.exec_driver_sql("SELECT source_file_id FROM messages").all() == [(7,)]
         assert conn.exec_driver_sql("SELECT source_file_id FROM threads").all() == [(7,)]
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_a_store_that_cannot_be_opened_is_named_in_one_line_without_its_password():
+    pytest.importorskip("psycopg")
+    url = "postgresql+psycopg://auditor:s3cret-pw@127.0.0.1:1/team"  # nothing listens on port 1
+    with pytest.raises(DatabaseError) as caught:
+        db.open_db(url)
+    message = str(caught.value)
+    assert message.startswith("Cannot open the database postgresql+psycopg://auditor:***@")
+    assert "\n" not in message and "[SQL" not in message and "s3cret" not in message
+    assert "Connection refused" in message or "connection failed" in message

@@ -15,6 +15,8 @@ from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.run import RunConfig, run
 
+pytestmark = pytest.mark.both_stores
+
 
 @pytest.fixture
 def fake():

@@ -28,6 +28,8 @@ from auditor.plugins import get_plugin_manager
 from auditor.reports import cost_report
 from auditor.run import RunConfig, run
 
+pytestmark = pytest.mark.both_stores
+
 AUDIT_COLOR = (0xB4, 0x23, 0x7A)  # the border of corrections (CSS --audit)
 GATE = {"audit_on_signals": [], "min_tool_calls": 1}
 

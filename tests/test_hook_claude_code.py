@@ -4,8 +4,6 @@ corpus, the hook input on stdin, and the observer a local server speaking the An
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 import uuid
 
@@ -15,6 +13,7 @@ from helpers.live import (
     CORRECTION,
     append_lines,
     copy_lines,
+    hold_lock,
     last_record,
     rows,
     run_cli,
@@ -354,35 +353,9 @@ def test_the_hook_reads_only_the_new_tail_of_the_transcript(stub, session, corpu
     assert (source.lines, source.offset) == (29, session.stat().st_size)
 
 
-def hold_write_lock(store: str, seconds: float) -> threading.Thread:
-    """Another writer holding the store's locks for `seconds` (a long ingest, a migration)."""
-    ready = threading.Event()
-
-    def hold():
-        if store.startswith("postgresql"):
-            import psycopg
-
-            with psycopg.connect(store.replace("+psycopg", "")) as conn:
-                conn.execute("LOCK TABLE source_files, runs IN ACCESS EXCLUSIVE MODE")
-                ready.set()
-                time.sleep(seconds)
-            return
-        conn = sqlite3.connect(store, isolation_level=None)
-        conn.execute("BEGIN IMMEDIATE")
-        ready.set()
-        time.sleep(seconds)
-        conn.execute("ROLLBACK")
-        conn.close()
-
-    holder = threading.Thread(target=hold, daemon=True)
-    holder.start()
-    ready.wait(10)
-    return holder
-
-
 def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, store_url):
     open_db(store_url)
-    holder = hold_write_lock(store_url, 12)
+    holder = hold_lock(store_url, 12)
     started = time.monotonic()
     result = hook(stub, session, "--deadline", "3")
     took = time.monotonic() - started
@@ -398,7 +371,7 @@ def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, st
 
 def test_a_store_locked_for_a_moment_is_waited_for(stub, session, store_url):
     open_db(store_url)
-    holder = hold_write_lock(store_url, 1.5)
+    holder = hold_lock(store_url, 1.5)
     result = hook(stub, session, "--deadline", "10")
     holder.join()
     assert (result.returncode, result.stdout, result.stderr) == (0, block(CORRECTION), "")

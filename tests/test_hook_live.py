@@ -7,14 +7,21 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from helpers.live import CC_SESSION, append_lines, auditor_argv, copy_lines, rows
+from helpers.live import (
+    CC_SESSION,
+    append_lines,
+    auditor_argv,
+    copy_lines,
+    rows,
+    store_locked,
+    stored,
+)
 from helpers.wire import Reply, Stub, anthropic_response
 
 from auditor import schema as s
@@ -22,7 +29,7 @@ from auditor.db import open_db
 from auditor.inject import CORRECTION_MARKER
 from auditor.live import session_dir, state_root
 
-pytestmark = pytest.mark.corpus
+pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
 SESSION = "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
 MID = "You wrote CLAUDE.md without the permission you asked for; ask before writing it."
@@ -181,11 +188,11 @@ def cc(corpus, tmp_path, stub):
 
 
 def verdicts(tmp_path):
-    return rows(open_db(tmp_path / "auditor.db"), s.Verdict)
+    return stored(s.Verdict)
 
 
 def injections(tmp_path):
-    return rows(open_db(tmp_path / "auditor.db"), s.Injection)
+    return stored(s.Injection)
 
 
 def context(message: str) -> dict:
@@ -221,7 +228,7 @@ def test_a_mid_turn_correction_comes_out_at_the_next_tool_round_and_none_follows
         verdict.id,
         "hook PostToolUse",
     )
-    [checkpoint] = rows(open_db(tmp_path / "auditor.db"), s.Checkpoint, s.Checkpoint.gate_audit)
+    [checkpoint] = stored(s.Checkpoint, s.Checkpoint.gate_audit)
     assert checkpoint.kind == "inference"
     assert len(cc.stub.log) == 1
     assert max(cc.took) < DELAY / 2, cc.took
@@ -243,7 +250,7 @@ def test_the_audit_pending_when_the_user_typed_is_cancelled_and_never_delivered(
     assert verdict.status == "cancelled" and verdict.problem.startswith("cancelled: the user wrote")
     assert verdict.latency_ms > 0 and verdict.needs_correction is None
     assert not cc.staged() and injections(tmp_path) == []
-    [run] = rows(open_db(tmp_path / "auditor.db"), s.Run, s.Run.id == verdict.run_id)
+    [run] = stored(s.Run, s.Run.id == verdict.run_id)
     assert run.status == "done" and run.config["hook"]["hook_event_name"] == "PostToolUse"
     assert max(cc.took) < DELAY / 2, cc.took
 
@@ -302,14 +309,9 @@ def test_hooks_return_at_once_with_the_store_locked_and_a_worker_killed(cc, tmp_
     pid = cc.worker_pid()
     os.kill(pid, signal.SIGKILL)
     cc.wait_until(lambda: not _alive(pid), why="the worker to die")
-    db = sqlite3.connect(tmp_path / "auditor.db", timeout=0)
-    db.execute("BEGIN EXCLUSIVE")  # nobody can read or write the store meanwhile
-    try:
+    with store_locked(os.environ["AUDITOR_DB"]):  # nobody can read or write it meanwhile
         assert cc.event("PostToolUse", tool_name="Read") == ""
         assert cc.took[-1] < 1.0, cc.took
-    finally:
-        db.rollback()
-        db.close()
     cc.wait_until(cc.staged, why="the new worker to finish the audit")
     assert cc.worker_pid() != pid
     cc.grow(LAST_ROUND)
@@ -425,7 +427,7 @@ def test_a_correction_given_as_hook_context_holds_the_core_loop_guard(corpus, tm
     lines = src[: WRITE - 1] + [src[WRITE - 1], json.dumps(attachment).encode() + b"\n"]
     lines += [json.dumps(after).encode() + b"\n"] + src[WRITE + 1 : FINAL]
     path.write_bytes(b"".join(lines))
-    engine = open_db(tmp_path / "auditor.db")
+    engine = open_db(os.environ["AUDITOR_DB"])
     Ingester(engine, get_plugin_manager(), "claude-code").run([path])
     [thread] = rows(engine, s.Thread)
     messages = load_messages(engine, thread.id)

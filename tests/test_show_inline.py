@@ -18,6 +18,8 @@ from auditor.ingest import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.run import RunConfig, run
 
+pytestmark = pytest.mark.both_stores
+
 LABEL = re.compile(r"^(assistant|user|system)\b.*\[[^\]]+\]")
 
 

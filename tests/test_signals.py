@@ -33,6 +33,8 @@ from auditor.signals import (
 )
 from auditor.threads import StoredThread
 
+pytestmark = pytest.mark.both_stores
+
 SECRET = "sk-ant-api03-" + "Q" * 40
 THREAD = StoredThread(1, "claude-code", "t-1")
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import select
@@ -76,3 +80,52 @@ def last_record(path: Path) -> dict:
 def rows(engine, table, *where):
     with engine.connect() as conn:
         return conn.execute(select(table.__table__).where(*where).order_by(table.id)).all()
+
+
+def stored(table, *where):
+    """The rows of `table` in the store the commands use (AUDITOR_DB: SQLite or PostgreSQL)."""
+    from auditor.db import open_db
+
+    engine = open_db(os.environ["AUDITOR_DB"])
+    try:
+        return rows(engine, table, *where)
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def store_locked(store: str):
+    """Inside the block nobody else can write to `store` (a long ingest, say): SQLite's
+    exclusive lock, or on PostgreSQL an EXCLUSIVE lock on every table."""
+    if store.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store.replace("+psycopg", "")) as conn:
+            tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            names = ", ".join(f'"{name}"' for (name,) in tables)
+            conn.execute(f"LOCK TABLE {names} IN EXCLUSIVE MODE")  # reads go on, as in WAL
+            yield
+            conn.rollback()
+        return
+    conn = sqlite3.connect(store, isolation_level=None, timeout=0)
+    try:
+        conn.execute("BEGIN EXCLUSIVE")
+        yield
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def hold_lock(store: str, seconds: float) -> threading.Thread:
+    """`store_locked` for `seconds` in a thread of its own; return once the lock is held."""
+    ready = threading.Event()
+
+    def hold():
+        with store_locked(store):
+            ready.set()
+            time.sleep(seconds)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    ready.wait(10)
+    return holder
