@@ -284,7 +284,10 @@ def submit(auditor, report: BatchReport) -> None:
             # Full: submit before claiming the next, so a failed submission holds no lease.
             if chunk and (len(chunk) >= size or chunk_bytes + job_bytes > BATCH_MAX_BYTES):
                 done, chunk, chunk_bytes = chunk, [], 0
-                _submit_chunk(auditor, done, report)
+                try:
+                    _submit_chunk(auditor, done, report)
+                finally:
+                    _give_back(budget, done)
             if not auditor.claim(job):
                 continue
             # Under the lease: another run may have put it in a batch since it was planned.
@@ -293,6 +296,10 @@ def submit(auditor, report: BatchReport) -> None:
             over = budget is not None and (
                 auditor.summary.cost_usd + report.est_usd + est > budget.limit
             )
+            row = None  # budget_per_day: held until the batch row counts the estimate
+            if not waiting and not over and budget is not None and budget.day is not None:
+                row, _ = budget.day.take(est)
+                over = row is None
             if waiting or over:
                 auditor.release(job)
                 if waiting:
@@ -303,25 +310,37 @@ def submit(auditor, report: BatchReport) -> None:
                 continue
             taken += 1
             report.est_usd += est
-            chunk.append((job, est))
+            chunk.append((job, est, row))
             chunk_bytes += job_bytes
     except BaseException:
-        for job, _ in chunk:  # claimed, never recorded in a batch: free for the next run
+        for job, _, _ in chunk:  # claimed, never recorded in a batch: free for the next run
             auditor.release(job)
+        _give_back(budget, chunk)
         raise
     if chunk:
-        _submit_chunk(auditor, chunk, report)
+        try:
+            _submit_chunk(auditor, chunk, report)
+        finally:
+            _give_back(budget, chunk)
+
+
+def _give_back(budget, chunk: list) -> None:
+    """Delete the chunk's budget_per_day reservations: its batch row (est_usd) counts them now,
+    or it was never recorded."""
+    for _, _, row in chunk:
+        if row is not None:
+            budget.day.give_back(row)
 
 
 def _submit_chunk(auditor, jobs: list, report: BatchReport) -> None:
     """Record the batch, submit it, record its provider id; release the jobs' leases.
 
-    `jobs` holds (job, worst-case USD at the batch price) pairs.
+    `jobs` holds (job, worst-case USD at the batch price, its reservation) triples.
     """
     b, r = s.Batch.__table__, s.BatchRequest.__table__
     label = f"auditor-{utcnow():%Y%m%d%H%M%S}-{secrets.token_hex(4)}"
-    est = sum(e for _, e in jobs)
-    jobs = [job for job, _ in jobs]
+    est = sum(e for _, e, _ in jobs)
+    jobs = [job for job, _, _ in jobs]
     items = [
         BatchItem(
             f"cp{job.checkpoint_id}-{job.input_hash[:16]}",

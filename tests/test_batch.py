@@ -232,6 +232,45 @@ def test_a_budget_caps_what_a_batch_may_cost(store, pm, httpserver):
     assert f"{summary.over_budget} checkpoints left unaudited" in summary.budget_note
 
 
+def test_a_batch_under_budget_per_day_counts_the_calls_other_runs_have_in_flight(
+    store, pm, httpserver
+):
+    """A worker elsewhere holds most of today's budget for its calls in flight: the batch takes
+    only what is left, and gives back its own reservations once the batch row counts them."""
+    from datetime import UTC, datetime, timedelta
+
+    from auditor import leases
+
+    pytest.importorskip("google.genai")
+    api = GeminiBatches(httpserver)
+    options = {"api_key": "k", "base_url": httpserver.url_for("/").rstrip("/"), "max_retries": 0}
+    model = "gemini-3.1-pro-preview"
+    config = RunConfig(observer="gemini", model=model, observer_options=options, batch=True)
+    planner = Auditor(store, pm, config)
+    worst = [
+        float(estimate_usd(model, "gemini", planner.prompt.text + j.user, 1024, batch=True))
+        for j in planner.jobs()
+    ]
+    elsewhere = 1.0  # reserved by a live run (this process: never taken for a dead one)
+    now = datetime.now(UTC)
+    reservations = s.SpendReservation.__table__
+    with store.begin() as conn:
+        conn.execute(
+            reservations.insert().values(
+                owner=leases.new_owner(),
+                usd=elsewhere,
+                created_at=now,
+                expires_at=now + timedelta(hours=1),
+            )
+        )
+    config.budget_per_day = elsewhere + worst[0] + worst[1] + min(worst) / 2
+    summary = run(store, pm, config, announce=quiet)
+    assert (summary.batch.submitted, summary.over_budget) == (2, THREADS - 2)
+    assert len(api.created) == 1
+    with store.connect() as conn:
+        assert list(conn.scalars(select(reservations.c.usd))) == [elsewhere]
+
+
 def test_a_dry_run_with_batch_is_refused_as_the_run_would_be(store, pm):
     """`run --dry-run --batch` on the embedded model estimated 'at the batch price'; the run
     itself refuses: no batch API. Now both refuse, and so for --critique with --batch."""
