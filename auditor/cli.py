@@ -187,9 +187,19 @@ def observers(ctx: Context, as_json: bool) -> None:
     if as_json:
         echo_json(rows)
         return
+    import shutil
+    import textwrap
+
+    width = max(40, shutil.get_terminal_size().columns)
     for r in rows:
-        state = "ready" if r["ready"] else r["problem"]
-        click.echo(f"{r['name']:<10} {r['default_model']:<28} {state}")
+        click.echo(
+            f"{r['name']:<10} {r['default_model']:<28} {'ready' if r['ready'] else 'not ready'}"
+        )
+        if not r["ready"]:  # what to do, wrapped under the row
+            text = textwrap.fill(
+                r["problem"], width, initial_indent="    ", subsequent_indent="    "
+            )
+            click.echo(text)
 
 
 @cli.group()

@@ -330,7 +330,9 @@ def _agreement_table(report) -> None:
     kappa = "undefined" if x["kappa"] is None else f"{x['kappa']:.3f}"
     console.print(f"agreement {_pct(x['agreement'])}, Cohen's kappa {kappa}")
     for d in report.rows:
-        console.print(f"\n[bold]{d['agent']} {d['thread_native_id']}[/bold] at {d['message_id']}")
+        # Ids whole on lines of their own (never folded by the console), to copy into `show`.
+        console.print(f"\n[bold]{d['agent']} {d['thread_native_id']}[/bold]", soft_wrap=True)
+        console.print(f"  at message {d['message_id']}", soft_wrap=True, markup=False)
         for side, name in (("a", x["a"]), ("b", x["b"])):
             said = d[f"{side}_message"] or (
                 "(asked for a correction)" if d[f"{side}_needs_correction"] else "(no correction)"

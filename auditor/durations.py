@@ -15,9 +15,11 @@ _HINT = "use a number with s, m, h, d or w, like 90s, 15m, 12h or 7d"
 def parse_duration(value: str) -> timedelta:
     """Turn '90s', '15m', '12h', '7d', '2w' or a bare number of seconds into a timedelta."""
     match = _SPAN.fullmatch(str(value).strip().lower())
-    seconds = float(match[1]) * UNITS[match[2] or "s"] if match else 0.0
-    if seconds <= 0:
+    if not match:
         raise AuditorError(f"{value!r} is not a duration: {_HINT}")
+    seconds = float(match[1]) * UNITS[match[2] or "s"]
+    if seconds <= 0:
+        raise AuditorError(f"{value!r} is no time at all: a duration must be longer than 0")
     return timedelta(seconds=seconds)
 
 

@@ -110,3 +110,20 @@ def test_unknown_observer_is_named(store):
     )
     result = CliRunner().invoke(cli, ["report", "agreement", "--observers", "alpha"])
     assert result.output == "Error: --observers takes two observers, A,B; got 'alpha'\n"
+
+
+def test_ids_of_disagreements_stay_whole_in_a_narrow_terminal(store):
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "auditor", "report", "agreement", "--observers", "alpha,beta"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "16"},
+    ).stdout
+    lines = out.splitlines()
+    for d in json.loads(agreement("--observers", "alpha,beta"))["rows"]:
+        assert f"  at message {d['message_id']}" in lines

@@ -441,3 +441,18 @@ def test_the_day_sums_follow_deleted_threads_and_changed_verdicts(audited, engin
     assert sum(r["audit_calls"] for r in rows.values()) == 2
     with engine.connect() as conn:
         assert conn.execute(text("SELECT sum(calls) FROM verdict_daily")).scalar() == 2
+
+
+def test_calls_that_name_no_model_are_said_so_not_called_a_model(engine, tmp_path, monkeypatch):
+    price_file(tmp_path, monkeypatch, RATES)
+    pm = get_plugin_manager(extra=[UsagePlugin()])
+    f = tmp_path / "threads.jsonl"
+    write_thread(f, "t-named", "Done.", n_tools=2)
+    write_thread(f, "t-anonymous", "Done.", n_tools=3, model=None)
+    ingest(engine, pm, [f])
+    table = invoke("report", "costs", "--by", "model")
+    # three tool rounds and the final answer, each billed
+    assert "4 agent calls name no model in their transcript, so they have no price" in table.stderr
+    assert "not in the price table" not in table.stderr
+    out = json.loads(invoke("report", "costs", "--by", "model", "--format", "json").stdout)
+    assert [u["calls"] for u in out["unknown_models"]] == [4]

@@ -173,11 +173,17 @@ def test_durations_read_and_write_one_unit_set(text, seconds, written):
     assert format_duration(parse_duration(text)) == written
 
 
-@pytest.mark.parametrize("text", ["", "0m", "-5m", "soon", "15x"])
+@pytest.mark.parametrize("text", ["", "-5m", "soon", "15x"])
 def test_a_duration_that_is_not_one_is_refused(text):
     with pytest.raises(
         AuditorError, match="is not a duration: use a number with s, m, h, d or w, like 90s"
     ):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["0s", "0m", "0.0h"])
+def test_a_zero_duration_is_refused_as_such(text):
+    with pytest.raises(AuditorError, match="is no time at all: a duration must be longer than 0"):
         parse_duration(text)
 
 

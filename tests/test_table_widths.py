@@ -144,3 +144,22 @@ def test_report_costs_by_model_keeps_the_models_apart_at_80_columns(store):
         model = row["model"] or "—"
         assert name == model or (name.endswith("…") and model.startswith(name[:-1]))
     assert any(line.startswith("(left out for width: cache read") for line in lines)
+
+
+def test_observers_fit_the_terminal_and_say_what_to_do(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(COLUMNS="60", AUDITOR_LOCAL_BASE_URL="http://127.0.0.1:1/v1")
+    out = subprocess.run(
+        [sys.executable, "-m", "auditor", "--db", str(tmp_path / "a.db"), "observers"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 60
+    rows = {line.split()[0]: line for line in lines if not line.startswith(" ")}
+    assert rows["gemini"].endswith("not ready") and rows["claude"].endswith("not ready")
+    said = " ".join(line.strip() for line in lines if line.startswith("    "))
+    assert "set GEMINI_API_KEY (or pass --key)" in said
+    assert "set ANTHROPIC_API_KEY (or pass --key)" in said

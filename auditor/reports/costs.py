@@ -398,10 +398,17 @@ def cost_report(
     unknown_list = [
         {"model": m or "(none)", **v} for m, v in sorted(unknown.items(), key=lambda kv: str(kv[0]))
     ]
-    if unknown_list:
+    named = sorted((m, v["calls"]) for m, v in unknown.items() if m)
+    if named:
         notes.append(
             "not in the price table, so left out of agent_usd (not priced at 0): "
-            + ", ".join(f"{u['model']} ({u['calls']} calls)" for u in unknown_list)
+            + ", ".join(f"{m} ({calls} calls)" for m, calls in named)
+        )
+    if len(named) < len(unknown):
+        calls = sum(v["calls"] for m, v in unknown.items() if not m)
+        notes.append(
+            f"{calls} agent calls name no model in their transcript, so they have no price "
+            "(left out of agent_usd)"
         )
     if unknown_observers:
         notes.append("observer models without a price: " + ", ".join(sorted(unknown_observers)))
