@@ -254,12 +254,21 @@ def run(
 )
 @prompt_token_options
 @mode_option
+@click.option(
+    "--observer",
+    metavar="NAME",
+    default=None,
+    help="Render as for this observer: one with a small context window (embedded) gets the "
+    "thread sized to fit it.",
+)
 @pass_ctx
-def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tokens, mode) -> None:
+def prompt(
+    ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tokens, mode, observer
+) -> None:
     """Print the exact system prompt and user content the observer would get at a checkpoint."""
     from .checkpoints import checkpoint_at
     from .errors import AuditorError
-    from .plan import plan
+    from .plan import formatter_for, plan
     from .prompt import load_prompt
     from .threads import find_thread, load_messages
 
@@ -272,6 +281,10 @@ def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tok
             f"{at!r} is not a message of thread {th.native_id}: `auditor show {thread}` shows "
             "each message's id in brackets"
         ) from None
+    system = load_prompt()
+    formatter = formatter_config(min_prompt_tokens, max_prompt_tokens)
+    if observer:
+        formatter = formatter_for(formatter, ctx.plugins.observer(observer), system.text)
     with ctx.engine.connect() as conn:
         p = plan(
             conn,
@@ -280,11 +293,10 @@ def prompt(ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tok
             th,
             messages,
             gate={"mode": mode},
-            formatter=formatter_config(min_prompt_tokens, max_prompt_tokens),
+            formatter=formatter,
             signals={},
             render=True,
         )
-    system = load_prompt()
     signals, decision, user = p.signals, p.decision, p.user
     click.echo(
         f"<!-- prompt {system.version} sha256:{system.sha256[:16]}; gate: {decision.reason} -->",

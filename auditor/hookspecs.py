@@ -50,8 +50,9 @@ def register_observers(register: Callable[[Observer], None]) -> None:
     selects), `default_model`, `check(options)` (returns None when usable, else a one-line
     reason with the fix: missing SDK, key or server) and `async observe(request, options)`
     returning an `ObserveResult`; optionally `concurrency` (calls in flight that suit it, when
-    `-j` is not given), `timeout` (seconds per call, when `--timeout` is not given) and
-    `seconds_per_call` (how long an answer takes, for `hook install`).
+    `-j` is not given), `timeout` (seconds per call, when `--timeout` is not given),
+    `seconds_per_call` (how long an answer takes, for `hook install`) and `context_tokens`
+    (the tokens a prompt may take, when the window is small: the thread is rendered to fit).
     """
 
 

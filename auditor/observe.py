@@ -83,8 +83,10 @@ class Verdict:
 class Observer(Protocol):
     """An observer backend. Optional attributes, read with getattr: `concurrency` (calls in
     flight that suit it when the user gives none; 4 when absent), `timeout` (seconds per call
-    when the user gives none; 120 when absent) and `seconds_per_call` (how
-    long an answer takes; `auditor hook install` warns when it is past the hook's deadline)."""
+    when the user gives none; 120 when absent), `seconds_per_call` (how
+    long an answer takes; `auditor hook install` warns when it is past the hook's deadline) and
+    `context_tokens` (the tokens its prompt may take, for a small window: the rendered thread
+    is sized to fit beside the system prompt)."""
 
     name: str
     default_model: str

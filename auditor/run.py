@@ -24,7 +24,7 @@ from . import schema as s
 from .checkpoints import Checkpoint, find_checkpoints
 from .db import upsert, utcnow
 from .observe import MAX_OUTPUT_TOKENS, ObserveRequest
-from .plan import gate_config, plan
+from .plan import formatter_for, gate_config, plan
 from .plugins import Plugins
 from .run_record import RunRecords, price_of
 from .run_setup import Job, RunConfig, RunInterrupted, RunSummary, choose_observer
@@ -60,6 +60,7 @@ class Auditor(RunRecords):
         self.prompt = load_prompt()
         self.critique_prompt = critique.load_critique_prompt() if config.critique else None
         self.gate_config = gate_config(config.gate)
+        self.formatter = formatter_for(config.formatter, self.observer, self.prompt.text)
         self.summary = RunSummary(None, self.observer_name, self.model)
         self.owner = leases.new_owner()
         self._held: dict[str, Any] = {}  # PostgreSQL: claim key -> the connection holding it
@@ -199,7 +200,7 @@ class Auditor(RunRecords):
             thread,
             messages,
             gate=config.gate,
-            formatter=config.formatter,
+            formatter=self.formatter,
             signals=config.signals,
         )
         before = events.gate_before(conn, cp)

@@ -284,6 +284,9 @@ class EmbeddedObserver:
     default_model = DEFAULT_MODEL
     description = "Gemma 3 270M in-process via llama-cpp-python; free, offline, toy verdicts"
     concurrency = 1  # one call at a time: the CPU is the limit, calls queued behind only wait
+    # What a prompt may take of the window: the answer's room and the tool's description
+    # (added to the system prompt, about 160 tokens) left out. The run renders to fit it.
+    context_tokens = DEFAULT_N_CTX - ANSWER_TOKENS - 200
     # Seconds per call (--timeout): a full window takes minutes on a busy 2-core machine.
     timeout = 600.0
     seconds_per_call = SECONDS_PER_CALL

@@ -113,3 +113,11 @@ def test_prompt_budget_grows_with_the_turn_within_the_given_floor_and_cap(corpus
     grown = size()
     raised = size("--min-prompt-tokens", "20000", "--max-prompt-tokens", "40000")
     assert capped <= 6000 and 8000 < grown <= 8000 + 60 * 148 < raised <= 20000 + 60 * 148
+    # As the embedded model gets it: sized to its window, beside the system prompt.
+    from auditor_plugins.embedded import EmbeddedObserver
+
+    from auditor.plan import formatter_for
+    from auditor.prompt import load_prompt
+
+    fits = formatter_for({}, EmbeddedObserver(), load_prompt().text)["max_tokens"]
+    assert size("--observer", "embedded") <= fits < 6000

@@ -210,3 +210,34 @@ def test_the_timeout_is_the_observers_own_unless_given(store, pm, fake, monkeypa
     assert Auditor(store, pm, RunConfig(observer="fake")).lease == 600 * 4 + 65
     embedded = Auditor(store, plugins(), RunConfig(observer="embedded"))
     assert embedded.timeout == 600.0
+
+
+@pytest.mark.corpus
+@pytest.mark.sqlite_only  # rendering only
+def test_a_small_window_is_filled_by_the_formatter_not_cut_by_the_backend(corpus, engine):
+    """An observer that says how many tokens its prompt may take gets each checkpoint rendered to
+    fit beside the system prompt; --max-prompt-tokens still wins."""
+    from auditor_plugins.formatter_text import estimate_tokens
+    from helpers.live import CC_SESSION
+
+    from auditor.plan import TOKENIZER_MARGIN
+    from auditor.run import Auditor
+
+    observer = FakeObserver()
+    pm = get_plugin_manager(extra=[FakeObserverPlugin(observer)])
+    ingest(engine, pm, [corpus / CC_SESSION])
+    every = {"mode": "every-inference", "min_tool_calls": 1, "require_edit": False}
+
+    def rendered(**formatter) -> tuple[dict, list[int]]:
+        a = Auditor(engine, pm, RunConfig(observer="fake", gate=every, formatter=formatter))
+        return a.formatter, [estimate_tokens(j.user) for j in a.jobs()]
+
+    _, wide = rendered()
+    observer.context_tokens = 4000  # type: ignore[attr-defined]
+    options, narrow = rendered()
+    room = 4000 - estimate_tokens(Auditor(engine, pm, RunConfig(observer="fake")).prompt.text)
+    assert options == {"max_tokens": int(room / TOKENIZER_MARGIN)}
+    assert len(narrow) == len(wide) >= 5 and max(wide) > options["max_tokens"]
+    assert max(narrow) <= options["max_tokens"]
+    given, _ = rendered(max_tokens=20000)
+    assert given == {"max_tokens": 20000}
