@@ -49,6 +49,14 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
         value = default_path()
     value = str(value)
     if "://" in value:
+        scheme, rest = value.split("://", 1)
+        if scheme == "postgres":  # as Heroku and many hosts write it
+            return f"postgresql://{rest}"
+        if scheme.split("+")[0] not in ("sqlite", "postgresql"):
+            raise DatabaseError(
+                f"auditor keeps its store in SQLite or PostgreSQL, not {scheme.split('+')[0]}: "
+                "give a file path or postgresql+psycopg://USER:PASSWORD@HOST:5432/DBNAME"
+            )
         return value
     return "sqlite:///" + str(Path(value).expanduser().resolve())
 
@@ -252,6 +260,17 @@ def open_db(
             upgrade(engine)
     except DatabaseError:
         raise
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("psycopg", "psycopg2"):
+            raise
+        if exc.name == "psycopg2":
+            raise DatabaseError(
+                "postgresql+psycopg2:// needs psycopg2, which auditor does not install: use "
+                "postgresql+psycopg://... (psycopg 3: pip install 'auditor[postgres]')"
+            ) from exc
+        raise DatabaseError(
+            "A PostgreSQL store needs the psycopg driver: pip install 'auditor[postgres]'"
+        ) from exc
     except Exception as exc:
         # The driver's own words on one line, without SQLAlchemy's statement and link.
         orig = getattr(exc, "orig", None)

@@ -166,3 +166,25 @@ def test_a_store_that_cannot_be_opened_is_named_in_one_line_without_its_password
     assert message.startswith("Cannot open the database postgresql+psycopg://auditor:***@")
     assert "\n" not in message and "[SQL" not in message and "s3cret" not in message
     assert "Connection refused" in message or "connection failed" in message
+
+
+def test_store_urls_as_hosts_write_them_or_that_auditor_cannot_use():
+    assert db.resolve_url("postgres://a:b@h/d") == "postgresql://a:b@h/d"
+    assert db.resolve_url("postgresql+psycopg://a:b@h/d") == "postgresql+psycopg://a:b@h/d"
+    with pytest.raises(DatabaseError, match="SQLite or PostgreSQL, not mysql: give a file path"):
+        db.resolve_url("mysql://a:b@h/d")
+
+
+def test_a_driver_auditor_does_not_install_is_named_with_the_one_it_does(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_psycopg2(name, *args, **kwargs):
+        if name == "psycopg2" or name.startswith("psycopg2."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name="psycopg2")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_psycopg2)
+    with pytest.raises(DatabaseError, match=r"use postgresql\+psycopg://"):
+        db.open_db("postgresql+psycopg2://a:b@127.0.0.1:1/d")
