@@ -213,7 +213,9 @@ def test_a_run_killed_while_submitting_sends_nothing_twice(store, pm, httpserver
     assert sum(r.status == "ok" for r in verdicts(store)) == THREADS
 
 
-def test_a_budget_caps_what_a_batch_may_cost(store, pm, httpserver):
+def gemini_batch_run(store, pm, httpserver) -> tuple[GeminiBatches, RunConfig, list[float]]:
+    """A Gemini batch stand-in, the config of a batch run against it, and each checkpoint's worst
+    case at the batch price, as the run will reserve it."""
     pytest.importorskip("google.genai")
     api = GeminiBatches(httpserver)
     options = {"api_key": "k", "base_url": httpserver.url_for("/").rstrip("/"), "max_retries": 0}
@@ -224,6 +226,11 @@ def test_a_budget_caps_what_a_batch_may_cost(store, pm, httpserver):
         float(estimate_usd(model, "gemini", planner.prompt.text + j.user, 1024, batch=True))
         for j in planner.jobs()
     ]
+    return api, config, worst
+
+
+def test_a_budget_caps_what_a_batch_may_cost(store, pm, httpserver):
+    api, config, worst = gemini_batch_run(store, pm, httpserver)
     config.budget = worst[0] + worst[1] + min(worst) / 2  # room for two checkpoints
     summary = run(store, pm, config, announce=quiet)
     assert (summary.batch.submitted, summary.over_budget) == (2, THREADS - 2)
@@ -241,16 +248,7 @@ def test_a_batch_under_budget_per_day_counts_the_calls_other_runs_have_in_flight
 
     from auditor import leases
 
-    pytest.importorskip("google.genai")
-    api = GeminiBatches(httpserver)
-    options = {"api_key": "k", "base_url": httpserver.url_for("/").rstrip("/"), "max_retries": 0}
-    model = "gemini-3.1-pro-preview"
-    config = RunConfig(observer="gemini", model=model, observer_options=options, batch=True)
-    planner = Auditor(store, pm, config)
-    worst = [
-        float(estimate_usd(model, "gemini", planner.prompt.text + j.user, 1024, batch=True))
-        for j in planner.jobs()
-    ]
+    api, config, worst = gemini_batch_run(store, pm, httpserver)
     elsewhere = 1.0  # reserved by a live run (this process: never taken for a dead one)
     now = datetime.now(UTC)
     reservations = s.SpendReservation.__table__
