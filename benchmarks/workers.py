@@ -39,6 +39,13 @@ def auditor(db: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "auditor", "--db", db, *args]
 
 
+def _children_cpu() -> float:
+    import resource
+
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def scenario(server, base: str, stub: Stub, workers: int, jobs: int, to_audit: int, kill=False):
     db = server.url_base + base.rsplit("/", 1)[1] + f"_{workers}{'k' if kill else ''}"
     name = db.rsplit("/", 1)[1]
@@ -47,6 +54,7 @@ def scenario(server, base: str, stub: Stub, workers: int, jobs: int, to_audit: i
     env = {**os.environ, "GEMINI_API_KEY": "AIza-bench", "GOOGLE_GEMINI_BASE_URL": stub.url}
     argv = auditor(db, "run", "--observer", "gemini", "-j", str(jobs), "--max-retries", "0", *GATE)
     started = time.monotonic()
+    cpu_before = _children_cpu()
     procs = [
         subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(workers)
@@ -60,6 +68,7 @@ def scenario(server, base: str, stub: Stub, workers: int, jobs: int, to_audit: i
     for p in procs:
         p.wait()
     took = time.monotonic() - started
+    cpu = _children_cpu() - cpu_before  # the workers' own CPU time (not the server's)
     bodies = Counter(json.dumps(r["body"], sort_keys=True) for r in stub.log)
     resent = sum(n - 1 for n in bodies.values())
     import psycopg
@@ -77,6 +86,7 @@ def scenario(server, base: str, stub: Stub, workers: int, jobs: int, to_audit: i
         "workers": workers,
         "seconds": round(took, 2),
         "audits_per_s": round(answered / took, 2),
+        "worker_cpu_ms_per_audit": round(1000 * cpu / max(answered, 1), 1),
         "calls": len(stub.log),
         "duplicate_calls": resent,
         "killed_worker_in_flight": killed_calls if kill else None,
