@@ -124,6 +124,26 @@ def unheld(engine: Engine, keys: list[str]) -> tuple[set[str], set[str]]:
     return set(keys) - there, free
 
 
+def taken(engine: Engine, checkpoint_ids: list[int]) -> set[int]:
+    """Of `checkpoint_ids`, those with a call some worker holds right now (`hold`)."""
+    c = s.Claim.__table__
+    with engine.connect() as conn:
+        there = set(
+            conn.execute(
+                select(c.c.checkpoint_id).where(c.c.checkpoint_id.in_(checkpoint_ids))
+            ).scalars()
+        )
+        free = set(
+            conn.execute(
+                select(c.c.checkpoint_id)
+                .where(c.c.checkpoint_id.in_(there))
+                .with_for_update(skip_locked=True)
+            ).scalars()
+        )
+        conn.rollback()
+    return there - free
+
+
 DONE = "done"  # the owner of a lease whose work is done
 
 

@@ -28,21 +28,20 @@ from .plan import formatter_for, gate_config, plan
 from .plugins import Plugins
 from .run_record import RunRecords, price_of
 from .run_setup import Job, RunConfig, RunInterrupted, RunSummary, choose_observer
+from .run_share import HELD, PLAN_CHUNK, TAKEN, ThreadSharing
 from .signals import store_signals
 from .threads import find_thread, load_messages
 
 WAIT_FOR_HELD = 0.2  # seconds between looks at calls other workers hold (PostgreSQL)
 WAIT_FOR_THREADS = 1.0  # seconds between looks at threads other workers hold (PostgreSQL)
-PLAN_CHUNK = 8  # checkpoints planned in one transaction
 DONE_MARKS_KEPT = timedelta(days=1)  # PostgreSQL: how long a thread's done mark is kept
-TAKEN, HELD, DONE = "taken", "held", "done"  # what became of a thread's lease (PostgreSQL)
 CHARS_PER_TOKEN = 4  # rough estimate used only by --dry-run
 DEFAULT_CONCURRENCY = 4  # calls in flight when neither the user nor the observer says
 DEFAULT_TIMEOUT = 120.0  # seconds per call when neither the user nor the observer says
 EST_OUTPUT_TOKENS = 80
 
 
-class Auditor(RunRecords):
+class Auditor(RunRecords, ThreadSharing):
     """One run over the store."""
 
     def __init__(self, engine: Engine, plugins: Plugins, config: RunConfig):
@@ -97,7 +96,8 @@ class Auditor(RunRecords):
         On PostgreSQL, workers running at once share the threads: each takes a thread's lease
         (`leases.hold`) before planning it and keeps it until its calls are made, then marks
         it done (for the thread as it stands); a thread another worker holds, or finished
-        since this run began, is skipped. Held ones are looked at again at the end: done by then,
+        since this run began, is skipped. Once none is left to take, the worker helps with the
+        threads others hold (`_help`). Held ones are looked at again at the end: done by then,
         or left by a worker that died (their lease free), then planned here.
         """
         waiting: list = []
@@ -107,6 +107,8 @@ class Auditor(RunRecords):
                 waiting.append(thread)
             if status == TAKEN:
                 yield from self._thread_jobs(thread)
+        for thread in waiting:
+            yield from self._help(thread)
         while waiting:
             time.sleep(WAIT_FOR_THREADS)
             keys = {self._thread_key(t): t for t in waiting}
@@ -121,19 +123,25 @@ class Auditor(RunRecords):
 
     def _thread_jobs(self, thread) -> Iterator[Job]:
         """Plan `thread`'s checkpoints a few at a time (one transaction each), so that its first
-        calls start while the rest is planned, and no transaction stays open between them."""
+        calls start while the rest is planned, and no transaction stays open between them.
+        Shared with other workers, checkpoints they answered or hold now are passed over
+        unrendered (`_passed_over`)."""
         messages = load_messages(self.engine, thread.id)
         checkpoints = find_checkpoints(thread.id, messages, self.gate_config["mode"])
         key = self._thread_key(thread)
         shared = key in self._held  # its lease is given back once its calls are made
+        known = self._checkpoint_rows(thread.id) if shared else {}
         if shared:
             with self._lock:
                 self._open[key] = 1  # planning counts as one call until it is over
         for start in range(0, len(checkpoints), PLAN_CHUNK):
+            chunk = checkpoints[start : start + PLAN_CHUNK]
+            skip = self._passed_over(chunk, known) if shared else set()
             with self.engine.begin() as conn:
                 planned = [
                     self.plan_checkpoint(conn, cp, thread, messages)
-                    for cp in checkpoints[start : start + PLAN_CHUNK]
+                    for cp in chunk
+                    if (cp.message_id, cp.kind) not in skip
                 ]
             for job in planned:
                 if job is None or job.answered is not None:
@@ -145,45 +153,6 @@ class Auditor(RunRecords):
                 yield job
         if shared:  # not when the run stopped early: `let_go_all` gives the lease back
             self._done_with(key)
-
-    def _thread_key(self, thread) -> str:
-        """The thread as it stands (its messages) with this run's observer, model and prompt."""
-        text = (
-            f"thread\0{thread.id}\0{thread.message_count}\0{thread.ended_at}\0"
-            f"{self.observer_name}\0{self.model}\0{self.prompt.sha256}"
-        )
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def _take_thread(self, thread) -> str:
-        """TAKEN (its lease is ours now), HELD (another worker has it) or DONE (by another
-        worker, a moment ago)."""
-        key = self._thread_key(thread)
-        conn = leases.hold(self.engine, key, None, self.owner)
-        if conn is None:
-            return HELD
-        if leases.is_done(conn, key, self._started):
-            conn.close()
-            return DONE
-        self._held[key] = conn
-        return TAKEN
-
-    def _done_with(self, key: str | None) -> None:
-        """One call of the thread leased as `key` is over: give the lease back after the last."""
-        if key is None:
-            return
-        with self._lock:
-            self._open[key] -= 1
-            last = self._open[key] <= 0
-            conn = self._held.pop(key, None) if last else None
-        if conn is not None:
-            leases.finish(conn, key)
-
-    def let_go_all(self) -> None:
-        """Give back every lease still held (a run stopped early)."""
-        with self._lock:
-            held, self._held = self._held, {}
-        for key, conn in held.items():
-            leases.let_go(conn, key)
 
     def plan_checkpoint(self, conn, cp: Checkpoint, thread, messages: list) -> Job | None:
         """Plan one checkpoint with `auditor.plan.plan`, record the decision, return its job.
@@ -334,23 +303,6 @@ class Auditor(RunRecords):
                 return False
         return True
 
-    def _hold(self, job: Job) -> bool:
-        """`claim` for a call on PostgreSQL: a row lock taken with SKIP LOCKED, held through the call
-        (see `leases.hold`). A job another worker holds waits in `_waiting` and is tried again
-        once the rest is done: answered by then, or freed by a worker that died."""
-        conn = leases.hold(self.engine, job.claim_key, job.checkpoint_id, self.owner)
-        if conn is None:
-            self.summary.busy += 1
-            self._waiting.append(job)
-            return False
-        job.answered = self._already_answered(conn, job)
-        if job.answered is not None:
-            leases.let_go(conn, job.claim_key)
-            self.summary.reused += 1
-            return False
-        self._held[job.claim_key] = conn
-        return True
-
     def release(self, job: Job) -> None:
         """Give up the lease on `job`'s call (taken by `claim`)."""
         conn = self._held.pop(job.claim_key, None)
@@ -485,6 +437,7 @@ class Auditor(RunRecords):
                     await self.call(job)
                 finally:
                     self._done_with(job.thread_lease)
+                    self._done_helping(job)
                 self.summary.finished += 1
                 if progress:
                     progress(self.summary)

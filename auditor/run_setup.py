@@ -100,6 +100,9 @@ class Job:
     critique_of: int | None = None  # for a second pass: the verdict it re-examines
     thread_native_id: str = ""
     thread_lease: str | None = None  # PostgreSQL: the lease on the thread held while it runs
+    # PostgreSQL, a call of a thread another worker holds: the helper's lease on its checkpoint
+    # (Auditor._help), given back once the call is over.
+    helping: str | None = None
 
     @property
     def claim_key(self) -> str:

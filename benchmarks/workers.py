@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -55,18 +56,20 @@ def scenario(server, base: str, stub: Stub, workers: int, jobs: int, to_audit: i
     argv = auditor(db, "run", "--observer", "gemini", "-j", str(jobs), "--max-retries", "0", *GATE)
     started = time.monotonic()
     cpu_before = _children_cpu()
-    procs = [
-        subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(workers)
-    ]
+    logs = [tempfile.TemporaryFile("w+") for _ in range(workers)]
+    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log) for log in logs]
     killed_calls = 0
     if kill:
         while len(stub.log) < to_audit // 3 and procs[0].poll() is None:
             time.sleep(0.01)
         killed_calls = stub.in_flight  # at most: the calls in flight when it died
         procs[0].send_signal(signal.SIGKILL)  # a no-op if it already ended
-    for p in procs:
-        p.wait()
+    codes = [p.wait() for p in procs]
+    for code, log in zip(codes, logs, strict=True):
+        if code not in (0, -signal.SIGKILL):  # a worker that failed says why
+            log.seek(0)
+            print(f"a worker exited {code}: {log.read()[-2000:]}", file=sys.stderr)
+        log.close()
     took = time.monotonic() - started
     cpu = _children_cpu() - cpu_before  # the workers' own CPU time (not the server's)
     bodies = Counter(json.dumps(r["body"], sort_keys=True) for r in stub.log)
@@ -87,6 +90,7 @@ def scenario(server, base: str, stub: Stub, workers: int, jobs: int, to_audit: i
         "seconds": round(took, 2),
         "audits_per_s": round(answered / took, 2),
         "worker_cpu_ms_per_audit": round(1000 * cpu / max(answered, 1), 1),
+        "exit_codes": codes,
         "calls": len(stub.log),
         "duplicate_calls": resent,
         "killed_worker_in_flight": killed_calls if kill else None,
