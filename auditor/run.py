@@ -124,8 +124,8 @@ class Auditor(RunRecords, ThreadSharing):
     def _thread_jobs(self, thread) -> Iterator[Job]:
         """Plan `thread`'s checkpoints a few at a time (one transaction each), so that its first
         calls start while the rest is planned, and no transaction stays open between them.
-        Shared with other workers, checkpoints they answered or hold now are passed over
-        unrendered (`_passed_over`)."""
+        Shared with other workers, checkpoints they answered are passed over unrendered
+        (`_passed_over`)."""
         messages = load_messages(self.engine, thread.id)
         checkpoints = find_checkpoints(thread.id, messages, self.gate_config["mode"])
         key = self._thread_key(thread)

@@ -66,7 +66,7 @@ class ThreadSharing:
         last_first = list(reversed(checkpoints))
         for start in range(0, len(last_first), PLAN_CHUNK):
             chunk = last_first[start : start + PLAN_CHUNK]
-            skip = self._passed_over(chunk, known, gated_out=True)
+            skip = self._passed_over(chunk, known, helping=True)
             for cp in chunk:
                 if (cp.message_id, cp.kind) in skip:
                     continue
@@ -92,10 +92,11 @@ class ThreadSharing:
             rows = conn.execute(q.where(c.c.thread_id == thread_id)).all()
         return {(r.message_native_id, r.kind): r for r in rows}
 
-    def _passed_over(self, chunk: list, known: dict, gated_out: bool = False) -> set:
-        """The (message, kind) of `chunk`'s checkpoints that other workers answered since this
-        run began or hold now (and with `gated_out`, those the gate held back): no need to
-        render them. Two statements a chunk, a fraction of rendering one checkpoint."""
+    def _passed_over(self, chunk: list, known: dict, helping: bool = False) -> set:
+        """The (message, kind) of `chunk`'s checkpoints other workers answered since this run
+        began: no need to render them. Helping, also those whose call a worker holds now and
+        those the gate held back (the holder of the thread makes a held call that its worker
+        dies before making). Two statements a chunk, a fraction of rendering one checkpoint."""
         rows = [
             known[(cp.message_id, cp.kind)] for cp in chunk if (cp.message_id, cp.kind) in known
         ]
@@ -115,11 +116,12 @@ class ThreadSharing:
                     )
                 ).scalars()
             )
-        busy = answered | leases.taken(self.engine, ids)
+        if helping:
+            answered |= leases.taken(self.engine, ids)
         return {
             (r.message_native_id, r.kind)
             for r in rows
-            if r.id in busy or (gated_out and not r.gate_audit)
+            if r.id in answered or (helping and not r.gate_audit)
         }
 
     def _done_helping(self, job: Job) -> None:

@@ -39,8 +39,10 @@ def verdicts(db: str) -> list[tuple]:
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["all-finish", "one-killed"])
-def test_workers_share_the_calls_and_lose_none(corpus, tmp_path, pg_server, kill):
-    for rel in SESSIONS:
+@pytest.mark.parametrize("sessions", [SESSIONS, SESSIONS[1:]], ids=["two-threads", "one-thread"])
+def test_workers_share_the_calls_and_lose_none(corpus, tmp_path, pg_server, kill, sessions):
+    """With one thread, the workers that find it held help with it from its end."""
+    for rel in sessions:
         shutil.copy(corpus / rel, tmp_path / os.path.basename(rel))
     db = pg_server.new_database()
     base = [sys.executable, "-m", "auditor", "--db", db]
