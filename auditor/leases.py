@@ -181,12 +181,17 @@ def let_go(conn: Connection, key: str) -> None:
         conn.close()
 
 
-def forget_done(engine: Engine, before: datetime) -> int:
-    """Delete the done marks (`finish`) older than `before`: no worker running now started
-    before then, so none needs them. Return how many went."""
+def forget_old(engine: Engine, before: datetime) -> int:
+    """PostgreSQL: delete the claims rows from before `before` that no worker holds: done marks
+    (`finish`) and the leases of workers that died. A lease is its row lock, so a row nobody
+    has locked is no lease; a worker running now started after `before` and needs no older
+    mark. Return how many went."""
     c = s.Claim.__table__
+    unheld = (
+        select(c.c.id)
+        .where(c.c.claimed_at < before.astimezone(UTC))
+        .with_for_update(skip_locked=True)
+    )
     with engine.begin() as conn:
-        gone = conn.execute(
-            delete(c).where(c.c.owner == DONE, c.c.claimed_at < before.astimezone(UTC))
-        )
+        gone = conn.execute(delete(c).where(c.c.id.in_(unheld)))
     return gone.rowcount or 0

@@ -34,7 +34,7 @@ from .threads import find_thread, load_messages
 
 WAIT_FOR_HELD = 0.2  # seconds between looks at calls other workers hold (PostgreSQL)
 WAIT_FOR_THREADS = 1.0  # seconds between looks at threads other workers hold (PostgreSQL)
-DONE_MARKS_KEPT = timedelta(days=1)  # PostgreSQL: how long a thread's done mark is kept
+CLAIMS_KEPT = timedelta(days=1)  # PostgreSQL: how long an unheld claims row (a done mark) is kept
 CHARS_PER_TOKEN = 4  # rough estimate used only by --dry-run
 DEFAULT_CONCURRENCY = 4  # calls in flight when neither the user nor the observer says
 DEFAULT_TIMEOUT = 120.0  # seconds per call when neither the user nor the observer says
@@ -406,8 +406,8 @@ class Auditor(RunRecords, ThreadSharing):
         workers_n = self.concurrency
         self._share_threads = self.engine.dialect.name == "postgresql"
         self._started = utcnow()  # threads other workers finish from now on are theirs
-        if self._share_threads:  # marks no worker started in the last day can need
-            leases.forget_done(self.engine, datetime.now(UTC) - DONE_MARKS_KEPT)
+        if self._share_threads:  # rows no worker started in the last day can need
+            leases.forget_old(self.engine, datetime.now(UTC) - CLAIMS_KEPT)
 
         async def produce() -> None:
             sent = 0

@@ -86,7 +86,7 @@ def test_workers_share_the_calls_and_lose_none(corpus, tmp_path, pg_server, kill
     assert len({run for _, _, run in rows}) >= 2  # the work was shared
 
 
-def test_done_marks_older_than_a_day_are_dropped(pg_server):
+def test_claims_older_than_a_day_that_nobody_holds_are_dropped(pg_server):
     from datetime import UTC, datetime, timedelta
 
     from auditor import leases
@@ -95,18 +95,21 @@ def test_done_marks_older_than_a_day_are_dropped(pg_server):
     engine = open_db(pg_server.new_database())
     now = datetime.now(UTC)
     claims = s.Claim.__table__
+    rows = [
+        ("old-done", leases.DONE, 30),
+        ("new-done", leases.DONE, 2),
+        ("old-of-a-dead-worker", "host:1:x", 30),
+        ("old-held", "host:2:y", 30),
+    ]
     with engine.begin() as conn:
-        for key, owner, age in [
-            ("old", leases.DONE, 30),
-            ("new", leases.DONE, 2),
-            ("held", "w", 30),
-        ]:
+        for key, owner, age in rows:
             at = now - timedelta(hours=age)
             conn.execute(claims.insert().values(key=key, owner=owner, claimed_at=at, expires_at=at))
-    assert leases.forget_done(engine, now - timedelta(days=1)) == 1
+    holder = leases.hold(engine, "old-held", None, "host:2:y")  # a live worker's lease
+    assert holder is not None
+    assert leases.forget_old(engine, now - timedelta(days=1)) == 2
     with engine.connect() as conn:
-        assert sorted(conn.scalars(claims.select().with_only_columns(claims.c.key))) == [
-            "held",
-            "new",
-        ]
+        kept = sorted(conn.scalars(claims.select().with_only_columns(claims.c.key)))
+    assert kept == ["new-done", "old-held"]
+    leases.let_go(holder, "old-held")
     engine.dispose()
