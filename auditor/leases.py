@@ -46,7 +46,7 @@ def dead(owner: str) -> bool:
         return False
 
 
-def take(conn: Connection, key: str, checkpoint_id: int, owner: str, seconds: float) -> bool:
+def take(conn: Connection, key: str, checkpoint_id: int | None, owner: str, seconds: float) -> bool:
     """Take the lease `key` for `owner` in the caller's transaction; False if someone else holds it."""
     from .db import upsert
 

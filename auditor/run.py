@@ -63,6 +63,7 @@ class Auditor(RunRecords, ThreadSharing):
         self.summary = RunSummary(None, self.observer_name, self.model)
         self.owner = leases.new_owner()
         self._held: dict[str, Any] = {}  # PostgreSQL: claim key -> the connection holding it
+        self._helping: set[str] = set()  # PostgreSQL: helper leases (run_share.ThreadSharing._help)
         self._waiting: list[Job] = []  # PostgreSQL: jobs another worker held when tried
         self._open: dict[str, int] = {}  # PostgreSQL: thread lease -> calls not yet made
         self._lock = threading.Lock()

@@ -43,6 +43,8 @@ class ThreadSharing:
     prompt: Prompt
     gate_config: dict[str, Any]
     _held: dict[str, Any]  # lease key -> the connection holding its row lock
+    _helping: set[str]  # helper leases taken (`_help`), until their calls are over
+    lease: float  # seconds an expiring lease lasts
     _open: dict[str, int]  # thread lease -> calls not yet made
     _waiting: list[Job]  # calls another worker held when tried
     _lock: threading.Lock
@@ -70,18 +72,20 @@ class ThreadSharing:
             for cp in chunk:
                 if (cp.message_id, cp.kind) in skip:
                     continue
+                # An expiring lease (no connection held): only helpers look at it, and the
+                # holder of the thread makes whatever a helper that died left.
                 key = hashlib.sha256(f"help\0{thread_key}\0{cp.message_id}".encode()).hexdigest()
-                held = leases.hold(self.engine, key, None, self.owner)
-                if held is None:  # another helper took it
-                    continue
+                with self.engine.begin() as conn:
+                    if not leases.take(conn, key, None, self.owner, self.lease):
+                        continue  # another helper took it
                 with self.engine.begin() as conn:  # one checkpoint a transaction: no lock waits
                     job = self.plan_checkpoint(conn, cp, thread, messages)
                 if job is None or job.answered is not None:
-                    leases.let_go(held, key)
+                    self._let_go_help(key)
                     continue
                 job.helping = key
                 with self._lock:
-                    self._held[key] = held  # until its call is over (`_done_helping`)
+                    self._helping.add(key)  # until its call is over (`_done_helping`)
                 yield job
 
     def _checkpoint_rows(self, thread_id: int) -> dict[tuple[str, str], Any]:
@@ -128,9 +132,14 @@ class ThreadSharing:
         """Give back the helper's lease on `job`'s checkpoint (taken in `_help`)."""
         if job.helping:
             with self._lock:
-                conn = self._held.pop(job.helping, None)
-            if conn is not None:
-                leases.let_go(conn, job.helping)
+                ours = job.helping in self._helping
+                self._helping.discard(job.helping)
+            if ours:
+                self._let_go_help(job.helping)
+
+    def _let_go_help(self, key: str) -> None:
+        with self.engine.begin() as conn:
+            leases.release(conn, key, self.owner)
 
     def _thread_key(self, thread) -> str:
         """The thread as it stands (its messages) with this run's observer, model and prompt."""
@@ -168,8 +177,11 @@ class ThreadSharing:
         """Give back every lease still held (a run stopped early)."""
         with self._lock:
             held, self._held = self._held, {}
+            helping, self._helping = self._helping, set()
         for key, conn in held.items():
             leases.let_go(conn, key)
+        for key in helping:
+            self._let_go_help(key)
 
     def _hold(self, job: Job) -> bool:
         """`claim` for a call on PostgreSQL: a row lock taken with SKIP LOCKED, held through the call
