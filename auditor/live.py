@@ -229,6 +229,32 @@ def worker_alive(sdir: str) -> bool:
     return False
 
 
+def worker_dying(sdir: str, wait: float = 0.25) -> bool:
+    """True when the session's lock is held by a worker that is already dead: a killed
+    process's main thread can be a zombie while its other threads, which share its open files
+    (and so the lock), are still torn down. Waits up to `wait` seconds for the lock to go."""
+    try:
+        with open(os.path.join(sdir, "worker.lock"), "rb") as fh:
+            pid = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            if fh.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                return False  # alive
+    except (ProcessLookupError, FileNotFoundError):
+        pass  # gone
+    except (OSError, IndexError):
+        return False
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if not worker_alive(sdir):
+            return True
+        time.sleep(0.005)
+    return False
+
+
 def start_worker(sdir: str, head: list[str], agent: str, rest: list[str]) -> int:
     """Start the session's worker, detached, its output in worker.log; return its pid."""
     argv = [sys.executable, "-m", "auditor", *head, "hook", agent, *rest, "--worker", sdir]
@@ -295,7 +321,7 @@ def handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str,
             printed = answer(agent, event, entry["text"])
             did = f"{event}: handed over verdict {entry.get('verdict_id')}"
     _append(os.path.join(sdir, EVENTS), line)
-    if not worker_alive(sdir):
+    if not worker_alive(sdir) or worker_dying(sdir):
         pid = start_worker(sdir, head, agent, rest)
         did += f"; worker {pid} started"
     return printed, did

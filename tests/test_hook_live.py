@@ -27,7 +27,7 @@ from helpers.wire import Reply, Stub, anthropic_response
 from auditor import schema as s
 from auditor.db import open_db
 from auditor.inject import CORRECTION_MARKER
-from auditor.live import session_dir, state_root
+from auditor.live import session_dir, state_root, worker_alive
 
 pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
@@ -308,7 +308,10 @@ def test_hooks_return_at_once_with_the_store_locked_and_a_worker_killed(cc, tmp_
     # the tool round up again; the call is made again (the first never answered), once.
     pid = cc.worker_pid()
     os.kill(pid, signal.SIGKILL)
-    cc.wait_until(lambda: not _alive(pid), why="the worker to die")
+    # Gone once its lock is free: a killed process's main thread can be a zombie while its
+    # other threads, which share its open files, are still being torn down.
+    cc.wait_until(lambda: not worker_alive(str(cc.sdir)), why="the worker's lock to be freed")
+    assert not _alive(pid)
     with store_locked(os.environ["AUDITOR_DB"]):  # nobody can read or write it meanwhile
         assert cc.event("PostToolUse", tool_name="Read") == ""
         assert cc.took[-1] < 1.0, cc.took
@@ -442,3 +445,33 @@ def test_a_correction_given_as_hook_context_holds_the_core_loop_guard(corpus, tm
         assert loop_guard(end, guard).reason == "after-correction"
     else:
         assert loop_guard(last_round, guard) is None and loop_guard(end, guard) is None
+
+
+def test_a_lock_left_by_a_dead_worker_for_a_moment_does_not_stop_a_new_one(tmp_path):
+    """A SIGKILLed worker's main thread can be a zombie while its other threads still hold its
+    open files, and so its lock: the next event waits for the lock a moment, then starts one."""
+    import fcntl
+    import threading
+
+    from auditor.live import worker_dying
+
+    sdir = tmp_path / "s"
+    sdir.mkdir()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    (sdir / "worker.lock").write_text(gone.stdout)  # the pid of a process that has exited
+    fd = os.open(sdir / "worker.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # its last thread still holds the lock...
+    threading.Timer(0.05, os.close, [fd]).start()  # ...for 50 ms more
+    assert worker_alive(str(sdir)) and worker_dying(str(sdir))
+    # A live worker's lock is no such case, and is not waited for.
+    (sdir / "worker.lock").write_text(f"{os.getpid()}\n")
+    fd = os.open(sdir / "worker.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        started = time.monotonic()
+        assert worker_alive(str(sdir)) and not worker_dying(str(sdir))
+        assert time.monotonic() - started < 0.05
+    finally:
+        os.close(fd)
