@@ -458,7 +458,10 @@ def test_a_lock_left_by_a_dead_worker_for_a_moment_does_not_stop_a_new_one(tmp_p
     sdir = tmp_path / "s"
     sdir.mkdir()
     gone = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     (sdir / "worker.lock").write_text(gone.stdout)  # the pid of a process that has exited
     fd = os.open(sdir / "worker.lock", os.O_RDWR)
