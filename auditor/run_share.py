@@ -74,7 +74,8 @@ class ThreadSharing:
                     continue
                 # An expiring lease (no connection held): only helpers look at it, and the
                 # holder of the thread makes whatever a helper that died left.
-                key = hashlib.sha256(f"help\0{thread_key}\0{cp.message_id}".encode()).hexdigest()
+                at = f"help\0{thread_key}\0{cp.message_id}\0{cp.kind}"
+                key = hashlib.sha256(at.encode()).hexdigest()
                 with self.engine.begin() as conn:
                     if not leases.take(conn, key, None, self.owner, self.lease):
                         continue  # another helper took it
