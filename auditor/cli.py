@@ -94,6 +94,7 @@ def ingest(
                 f"{summary.rewritten} rewritten, {summary.skipped} unchanged, "
                 f"{summary.empty} empty, {summary.failed} with problems; "
                 f"{summary.messages} messages added to {summary.threads} threads"
+                + (f" ({summary.known} read were stored already)" if summary.known else "")
             )
     sys.exit(0 if summary.ok else 1)
 

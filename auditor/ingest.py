@@ -55,7 +55,8 @@ class FileResult:
     path: str
     status: str  # new | grown | rewritten | skipped | empty | failed
     format: str | None = None
-    messages: int = 0
+    messages: int = 0  # the messages the store gained from this file
+    known: int = 0  # messages read that the store already held (another machine's copy...)
     errors: list[str] = field(default_factory=list)
 
 
@@ -68,8 +69,9 @@ class IngestSummary:
     skipped: int = 0
     empty: int = 0
     failed: int = 0
-    threads: int = 0
-    messages: int = 0
+    threads: int = 0  # threads that gained messages
+    messages: int = 0  # messages added
+    known: int = 0  # messages read that were stored already
     errors: list[str] = field(default_factory=list)
     files: list[FileResult] = field(default_factory=list)
 
@@ -88,12 +90,18 @@ class IngestSummary:
             "failed": self.failed,
             "threads": self.threads,
             "messages": self.messages,
+            "known_messages": self.known,
             "errors": self.errors,
         }
 
 
 SOURCE_VAR = "AUDITOR_SOURCE"
 INGEST_LOCK = 0x696E6765  # PostgreSQL advisory lock key of ingest's write groups ("inge")
+
+
+def _add_counts(into: dict[int, int], more: dict[int, int]) -> None:
+    for key, count in more.items():
+        into[key] = into.get(key, 0) + count
 
 
 def default_source() -> str:
@@ -127,6 +135,7 @@ class Ingester:
         self._thread_ids: dict[tuple[str, str], int] = {}
         self._thread_infos: dict[tuple[str, str], bytes] = {}
         self.touched_threads: set[int] = set()
+        self.grown_threads: set[int] = set()  # those that gained messages
         # Threads written to since the last commit, and the last message row before it: their
         # aggregates are refreshed in the same transaction as the rows, so a kill at any point
         # never leaves committed rows with stale counts.
@@ -202,12 +211,13 @@ class Ingester:
                 summary.files.append(result)
                 setattr(summary, result.status, getattr(summary, result.status) + 1)
                 summary.messages += result.messages
+                summary.known += result.known
                 summary.errors.extend(result.errors)
                 if progress:
                     progress(result)
         finally:
             self._commit(force=True)
-        summary.threads = len(self.touched_threads)
+        summary.threads = len(self.grown_threads)
         return summary
 
     def ingest_file(self, path: Path) -> FileResult:
@@ -458,6 +468,8 @@ class Ingester:
                     )
                     conn.execute(delete(table).where(table.source_file_id == file_id))
             batch = RowBatch(conn.dialect.name)
+            read = 0  # messages read from the file; result.messages counts those the store gained
+            gained: dict[int, int] = {}
             # True when something in the file was not stored (a record the store cannot take, a
             # parser that stopped): the file is then not remembered as read, and the next ingest
             # reads it again.
@@ -488,7 +500,7 @@ class Ingester:
                     if isinstance(rec, Message):
                         tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
                         batch.add_message(tid, file_id, rec)
-                        result.messages += 1
+                        read += 1
                     elif isinstance(rec, Usage):
                         tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
                         batch.add_usage(tid, file_id, rec)
@@ -501,13 +513,15 @@ class Ingester:
                     errors.append((spath, line, f"could not store this record: {_why(exc)}"))
                     unfinished = True
                 if batch.size >= BATCH:
-                    batch.flush(conn)
-            batch.flush(conn)
+                    _add_counts(gained, batch.flush(conn))
+            _add_counts(gained, batch.flush(conn))
+            result.messages = sum(gained.values())
+            result.known = read - result.messages
             if before:
                 self._drop_left_behind(conn, before)
             if extra_errors:
                 errors.append((spath, None, f"... and {extra_errors} more problems in this file"))
-            if unvouched and not result.messages:
+            if unvouched and not read:
                 # A forced format that read nothing from a file nobody recognises: keep what the
                 # file gave before, and say so rather than report a file read.
                 savepoint.rollback()
@@ -534,7 +548,8 @@ class Ingester:
             if savepoint.is_active:
                 savepoint.rollback()
             raise
-        self._pending += result.messages + 1
+        self.grown_threads.update(gained)
+        self._pending += read + 1
         result.errors = [_error_line(*e) for e in errors]
         if errors and result.status != "failed":
             result.status = "failed"
@@ -556,6 +571,7 @@ class Ingester:
         if deleted:
             self._group_threads -= deleted
             self.touched_threads -= deleted
+            self.grown_threads -= deleted
             self._forget_threads()  # their ids must not be used again
 
     def _forget_threads(self) -> None:

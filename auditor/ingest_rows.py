@@ -213,10 +213,24 @@ class RowBatch:
             )
         )
 
-    def flush(self, conn: Connection) -> None:
+    def flush(self, conn: Connection) -> dict[int, int]:
+        """Write the queued rows; return the messages each thread gained (id -> count).
+
+        A message already stored (the same transcript copied from another machine, a record
+        repeated) is left as it was and not counted: the counts are what the store gained.
+        """
         qmark = conn.dialect.paramstyle == "qmark"
+        added: dict[int, int] = {}
+        by_thread: dict[int, list[tuple]] = {}
+        for row in self.messages:
+            by_thread.setdefault(row[0], []).append(row)
+        sql = _MESSAGES_SQL if qmark else _MESSAGES_SQL.replace("?", "%s")
+        for thread_id, rows in by_thread.items():
+            # Both drivers sum the rows an executemany inserted; DO NOTHING rows count 0.
+            count = conn.exec_driver_sql(sql, rows).rowcount
+            if count:
+                added[thread_id] = count
         for sql, rows in (
-            (_MESSAGES_SQL, self.messages),
             (_CALLS_SQL, self.calls),
             (_RESULTS_SQL, self.results),
             (_USAGE_SQL, self.usage),
@@ -224,3 +238,4 @@ class RowBatch:
             if rows:
                 conn.exec_driver_sql(sql if qmark else sql.replace("?", "%s"), rows)
         self.messages, self.calls, self.results, self.usage = [], [], [], []
+        return added

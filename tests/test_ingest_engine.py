@@ -109,6 +109,19 @@ def test_the_same_path_on_two_machines_is_two_files(engine, toy, tmp_path, monke
     assert counts(engine) == (1, 3, 30)  # the same messages: stored once
 
 
+def test_messages_another_machine_already_gave_are_not_counted_as_added(engine, toy, tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_text(lines("m1", "m2", "m3"))
+    first = ingest(engine, toy, [f], source="laptop-a")
+    assert (first.messages, first.threads, first.known) == (3, 1, 0)
+    again = ingest(engine, toy, [f], source="laptop-b")  # the same transcript, copied over
+    assert (again.new, again.messages, again.threads, again.known) == (1, 0, 0, 3)
+    f.write_text(lines("m1", "m2", "m3", "m4"))
+    grown = ingest(engine, toy, [f], source="laptop-b")
+    assert (grown.messages, grown.threads, grown.known) == (1, 1, 0)
+    assert counts(engine) == (1, 4, 40)
+
+
 def test_appended_records_are_read_from_where_the_last_ingest_stopped(engine, toy, tmp_path):
     f = tmp_path / "a.jsonl"
     f.write_text(lines("m1", "m2"))
