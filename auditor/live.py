@@ -41,6 +41,7 @@ import time
 
 AGENTS = ("claude-code", "codex")
 STATE_ENV = "AUDITOR_STATE_DIR"
+LOCK_FD_ENV = "AUDITOR_WORKER_LOCK_FD"  # the worker lock a starting worker inherits
 EVENTS = "events.jsonl"
 PROMPT = "UserPromptSubmit"
 STOPS = ("Stop", "SubagentStop")
@@ -255,16 +256,40 @@ def worker_dying(sdir: str, wait: float = 0.25) -> bool:
     return False
 
 
-def start_worker(sdir: str, head: list[str], agent: str, rest: list[str]) -> int:
-    """Start the session's worker, detached, its output in worker.log; return its pid."""
+def take_lock(sdir: str) -> int | None:
+    """Take the session's worker lock for a worker about to start: its fd, or None when a
+    worker holds it or another event is starting one."""
+    import fcntl
+
+    fd = os.open(os.path.join(sdir, "worker.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def start_worker(
+    sdir: str, head: list[str], agent: str, rest: list[str], lock_fd: int | None = None
+) -> int:
+    """Start the session's worker, detached, its output in worker.log; return its pid.
+
+    With `lock_fd` (the session's worker lock, taken by `take_lock`) the worker inherits the
+    lock: it is held without a gap from this event until the worker exits, so the events that
+    come while the worker's interpreter is still starting find it held and start no other."""
     argv = [sys.executable, "-m", "auditor", *head, "hook", agent, *rest, "--worker", sdir]
+    env = dict(os.environ)
+    if lock_fd is not None:
+        os.set_inheritable(lock_fd, True)
+        env[LOCK_FD_ENV] = str(lock_fd)
     devnull = os.open(os.devnull, os.O_RDONLY)
     log = os.open(os.path.join(sdir, "worker.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        return os.posix_spawn(
+        pid = os.posix_spawn(
             sys.executable,
             argv,
-            os.environ,
+            env,
             file_actions=[
                 (os.POSIX_SPAWN_DUP2, devnull, 0),
                 (os.POSIX_SPAWN_DUP2, log, 1),
@@ -275,6 +300,11 @@ def start_worker(sdir: str, head: list[str], agent: str, rest: list[str]) -> int
     finally:
         os.close(devnull)
         os.close(log)
+    if lock_fd is not None:
+        os.ftruncate(lock_fd, 0)
+        os.pwrite(lock_fd, f"{pid}\n".encode(), 0)  # who holds it, from now on
+        os.close(lock_fd)  # the worker's copy keeps the lock
+    return pid
 
 
 def answer(agent: str, event: str, text: str) -> str:
@@ -321,8 +351,13 @@ def handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str,
             printed = answer(agent, event, entry["text"])
             did = f"{event}: handed over verdict {entry.get('verdict_id')}"
     _append(os.path.join(sdir, EVENTS), line)
-    if not worker_alive(sdir) or worker_dying(sdir):
-        pid = start_worker(sdir, head, agent, rest)
+    # One start attempt per session while a worker lives or is starting: whoever takes the
+    # lock starts the worker and hands the lock over; the others see it held.
+    lock = take_lock(sdir)
+    if lock is None and worker_dying(sdir):
+        lock = take_lock(sdir)
+    if lock is not None:
+        pid = start_worker(sdir, head, agent, rest, lock)
         did += f"; worker {pid} started"
     return printed, did
 

@@ -449,11 +449,14 @@ def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_confi
     import fcntl
 
     os.makedirs(sdir, exist_ok=True)
-    fd = os.open(os.path.join(sdir, "worker.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return 0  # another worker serves this session
+    path = os.path.join(sdir, "worker.lock")
+    fd = _inherited_lock(path)
+    if fd is None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0  # another worker serves this session
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())  # who serves it, for people and tests
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -469,6 +472,23 @@ def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_confi
     if pruned:
         log(f"removed the spools of {pruned} session(s) idle for {KEEP_DAYS} days")
     return 0
+
+
+def _inherited_lock(path: str) -> int | None:
+    """The session's worker lock as the hook that started this worker handed it over (an fd
+    already holding the lock), or None."""
+    raw = os.environ.pop(live.LOCK_FD_ENV, None)
+    if not raw:
+        return None
+    try:
+        fd = int(raw)
+        same = os.fstat(fd).st_ino == os.stat(path).st_ino
+    except (ValueError, OSError):
+        return None
+    if not same:
+        return None
+    os.set_inheritable(fd, False)
+    return fd
 
 
 KEEP_DAYS = 7

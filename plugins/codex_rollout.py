@@ -310,7 +310,11 @@ class CodexFormat:
             elif role == "assistant":
                 yield msg(thread, f"L{line}", ASSISTANT, line, blocks, SOURCE_AGENT, ts, model)
             else:  # developer / system
-                yield msg(thread, f"L{line}", SYSTEM, line, blocks, SOURCE_META, ts)
+                # Codex writes a hook's additionalContext (PostToolUse, UserPromptSubmit) into
+                # the conversation as a developer message, just before the tool's output: the
+                # one carrying auditor's marker is a correction the model was handed.
+                source = SOURCE_COURSE_CORRECTION if CORRECTION_MARKER in text else SOURCE_META
+                yield msg(thread, f"L{line}", SYSTEM, line, blocks, source, ts)
         elif t == "reasoning":
             texts: list[Any] = [
                 s.get("text")
