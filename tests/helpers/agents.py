@@ -41,7 +41,9 @@ def require(agent: Agent) -> Path:
     if shutil.which("node") is None:
         reason = "Node.js is not installed"
     elif not agent.path.exists():
-        reason = f"{agent.package} {agent.version} is not installed under {AGENTS_DIR} (bash .ci/agents)"
+        reason = (
+            f"{agent.package} {agent.version} is not installed under {AGENTS_DIR} (bash .ci/agents)"
+        )
     if reason:
         if os.environ.get("CI"):
             pytest.fail(f"CI runs the real-agent tests and {reason}")
