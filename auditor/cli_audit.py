@@ -220,7 +220,7 @@ def run(
         if as_json:
             echo_json(interrupted.as_dict())
         else:
-            run_summary(interrupted, False)
+            run_summary(interrupted, False, _short_ids(ctx.engine, interrupted))
         command = shlex.join(["auditor", *sys.argv[1:]])
         click.echo(interrupted_lines(interrupted, command), err=True)
         sys.exit(130)
@@ -229,7 +229,7 @@ def run(
     else:
         for line in summary.messages:
             click.echo(line, err=True)
-        run_summary(summary, dry_run)
+        run_summary(summary, dry_run, _short_ids(ctx.engine, summary))
         if not summary.checkpoints:
             from .threads import empty_store_hint
 
@@ -250,7 +250,8 @@ def run(
     "at",
     required=True,
     metavar="MESSAGE_ID",
-    help="Native id of the message the checkpoint ends at (e.g. a Claude Code uuid).",
+    help="Id of the message the checkpoint ends at (e.g. a Claude Code uuid), or a prefix "
+    "no other message of the thread shares.",
 )
 @prompt_token_options
 @mode_option
@@ -267,20 +268,13 @@ def prompt(
 ) -> None:
     """Print the exact system prompt and user content the observer would get at a checkpoint."""
     from .checkpoints import checkpoint_at
-    from .errors import AuditorError
     from .plan import formatter_for, plan
     from .prompt import load_prompt
-    from .threads import find_thread, load_messages
+    from .threads import find_message, find_thread, load_messages
 
     th = find_thread(ctx.engine, thread)
     messages = load_messages(ctx.engine, th.id)
-    try:
-        cp = checkpoint_at(th.id, messages, at, mode)
-    except KeyError:
-        raise AuditorError(
-            f"{at!r} is not a message of thread {th.native_id}: `auditor show {thread}` shows "
-            "each message's id in brackets"
-        ) from None
+    cp = checkpoint_at(th.id, messages, find_message(th, messages, at), mode)
     system = load_prompt()
     formatter = formatter_config(min_prompt_tokens, max_prompt_tokens)
     if observer:
@@ -437,3 +431,9 @@ def runs(ctx: Context, as_json: bool, limit: int, wide: bool) -> None:
 
 
 COMMANDS = [run, prompt, events, verdicts, runs]
+
+
+def _short_ids(engine, summary) -> dict[str, str]:
+    from .threads import short_ids
+
+    return short_ids(engine, {c["thread"] for c in summary.found}) if summary.found else {}

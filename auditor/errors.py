@@ -17,6 +17,10 @@ class PluginError(AuditorError):
     """A plugin is missing, misnamed or broken."""
 
 
+class AmbiguousName(AuditorError):
+    """A short name given on the command line (a thread or message id prefix) fits several."""
+
+
 class UnknownName(AuditorError):
     """A name given on the command line (format, observer, thread) does not exist."""
 

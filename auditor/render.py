@@ -86,7 +86,7 @@ def threads_table(rows: list[dict], wide: bool = False) -> None:
             [
                 str(r["id"]),
                 r["agent"],
-                short_thread_id(r["native_id"]),
+                r["short_id"],
                 r["native_id"],
                 started[:16] if wide else started[:10],
                 str(r["messages"]),
@@ -343,7 +343,10 @@ def _first_line(text: str | None, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def run_summary(summary, dry_run: bool) -> None:
+def run_summary(summary, dry_run: bool, short_ids: dict[str, str] | None = None) -> None:
+    """Print what a run did; `short_ids` maps the threads of its corrections to the short
+    forms that are unique in the store (`threads.short_ids`)."""
+    short_ids = short_ids or {}
     gated_out = ", ".join(f"{k} {v}" for k, v in sorted(summary.gated_out.items())) or "none"
     console.print(
         f"checkpoints: {summary.checkpoints}; passed the gate: {summary.gated_in}; gated out: {gated_out}"
@@ -379,7 +382,7 @@ def run_summary(summary, dry_run: bool) -> None:
         for c in summary.found:
             second = " (second pass)" if c["critique"] else ""
             console.print(
-                f"  {short_thread_id(c['thread'])} at {c['message_id'][:8]}{second}: "
+                f"  {short_ids.get(c['thread']) or short_thread_id(c['thread'])} at {c['message_id'][:8]}{second}: "
                 f"{_first_line(c['message'])}",
                 markup=False,
                 highlight=False,

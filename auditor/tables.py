@@ -8,7 +8,6 @@ terminal if need be (like `ps ww`). Every table command prints through `print_ta
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .printable import printable
+from .short_ids import first_form
 
 # Only horizontal rules: under the header and above a total. Columns are two spaces apart.
 _RULES = Box("    \n    \n ── \n    \n ── \n ── \n    \n    \n")
@@ -192,30 +192,7 @@ def print_table(
     return left_out
 
 
-_HEXISH = re.compile(r"[0-9a-f-]+")
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
 def short_thread_id(native_id: str) -> str:
-    """A thread id short enough for a table, keeping what tells threads apart.
-
-    A UUID session keeps its first 8 characters (a prefix `auditor show` accepts); a sub-agent
-    `SESSION/agent-NAME` becomes `SESSION8/NAME`, a long NAME cut in the middle so both its
-    kind (`aside_question`) and the end of its hash stay; other ids longer than 24 are cut in
-    the middle.
-    """
-    session, _, sub = native_id.partition("/")
-    head = session[:8] if _UUID.fullmatch(session) else _middle(session, 24)
-    if not sub:
-        return head
-    sub = sub.removeprefix("agent-").removeprefix("sidechain-")
-    if _HEXISH.fullmatch(sub):
-        return f"{head}/{sub[:12]}"
-    return f"{head}/{_middle(sub, 16)}"
-
-
-def _middle(text: str, width: int) -> str:
-    if len(text) <= width:
-        return text
-    keep = width - 1
-    return text[: keep - keep // 2] + "…" + text[-(keep // 2) :]
+    """A thread id short enough for a table, seen alone (`auditor.short_ids` has the rules;
+    `threads.short_ids` lengthens those another stored thread shares)."""
+    return first_form(native_id)

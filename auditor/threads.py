@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, func, or_, select
 
 from . import schema as s
-from .errors import AuditorError, UnknownName
+from .errors import AmbiguousName, AuditorError, UnknownName
 from .model import Block
 from .portable import iso_utc
+from .short_ids import literal_prefix, pick, shortest_forms
 
 if TYPE_CHECKING:
     from .guidance import GuidanceText
@@ -76,6 +77,11 @@ def list_threads(
                     "cache_write_tokens": int(row.cache_write_tokens or 0),
                 }
             )
+        shorts = shortest_forms(
+            [r["native_id"] for r in out], conn.scalars(select(t.native_id)).all()
+        )
+    for r in out:
+        r["short_id"] = shorts[r["native_id"]]
     return out
 
 
@@ -107,7 +113,8 @@ _iso = iso_utc
 
 
 def find_thread(engine: Engine, ident: str):
-    """Find a thread by database id, native id, or a unique prefix of its native id."""
+    """Find a thread by database id, native id, or a short form of its native id (a unique
+    prefix, or what `threads` shows: see `auditor.short_ids`)."""
     t = s.Thread.__table__
     with engine.connect() as conn:
         conds = [t.c.native_id == ident]
@@ -115,21 +122,31 @@ def find_thread(engine: Engine, ident: str):
             conds.append(t.c.id == int(ident))
         rows = conn.execute(select(t).where(or_(*conds))).all()
         if not rows:
-            rows = conn.execute(
-                select(t).where(t.c.native_id.startswith(ident, autoescape=True)).limit(6)
-            ).all()
-    if len(rows) > 1:
-        # A session's prefix also matches its subagents ("<session>/agent-..."): take the session.
-        shortest = min(rows, key=lambda r: len(r.native_id))
-        if all(r is shortest or r.native_id.startswith(shortest.native_id + "/") for r in rows):
-            rows = [shortest]
+            like = t.c.native_id.startswith(literal_prefix(ident), autoescape=True)
+            near = conn.execute(select(t.c.id, t.c.native_id).where(like)).all()
+            chosen = set(pick(ident, [r.native_id for r in near]))
+            ids = [r.id for r in near if r.native_id in chosen]
+            rows = conn.execute(select(t).where(t.c.id.in_(ids))).all() if ids else []
     if len(rows) == 1:
         return rows[0]
     if not rows:
         if empty_store_hint(engine):
             raise AuditorError(f"{ident!r} is not a known thread: {EMPTY_STORE_HINT}")
         raise UnknownName("thread", ident, [])
-    raise UnknownName("thread (ambiguous prefix)", ident, [r.native_id for r in rows])
+    names = sorted(r.native_id for r in rows)
+    more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+    raise AmbiguousName(
+        f"{ident!r} matches {len(names)} threads: {', '.join(names[:6])}{more}. "
+        "Give more of the id (`auditor threads` shows one that is unique)."
+    )
+
+
+def short_ids(engine: Engine, native_ids: Iterable[str]) -> dict[str, str]:
+    """Map each native id to the shortest form that picks its thread alone in the store, the
+    form `find_thread` takes back (`auditor.short_ids`)."""
+    with engine.connect() as conn:
+        every = list(conn.scalars(select(s.Thread.native_id)))
+    return shortest_forms(native_ids, every)
 
 
 @dataclass(frozen=True)
@@ -194,6 +211,26 @@ class StoredMessage:
     @property
     def text(self) -> str:
         return "\n\n".join(b.text for b in self.blocks if b.kind == "text" and b.text)
+
+
+def find_message(thread, messages: list[StoredMessage], ident: str) -> str:
+    """Return the native id of the message of `thread` that `ident` names: its id, or a
+    prefix of it that no other message of the thread shares (`show` prints the ids)."""
+    if any(m.native_id == ident for m in messages):
+        return ident
+    found = list(dict.fromkeys(m.native_id for m in messages if m.native_id.startswith(ident)))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise AuditorError(
+            f"{ident!r} is not a message of thread {thread.native_id}: `auditor show "
+            f"{thread.native_id}` shows each message's id in brackets"
+        )
+    more = f" and {len(found) - 6} more" if len(found) > 6 else ""
+    raise AmbiguousName(
+        f"{ident!r} matches {len(found)} messages of thread {thread.native_id}: "
+        f"{', '.join(found[:6])}{more}. Give more of the id."
+    )
 
 
 def load_messages(

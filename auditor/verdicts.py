@@ -13,7 +13,7 @@ from . import schema as s
 from .errors import UnknownName
 from .portable import iso_utc
 from .printable import printable
-from .tables import short_thread_id
+from .short_ids import first_form, shortest_forms
 
 STATUSES = ("ok", "invalid", "error")
 
@@ -89,7 +89,12 @@ def list_verdicts(
             q = q.limit(limit)
         rows = conn.execute(q).all()
         deliveries = _deliveries(conn, [r.id for r in rows if r.needs_correction])
-    return [_as_dict(r, deliveries) for r in rows]
+        every = conn.scalars(select(t.c.native_id)).all() if rows else []
+    shorts = shortest_forms({r.thread_native_id for r in rows}, every)
+    out = [_as_dict(r, deliveries) for r in rows]
+    for d in out:
+        d["thread_short_id"] = shorts[d["thread_native_id"]]
+    return out
 
 
 def _deliveries(conn, verdict_ids: list[int]) -> dict[int, dict[str, Any]]:
@@ -226,7 +231,7 @@ def format_verdict(v: dict[str, Any]) -> str:
     when = (v["created_at"] or "")[:19].replace("T", " ")
     lines = [
         f"## verdict {v['id']} · {when} · {outcome(v)}",
-        f"thread {short_thread_id(v['thread_native_id'])} ({v['agent']}, id {v['thread_id']}) "
+        f"thread {v.get('thread_short_id') or first_form(v['thread_native_id'])} ({v['agent']}, id {v['thread_id']}) "
         f"at message {v['message_id']} ({v['kind']})",
         facts(v),
     ]

@@ -121,3 +121,26 @@ def test_prompt_budget_grows_with_the_turn_within_the_given_floor_and_cap(corpus
 
     fits = formatter_for({}, EmbeddedObserver(), load_prompt().text)["max_tokens"]
     assert size("--observer", "embedded") <= fits < 6000
+
+
+@pytest.mark.corpus
+def test_prompt_takes_the_short_ids_show_prints(corpus):
+    path = corpus / "claude-code/marot-spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
+    invoke("ingest", "-q", str(path), ok=True)
+    full = invoke("prompt", "ae4a77f8", "--at", "1d698e31-9e57-4b0c-b787-727e7bcea2f9", ok=True)
+    short = invoke("prompt", "ae4a77f8", "--at", "1d698e31", ok=True)
+    assert short.stdout == full.stdout
+
+
+def test_an_ambiguous_message_prefix_names_the_candidates():
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parent.parent / "data" / "samples" / "claude-code"
+    invoke("ingest", "-q", str(samples), ok=True)
+    result = invoke("prompt", "5a3f2c1e", "--at", "5a3f0000-0000-0000-0000-00000000000")
+    assert result.exit_code == 2
+    assert result.output.startswith(
+        "Error: '5a3f0000-0000-0000-0000-00000000000' matches 15 messages of thread "
+        "5a3f2c1e-7b8d-4e9f-a0b1-c2d3e4f5a6b7: 5a3f0000-0000-0000-0000-000000000001, "
+    )
+    assert result.output.rstrip().endswith("Give more of the id.")

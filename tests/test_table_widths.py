@@ -65,7 +65,7 @@ def test_threads_fit_and_keep_every_value_whole(store, width):
     for r in rows:
         cells = by_id[str(r["id"])].split()
         assert cells[1] == r["agent"]
-        assert cells[2] == short_thread_id(r["native_id"])
+        assert cells[2] == r["short_id"]
         assert cells[3] == (r["started"] or "—")[:10]
         assert cells[4] == str(r["messages"])
         assert re.fullmatch(r"\d+(\.\d[kMG])?", cells[5 if width == 80 else 6])
@@ -84,6 +84,18 @@ def test_sub_agent_ids_keep_their_session_and_their_own_name(store):
     )
     out = auditor(store, "threads", columns=80)
     assert "8fd119a6/aside_qu…d56a951" in out and "uestion-ac9ee4804d56a951" not in out
+
+
+def test_every_short_id_in_the_table_is_unique_and_opens_its_thread(store):
+    from auditor.threads import find_thread
+
+    rows = json.loads(auditor(store, "threads", "--json"))
+    shown = [r["short_id"] for r in rows]
+    assert len(set(shown)) == len(shown)
+    assert "019a2d7b" not in shown  # two Codex rollouts start with it: each shows more
+    engine = open_db(store)
+    for r in rows:
+        assert find_thread(engine, r["short_id"]).id == r["id"]
 
 
 def test_an_8_character_id_from_the_table_opens_the_thread(store):
