@@ -82,6 +82,12 @@ def _hook_command(agent: str, title: str):
         help="Claude Code's asyncRewake Stop handler: wait in the background for the end-of-turn "
         "audit and exit 2 with its correction on stderr, unless the user wrote first.",
     )
+    @click.option(
+        "--wait",
+        is_flag=True,
+        help="Codex's Stop handler: record the stop, wait (up to --deadline) for its end-of-turn "
+        'audit and answer with its correction as {"decision": "block"}.',
+    )
     @click.option("--worker", "worker_dir", hidden=True, help="Serve a session's spool (internal).")
     @click.option(
         "--idle",
@@ -102,6 +108,7 @@ def _hook_command(agent: str, title: str):
         verbose,
         sync,
         rewake,
+        wait,
         worker_dir,
         idle,
     ) -> None:
@@ -252,6 +259,12 @@ def _store_if_any(ctx: Context):
     "the non-blocking hooks).",
 )
 @click.option(
+    "--no-trust",
+    is_flag=True,
+    help="Codex: do not record your trust in the handlers (Codex skips them until you review "
+    "them in its /hooks screen).",
+)
+@click.option(
     "--print", "print_only", is_flag=True, help="Print the merged settings instead of writing them."
 )
 @pass_ctx
@@ -264,16 +277,21 @@ def install(
     model,
     deadline: float,
     sync: bool,
+    no_trust: bool,
     print_only: bool,
 ) -> None:
     """Add the hooks running `auditor hook AGENT` to the agent's settings file.
 
     Claude Code: PostToolUse, UserPromptSubmit, Stop and SubagentStop run the non-blocking
     hook, and Stop also runs `auditor hook claude-code --rewake` in the background
-    (asyncRewake) to wake Claude with an end-of-turn correction. Codex: PostToolUse,
-    UserPromptSubmit and Stop. Merges into the file: other settings and hooks are kept, an
-    auditor entry already there is updated in place, so installing twice changes nothing.
-    The waiting handlers' timeout is the deadline plus 15 seconds.
+    (asyncRewake) to wake Claude with an end-of-turn correction. Codex: PostToolUse and
+    UserPromptSubmit run the non-blocking hook, and Stop runs `auditor hook codex --wait`,
+    which holds the end of the turn until its audit is done (up to --deadline) and answers
+    with the correction; Codex runs only hooks you have reviewed, so the install records that
+    trust in Codex's config.toml as its /hooks screen does (--no-trust: it does not). Merges
+    into the file: other settings and hooks are kept, an auditor entry already there is
+    updated in place, so installing twice changes nothing. The waiting handlers' timeout is
+    the deadline plus 15 seconds.
     """
     import json
 
@@ -296,8 +314,41 @@ def install(
     else:
         changed = install_hook(path, agent, command, timeout, sync)
         click.echo(f"{'installed in' if changed else 'already installed in'} {path}: {command}")
+        if agent == "codex":
+            _codex_trust(path, no_trust)
+            if scope == "project":
+                from .hook_trust import project_trusted
+
+                if not project_trusted(project_dir.resolve()):
+                    click.echo(
+                        "Codex reads a project's .codex/ only once you trust the project: run "
+                        f"`codex exec --trust` in {project_dir.resolve()} (or accept Codex's "
+                        "prompt), or install with --user."
+                    )
     if warning := deadline_warning(_store_if_any(ctx), ctx.plugins, observer, model, deadline):
         click.echo(warning, err=True)
+
+
+def _codex_trust(path: Path, no_trust: bool) -> None:
+    """Record (or, with --no-trust, say how to record) Codex's trust in auditor's handlers."""
+    import shlex
+
+    from .hook_install import codex_handlers, trust_codex
+    from .hook_trust import config_path
+
+    if no_trust:
+        again = [a for a in sys.argv[1:] if a != "--no-trust"]
+        click.echo(
+            f"Codex skips the {len(codex_handlers(path))} handlers until you trust them: review "
+            "them in Codex (/hooks), or run: " + shlex.join(["auditor", *again])
+        )
+        return
+    n, changed = trust_codex(path)
+    done = "recorded" if changed else "already recorded"
+    click.echo(
+        f"Codex runs only hooks you have reviewed: {done} your trust in auditor's {n} handlers "
+        f"in {config_path()} ([hooks.state], as Codex's /hooks review does)."
+    )
 
 
 COMMANDS.append(hook)

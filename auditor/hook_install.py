@@ -11,7 +11,11 @@ A group without `matcher` applies to every tool. Installed (see docs/live-hooks.
   non-blocking hook; `Stop` also runs `auditor hook claude-code --rewake` as an `asyncRewake`
   handler, which waits in the background for the end-of-turn audit and wakes Claude with its
   correction (exit 2, the message on stderr) unless the user wrote first;
-- Codex: `PostToolUse`, `UserPromptSubmit` and `Stop`;
+- Codex: `PostToolUse` and `UserPromptSubmit` run the non-blocking hook; `Stop` runs
+  `auditor hook codex --wait`, which waits (up to the deadline) for the end-of-turn audit and
+  blocks with its correction: Codex has no way to wake the model once the turn has ended.
+  Codex runs only hooks the user has reviewed; the install records that trust in Codex's
+  config (see `hook_trust`);
 - with `--sync`: only the stops, running the hook that audits while the agent waits.
 
 The file is merged, never clobbered: other keys, other events and other hooks stay as they
@@ -45,6 +49,9 @@ def entries(agent: str, command: str, timeout: int, sync: bool = False) -> dict[
         return {event: [entry] for event in SYNC_EVENTS[agent]}
     fast = {"type": "command", "command": command, "timeout": FAST_TIMEOUT}
     out = {event: [fast] for event in EVENTS[agent]}
+    if agent == "codex":
+        # Codex cannot be woken once a turn has ended: its Stop handler waits for the audit.
+        out["Stop"] = [{"type": "command", "command": f"{command} --wait", "timeout": timeout}]
     if agent == "claude-code":
         rewake = {
             "type": "command",
@@ -65,9 +72,15 @@ def settings_path(agent: str, scope: str, project_dir: Path) -> Path:
         name = "settings.local.json" if scope == "local" else "settings.json"
         return project_dir / ".claude" / name
     if agent == "codex":
+        from .hook_trust import codex_home
+
         if scope == "local":
             raise AuditorError("Codex has no local hooks file; use --project or --user")
-        return (home if scope == "user" else project_dir) / ".codex" / "hooks.json"
+        return (
+            codex_home() / "hooks.json"
+            if scope == "user"
+            else project_dir / ".codex" / "hooks.json"
+        )
     raise AuditorError(f"{agent!r} has no hook to install. Available: claude-code, codex")
 
 
@@ -153,8 +166,8 @@ def merge(
     return settings, changed
 
 
-def install(path: Path, agent: str, command: str, timeout: int, sync: bool = False) -> bool:
-    """Merge auditor's hook into the settings file at `path`; return whether it changed."""
+def read_settings(path: Path) -> dict:
+    """The settings file at `path` ({} when absent or empty); an error when not a JSON object."""
     settings: dict = {}
     if path.exists():
         text = path.read_text(encoding="utf-8")
@@ -167,13 +180,34 @@ def install(path: Path, agent: str, command: str, timeout: int, sync: bool = Fal
                 ) from None
             if not isinstance(settings, dict):
                 raise AuditorError(f"{path} does not hold a JSON object; nothing was changed")
-    settings, changed = merge(settings, agent, command, timeout, sync)
+    return settings
+
+
+def install(path: Path, agent: str, command: str, timeout: int, sync: bool = False) -> bool:
+    """Merge auditor's hook into the settings file at `path`; return whether it changed."""
+    settings, changed = merge(read_settings(path), agent, command, timeout, sync)
     if not changed:
         return False
     Path(os.path.realpath(path)).parent.mkdir(parents=True, exist_ok=True)  # through a link, too
     data = (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode()
     replace_atomically(path, data)
     return True
+
+
+def codex_handlers(path: Path):
+    """auditor's handlers in the Codex hooks file at `path`, as Codex keys and hashes them."""
+    from .hook_trust import auditor_handlers
+
+    return auditor_handlers(path, read_settings(path), lambda h: _variant(h, "codex") is not None)
+
+
+def trust_codex(path: Path) -> tuple[int, bool]:
+    """Record Codex's trust in auditor's handlers of the hooks file at `path`, as Codex's own
+    review screen does; return (how many handlers, whether the config changed)."""
+    from .hook_trust import record
+
+    handlers = codex_handlers(path)
+    return len(handlers), record(handlers)
 
 
 MIN_RECORDED = 5  # recorded answers needed before they are trusted over the backend's figure

@@ -278,6 +278,7 @@ def start_worker(
     With `lock_fd` (the session's worker lock, taken by `take_lock`) the worker inherits the
     lock: it is held without a gap from this event until the worker exits, so the events that
     come while the worker's interpreter is still starting find it held and start no other."""
+    rest = [a for a in rest if a != "--wait"]  # a handler's own way of answering
     argv = [sys.executable, "-m", "auditor", *head, "hook", agent, *rest, "--worker", sdir]
     env = dict(os.environ)
     if lock_fd is not None:
@@ -319,12 +320,19 @@ def answer(agent: str, event: str, text: str) -> str:
 
 def handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str]:
     """Handle one hook event; return (what was printed, what happened)."""
+    printed, did, _ = _handle(agent, raw, head, rest)
+    return printed, did
+
+
+def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str, dict]:
+    """`handle`, also returning what `--wait` needs: the session's spool, the thread, the
+    event and where its line ends in the events (empty when the event was ignored)."""
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        return "", f"ignored: the hook input on stdin is not JSON ({exc})"
+        return "", f"ignored: the hook input on stdin is not JSON ({exc})", {}
     if not isinstance(data, dict) or not data.get("session_id"):
-        return "", "ignored: the hook input has no session_id"
+        return "", "ignored: the hook input has no session_id", {}
     event = str(data.get("hook_event_name") or "Stop")
     thread = thread_of(agent, data)
     sdir = session_dir(state_root(_db_option(head)), agent, str(data["session_id"]))
@@ -339,7 +347,7 @@ def handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str,
     if event == PROMPT:
         _append(os.path.join(sdir, EVENTS), line)  # first, so that a late correction sees it
         n = drop_all(sdir)
-        return "", f"{PROMPT}: {n} correction(s) taken back" if n else f"{PROMPT}: recorded"
+        return "", f"{PROMPT}: {n} correction(s) taken back" if n else f"{PROMPT}: recorded", {}
     printed, did = "", f"{event}: nothing to hand over"
     if event in STOPS and data.get("stop_hook_active") is True:
         did = f"{event}: stop_hook_active, nothing handed over"
@@ -350,7 +358,7 @@ def handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str,
         if entry is not None:
             printed = answer(agent, event, entry["text"])
             did = f"{event}: handed over verdict {entry.get('verdict_id')}"
-    _append(os.path.join(sdir, EVENTS), line)
+    end = _append(os.path.join(sdir, EVENTS), line) + len(line)
     # One start attempt per session while a worker lives or is starting: whoever takes the
     # lock starts the worker and hands the lock over; the others see it held.
     lock = take_lock(sdir)
@@ -359,7 +367,34 @@ def handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str,
     if lock is not None:
         pid = start_worker(sdir, head, agent, rest, lock)
         did += f"; worker {pid} started"
-    return printed, did
+    active = event in STOPS and data.get("stop_hook_active") is True
+    return printed, did, {"sdir": sdir, "thread": thread, "end": end, "active": active}
+
+
+def wait(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str]:
+    """`--wait`, Codex's Stop handler: record the Stop, then wait for its end-of-turn audit.
+
+    Codex has nothing like Claude Code's asyncRewake: once a turn has ended, the next event is
+    the user's next prompt, which takes any correction back. So this handler holds the turn
+    open until the worker has audited it (at most `--deadline` seconds) and answers with the
+    correction as `{"decision": "block"}`; with nothing to say, or past the deadline, Codex
+    stops as usual. Return (what was printed, what happened).
+    """
+    printed, did, at = _handle(agent, raw, head, rest)
+    if printed or not at or at["active"]:
+        return printed, did
+    deadline = _deadline(rest)
+    code, text = _await_audit(at["sdir"], at["thread"], lambda: at["end"], deadline, "Stop-wait")
+    if code == 2:
+        return answer(agent, "Stop", text), f"{did}; handed over the end-of-turn correction"
+    return "", f"{did}; {text}"
+
+
+def _deadline(rest: list[str]) -> float:
+    for i, a in enumerate(rest[:-1]):
+        if a == "--deadline":
+            return float(rest[i + 1])
+    return DEADLINE
 
 
 def rewake(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[int, str]:
@@ -376,10 +411,6 @@ def rewake(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[int,
         return 0, "stop_hook_active: nothing to wake Claude for"
     thread = thread_of(agent, data)
     sdir = session_dir(state_root(_db_option(head)), agent, str(data["session_id"]))
-    deadline = DEADLINE
-    for i, a in enumerate(rest[:-1]):
-        if a == "--deadline":
-            deadline = float(rest[i + 1])
     events = os.path.join(sdir, EVENTS)
     try:
         start = os.path.getsize(events)
@@ -388,20 +419,33 @@ def rewake(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[int,
     # The other Stop handler records the event at about the same time: the audit to wait for
     # is the one of the first Stop of this thread recorded from a moment before now on.
     since = max(0, start - 64 * 1024)
-    until = time.monotonic() + deadline + 5
-    stop_end = None
+    found: list[int] = []
+
+    def stop_end() -> int | None:
+        if not found:
+            end = _find_stop(events, since, thread, data)
+            if end is not None:
+                found.append(end)
+        return found[0] if found else None
+
+    return _await_audit(sdir, thread, stop_end, _deadline(rest) + 5, "Stop-rewake")
+
+
+def _await_audit(sdir: str, thread: str, stop_end, seconds: float, label: str) -> tuple[int, str]:
+    """Wait up to `seconds` for the audit of the Stop whose events line ends at `stop_end()`:
+    (2, the correction) when one is due and nobody wrote since, else (0, what happened)."""
+    until = time.monotonic() + seconds
     while time.monotonic() < until:
-        if stop_end is None:
-            stop_end = _find_stop(events, since, thread, data)
-        if stop_end is not None and prompt_since(sdir, stop_end):
+        end = stop_end()
+        if end is not None and prompt_since(sdir, end):
             return 0, "the user wrote first"
-        entry = claim(sdir, thread, "Stop-rewake")
+        entry = claim(sdir, thread, label)
         if entry is not None:
             return 2, entry["text"]
-        if stop_end is not None and _done(sdir, thread) >= stop_end:
+        if end is not None and _done(sdir, thread) >= end:
             return 0, "the end of the turn needs no correction"
-        time.sleep(0.1)
-    return 0, f"no answer within {deadline:g}s"
+        time.sleep(0.05)
+    return 0, f"no answer within {seconds:g}s"
 
 
 def _find_stop(events: str, since: int, thread: str, data: dict) -> int | None:
@@ -458,7 +502,7 @@ def main(argv: list[str]) -> None:
         os._exit(code)
     try:
         raw = sys.stdin.read()
-        printed, did = handle(agent, raw, head, rest)
+        printed, did = (wait if "--wait" in rest else handle)(agent, raw, head, rest)
     except Exception as exc:  # noqa: BLE001 - fail open: the agent must never be held up
         printed, did = "", f"failed: {type(exc).__name__}: {exc}"
         verbose = True

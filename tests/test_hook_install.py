@@ -194,11 +194,88 @@ def test_codex_hooks_file(tmp_path):
     assert result.returncode == 0
     settings = json.loads((tmp_path / "proj" / ".codex" / "hooks.json").read_text())
     assert set(settings["hooks"]) == {"PostToolUse", "UserPromptSubmit", "Stop"}
-    for groups in settings["hooks"].values():
+    for event, groups in settings["hooks"].items():
         [group] = groups
         [handler] = group["hooks"]
-        assert shlex.split(handler["command"])[-2:] == ["hook", "codex"]
-        assert handler["timeout"] == 10 and "asyncRewake" not in handler
+        argv = shlex.split(handler["command"])
+        if event == "Stop":  # waits for the end-of-turn audit: Codex cannot be woken later
+            assert argv[-3:] == ["hook", "codex", "--wait"] and handler["timeout"] == 45
+        else:
+            assert argv[-2:] == ["hook", "codex"] and handler["timeout"] == 10
+        assert "asyncRewake" not in handler
+    # Codex reads a project's .codex/ only once the project is trusted: the install says so.
+    assert "codex exec --trust" in result.stdout
+
+
+def codex_state(home: Path) -> dict:
+    import tomllib
+
+    config = tomllib.loads((home / ".codex" / "config.toml").read_text())
+    return {k: v["trusted_hash"] for k, v in config["hooks"]["state"].items()}
+
+
+def test_codex_install_records_the_trust_codex_asks_for(tmp_path):
+    """Codex runs a handler only when its hash is recorded under its key in the user's
+    config.toml (tests/test_real_codex.py proves the real client runs them); reinstalling with
+    other options changes the handlers, and the trust is recorded again."""
+    from auditor.hook_trust import handler_hash
+
+    home = Path(os.environ["HOME"])
+    (home / ".codex").mkdir()
+    (home / ".codex" / "config.toml").write_text('# my settings\nmodel = "gpt-5.5"\n')
+    result = run_cli("hook", "install", "codex", "--user")
+    assert "recorded your trust in auditor's 3 handlers" in result.stdout
+    hooks_file = home / ".codex" / "hooks.json"
+
+    def expected() -> dict:
+        settings = json.loads(hooks_file.read_text())["hooks"]
+        labels = {
+            "PostToolUse": "post_tool_use",
+            "UserPromptSubmit": "user_prompt_submit",
+            "Stop": "stop",
+        }
+        return {
+            f"{hooks_file}:{labels[event]}:0:0": handler_hash(
+                event, groups[0], groups[0]["hooks"][0]
+            )
+            for event, groups in settings.items()
+        }
+
+    first = codex_state(home)
+    assert first == expected()
+    assert (
+        (home / ".codex" / "config.toml").read_text().startswith('# my settings\nmodel = "gpt-5.5"')
+    )
+    assert "already recorded" in run_cli("hook", "install", "codex", "--user").stdout
+    run_cli("hook", "install", "codex", "--user", "--deadline", "20")
+    second = codex_state(home)
+    assert second == expected() and second != first
+    # The hash is Codex's: SHA-256 over the handler's normalized identity, sorted compact JSON.
+    handler = {"type": "command", "command": "auditor hook codex", "timeout": 10}
+    identity = '{"event_name":"post_tool_use","hooks":[{"async":false,"command":"auditor hook codex","timeout":10,"type":"command"}]}'
+    import hashlib
+
+    assert handler_hash("PostToolUse", {"hooks": [handler]}, handler) == (
+        "sha256:" + hashlib.sha256(identity.encode()).hexdigest()
+    )
+
+
+def test_codex_install_without_trust_says_the_one_command_that_records_it(tmp_path):
+    home = Path(os.environ["HOME"])
+    result = run_cli("hook", "install", "codex", "--user", "--deadline", "20", "--no-trust")
+    assert result.returncode == 0
+    assert not (home / ".codex" / "config.toml").exists()
+    line = result.stdout.splitlines()[-1]
+    assert line.endswith("run: auditor hook install codex --user --deadline 20")
+    assert "Codex skips the 3 handlers until you trust them" in line
+
+
+def test_codex_user_hooks_follow_codex_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    result = run_cli("hook", "install", "codex", "--user")
+    assert result.returncode == 0
+    assert (tmp_path / "codex-home" / "hooks.json").is_file()
+    assert str(tmp_path / "codex-home" / "config.toml") in result.stdout
 
 
 @pytest.mark.corpus

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -35,6 +36,8 @@ class Stub:
     def __init__(self, default: Reply):
         self.default = default
         self.queue: list[Reply] = []
+        # Or a reply chosen from each request's body (a stand-in that answers by what it reads).
+        self.choose: Callable[[Any], Reply] | None = None
         self.log: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.in_flight = self.max_in_flight = 0  # requests being answered at once
@@ -64,7 +67,10 @@ class Stub:
                             "headers": {k.lower(): v for k, v in self.headers.items()},
                         }
                     )
-                    reply = stub.queue.pop(0) if stub.queue else stub.default
+                    if stub.choose is not None:
+                        reply = stub.choose(body)
+                    else:
+                        reply = stub.queue.pop(0) if stub.queue else stub.default
                     stub.in_flight += 1
                     stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
                 if reply.delay:
