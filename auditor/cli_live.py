@@ -329,6 +329,92 @@ def install(
         click.echo(warning, err=True)
 
 
+@hook.command("status")
+@click.option(
+    "--dir",
+    "project_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The project directory.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def status(ctx: Context, project_dir: Path, as_json: bool) -> None:
+    """Where auditor's hooks are installed, whether they will run, and what they did.
+
+    For each agent and settings file (project, local, user): the events covered, and what
+    would keep them from running (Codex's trust in the handlers and in the project, `auditor`
+    not found, the observer not ready, an agent version auditor was not tested with). Then the
+    latest events each session's spool received, and the corrections handed over and held
+    back, with why. Exit status 1 when an installed hook will not run.
+    """
+    from . import hook_status as hs
+    from .live import state_root
+
+    plugins = ctx.plugins if ctx.config_error is None else None
+    found = hs.installs(project_dir.resolve(), plugins)
+    agents = sorted({i.agent for i in found})
+    versions = {a: hs.agent_version(a) for a in agents}
+    engine = _store_if_any(ctx)
+    root = state_root(ctx.db_option)
+    done = {a: hs.activity(engine, root, a) for a in agents}
+    if as_json:
+        echo_json(
+            {
+                "installs": [i.as_dict() for i in found],
+                "agents": versions,
+                "activity": done,
+                "spool": root,
+            }
+        )
+        sys.exit(0 if all(i.runs for i in found) else 1)
+    if not found:
+        click.echo(
+            "auditor's hooks are not installed for this project or user "
+            "(auditor hook install claude-code, or codex)"
+        )
+        return
+    for i in found:
+        click.echo(f"{i.agent} ({i.scope}): {i.path}")
+        events = ", ".join(
+            e + "".join(f" ({hs.VARIANT_NOTES[v]})" for v in vs if v in hs.VARIANT_NOTES)
+            for e, vs in i.events.items()
+        )
+        click.echo(f"  events: {events}")
+        click.echo(f"  will run: {'yes' if i.runs else 'no'}")
+        for problem in i.problems:
+            click.echo(f"  - {problem}")
+        for note in i.notes:
+            click.echo(f"  + {note}")
+    for agent in agents:
+        v = versions[agent]
+        if not v["found"]:
+            line = f"{v['program']} is not on PATH here (auditor is tested with {v['tested']})"
+        elif v.get("known"):
+            line = f"{v['program']} {v['version']}: the version auditor's hooks are tested with"
+        else:
+            line = (
+                f"{v['program']} {v.get('version') or '(version unknown)'}: not the version "
+                f"auditor's hooks are tested with ({v['tested']}); check `auditor hook status` "
+                "after a session"
+            )
+        click.echo(f"{agent}: {line}")
+        act = done[agent]
+        for sess in act["sessions"]:
+            last = "; ".join(
+                f"{e['event']}{' ' + e['tool'] if e.get('tool') else ''} {hs.ago(e['at'])}"
+                for e in sess["events"]
+            )
+            waiting = f", {sess['waiting']} correction(s) waiting" if sess["waiting"] else ""
+            click.echo(f"  session {sess['session']}: {last}{waiting}")
+        held = act["held_back"]
+        click.echo(f"  corrections: {act['delivered']} delivered, {len(held)} held back (latest)")
+        for h in held:
+            click.echo(f"  - verdict {h['verdict']} at {h['at']}: {h['why']}")
+    sys.exit(0 if all(i.runs for i in found) else 1)
+
+
 def _codex_trust(path: Path, no_trust: bool) -> None:
     """Record (or, with --no-trust, say how to record) Codex's trust in auditor's handlers."""
     import shlex

@@ -331,6 +331,24 @@ def test_the_real_codex_runs_the_hooks_and_is_handed_each_correction_once(tmp_pa
         assert len(cancelled) == 1
         # Nothing auditor took back ever reached the model.
         assert not any(TAKEN in json.dumps(r) for r in model.requests)
+
+        # `auditor hook status` tells the same story.
+        path = f"{session.codex.parent}{os.pathsep}{session.env['PATH']}"
+        told = subprocess.run(
+            [*auditor_argv(), "hook", "status", "--json", "--dir", str(session.project)],
+            capture_output=True,
+            text=True,
+            env={**session.env, "PATH": path},
+            check=False,
+        )
+        assert told.returncode == 0, told.stdout
+        report = json.loads(told.stdout)
+        assert report["agents"]["codex"]["known"] is True
+        activity = report["activity"]["codex"]
+        assert activity["delivered"] == 2
+        [held_back] = activity["held_back"]
+        assert held_back["why"].startswith("user-wrote-again")
+        assert activity["sessions"][0]["session"] == session.id
     finally:
         interrupted.set()
         if session is not None and session.id is not None:
