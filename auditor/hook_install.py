@@ -210,43 +210,6 @@ def trust_codex(path: Path) -> tuple[int, bool]:
     return len(handlers), record(handlers)
 
 
-MIN_RECORDED = 5  # recorded answers needed before they are trusted over the backend's figure
-
-
-def answer_seconds(engine, observer, name: str, model: str) -> tuple[float, str] | None:
-    """How long `observer` takes to answer, and where that figure comes from.
-
-    The 90th percentile of its newest 200 recorded answers with `model` in the store (at least
-    MIN_RECORDED; `engine` None: no store), else the figure the backend declares
-    (`seconds_per_call`), else None.
-    """
-    from sqlalchemy import text
-
-    from .reports.shared import nearest_rank
-
-    try:
-        if engine is None:
-            raise LookupError("no store")
-        with engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT latency_ms FROM verdicts WHERE observer = :o AND model = :m AND "
-                    "status IN ('ok', 'invalid') AND latency_ms IS NOT NULL "
-                    "ORDER BY id DESC LIMIT 200"
-                ),
-                {"o": name, "m": model},
-            ).all()
-    except Exception:  # no store yet, or one that cannot be read: use the declared figure
-        rows = []
-    if len(rows) >= MIN_RECORDED:
-        p90 = nearest_rank(sorted(r.latency_ms for r in rows), 90) / 1000
-        return p90, f"90th percentile of its {len(rows)} answers recorded in this store"
-    declared = getattr(observer, "seconds_per_call", None)
-    if declared:
-        return float(declared), "the backend's own figure"
-    return None
-
-
 def deadline_warning(engine, plugins, observer: str | None, model: str | None, deadline: float):
     """A warning when the observer the hook will use cannot answer inside `deadline`, or None."""
     from .run import choose_observer
@@ -257,6 +220,8 @@ def deadline_warning(engine, plugins, observer: str | None, model: str | None, d
     except AuditorError:
         return None  # the hook records that problem itself
     model = model or backend.default_model
+    from .answer_times import answer_seconds
+
     found = answer_seconds(engine, backend, name, model)
     if found is None or found[0] <= deadline:
         return None

@@ -338,6 +338,14 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def _span(seconds: float) -> str:
+    """A duration as a person reads it: 40 s, 12 min, 3 h 20 min."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+
+
 def _first_line(text: str | None, width: int = 100) -> str:
     line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
     return line if len(line) <= width else line[: width - 1] + "…"
@@ -362,6 +370,19 @@ def run_summary(summary, dry_run: bool, short_ids: dict[str, str] | None = None)
             f"~{summary.est_input_tokens:,} input tokens, estimated cost {cost} with {summary.observer} {summary.model}"
             + (" at the batch price" if summary.batch_price else "")
         )
+        if summary.budget_note:
+            console.print(summary.budget_note, markup=False)
+        if summary.est_seconds is not None:
+            at_once = (
+                "one at a time" if summary.est_at_once == 1 else f"{summary.est_at_once} at once"
+            )
+            console.print(
+                f"time: about {_span(summary.est_seconds)} ({summary.audited} calls {at_once}, "
+                f"{_span(summary.est_call_seconds or 0)} each: {summary.est_seconds_source})",
+                markup=False,
+            )
+        elif summary.audited and not summary.batch_price:
+            console.print("time: unknown (no answers of this model recorded yet)")
         return
     console.print(
         f"run {summary.run_id}: {summary.audited} audited, {summary.corrections} corrections, "

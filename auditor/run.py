@@ -173,18 +173,23 @@ class Auditor(RunRecords, ThreadSharing):
             formatter=self.formatter,
             signals=config.signals,
         )
-        before = events.gate_before(conn, cp)
-        cp_id = self._record_checkpoint(conn, cp, p.decision)
-        store_signals(conn, cp_id, thread.id, p.signals)
-        events.record_gate(
-            conn,
-            before,
-            p.decision,
-            checkpoint_id=cp_id,
-            thread_id=thread.id,
-            run_id=self.summary.run_id,
-            signals=p.signals,
-        )
+        if config.dry_run:
+            # A dry run writes nothing: no checkpoint, signal or event, so the next run finds
+            # the store, and logs its own decisions, as if no dry run had been.
+            cp_id = self._stored_checkpoint(conn, cp)
+        else:
+            before = events.gate_before(conn, cp)
+            cp_id = self._record_checkpoint(conn, cp, p.decision)
+            store_signals(conn, cp_id, thread.id, p.signals)
+            events.record_gate(
+                conn,
+                before,
+                p.decision,
+                checkpoint_id=cp_id,
+                thread_id=thread.id,
+                run_id=self.summary.run_id,
+                signals=p.signals,
+            )
         if not p.decision.audit or p.user is None:
             key = p.decision.reason.split(" (")[0]
             self.summary.gated_out[key] = self.summary.gated_out.get(key, 0) + 1
@@ -243,6 +248,19 @@ class Auditor(RunRecords, ThreadSharing):
             )
             follow.answered = self._already_answered(c, follow)
         return None if follow.answered is not None else follow
+
+    @staticmethod
+    def _stored_checkpoint(conn, cp: Checkpoint) -> int:
+        """The id of `cp` as an earlier run stored it, 0 when none did."""
+        c = s.Checkpoint
+        found = conn.scalar(
+            select(c.id).where(
+                c.thread_id == cp.thread_id,
+                c.message_native_id == cp.message_id,
+                c.kind == cp.kind,
+            )
+        )
+        return found or 0
 
     def _record_checkpoint(self, conn, cp: Checkpoint, decision) -> int:
         values = {
@@ -461,27 +479,75 @@ class Auditor(RunRecords, ThreadSharing):
         return self.summary
 
     def dry_run(self) -> RunSummary:
-        """Gate and format everything, call no model, and estimate tokens and cost."""
-        from .observe import ObserverUsage
-
+        """Gate and format everything, call no model, and estimate tokens, cost and time; under
+        a budget count only the calls it would let start."""
         if self.config.batch or self.config.collect:
             from .batch import check
 
             check(self)  # refused as the run itself would be
+        self.set_budget()  # refused as the run would be: a budget on a model without a price
+        room = self.budget.limit if self.budget is not None else None
+        batch = self.config.batch or self.config.collect
         chars = 0
         sent = 0
+        expected = 0.0  # what the calls counted so far are expected to cost
         for job in self.jobs():
             if self.config.limit is not None and sent >= self.config.limit:
                 break
-            chars += len(self.prompt.text) + len(job.user)
+            prompt = len(self.prompt.text) + len(job.user)
+            if room is not None:
+                # As the run reserves each call's worst case before it starts, against what
+                # was spent: a call that does not fit is left out.
+                worst = budget.estimate_usd(
+                    self.model,
+                    self.observer_name,
+                    self.prompt.text + job.user,
+                    MAX_OUTPUT_TOKENS,
+                    batch=batch,
+                )
+                if worst is not None and expected + float(worst) > room:
+                    self.summary.over_budget += 1
+                    continue
+                one, _ = price_of(self.model, self._guess(prompt, 1), self.observer_name, batch)
+                expected += one or 0.0
+            chars += prompt
             sent += 1
         self.summary.est_input_tokens = chars // CHARS_PER_TOKEN
-        usage = ObserverUsage(input=self.summary.est_input_tokens, output=EST_OUTPUT_TOKENS * sent)
-        batch = self.config.batch or self.config.collect
+        usage = self._guess(chars, sent)
         usd, _ = price_of(self.model, usage, self.observer_name, batch=batch)
         self.summary.est_cost_usd, self.summary.batch_price = usd, batch
         self.summary.audited = sent
+        if self.summary.over_budget and self.budget is not None:
+            cap = f"${self.budget.limit:.4f}"
+            if self.budget.why == "--budget":
+                cap = f"--budget {cap}"
+            else:
+                cap = f"the {cap} budget_per_day leaves today ({self.budget.why})"
+            self.summary.budget_note = (
+                f"{self.summary.over_budget} left out: each call's worst case would cross {cap}"
+            )
+        self._estimate_time(sent)
         return self.summary
+
+    @staticmethod
+    def _guess(chars: int, calls: int):
+        """The usage of `calls` calls whose prompts hold `chars` characters, as a dry run guesses it."""
+        from .observe import ObserverUsage
+
+        return ObserverUsage(input=chars // CHARS_PER_TOKEN, output=EST_OUTPUT_TOKENS * calls)
+
+    def _estimate_time(self, calls: int) -> None:
+        """How long `calls` calls would take, `concurrency` at a time (a batch: not known)."""
+        if self.config.batch or self.config.collect or not calls:
+            return
+        from .answer_times import answer_seconds
+
+        found = answer_seconds(self.engine, self.observer, self.observer_name, self.model, 50)
+        if found is None:
+            return
+        seconds, self.summary.est_seconds_source = found
+        self.summary.est_call_seconds, self.summary.est_at_once = seconds, self.concurrency
+        self.summary.est_seconds = seconds * -(-calls // self.concurrency)
 
 
 def run(

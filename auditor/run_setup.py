@@ -70,6 +70,10 @@ class RunSummary:
     est_input_tokens: int = 0
     est_cost_usd: float | None = None
     batch_price: bool = False  # the dry run's estimate is at the batch price (--batch)
+    est_seconds: float | None = None  # the dry run's estimate of how long the calls take
+    est_seconds_source: str | None = None  # where the time a call takes comes from
+    est_call_seconds: float | None = None  # the time one call takes, as that source says
+    est_at_once: int = 1  # the calls the run would make at once
     critiques: int = 0  # second-pass verdicts (`--critique`)
     critique_corrections: int = 0
     critique_candidates: int = 0  # gated-in checkpoints whose signals are strong enough

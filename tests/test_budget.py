@@ -66,6 +66,20 @@ def one_call_usd() -> float:
     return float(cost(MODEL, usage, "gemini").usd)
 
 
+def test_a_dry_run_counts_only_the_calls_the_budget_lets_start(store, pm, stub):
+    # A call's worst case (prompt and a full answer) is over $0.001: the run starts none.
+    tiny = run(store, pm, config(stub, budget=0.001, dry_run=True), announce=quiet)
+    assert (tiny.audited, tiny.over_budget) == (0, THREADS)
+    real = run(store, pm, config(stub, budget=0.001), announce=quiet)
+    assert (real.audited, real.over_budget) == (0, THREADS)
+    ample = run(store, pm, config(stub, budget=10.0, dry_run=True), announce=quiet)
+    assert (ample.audited, ample.over_budget) == (THREADS, 0)
+    assert stub.log == []
+    out = invoke("run", "--dry-run", "--observer", "gemini", "--budget", "0.001").output
+    assert "0 observer calls would be made" in out
+    assert f"{THREADS} left out: each call's worst case would cross --budget $0.0010" in out
+
+
 def test_no_call_starts_that_would_cross_the_budget(store, pm, stub):
     per_call = one_call_usd()
     budget = 0.05

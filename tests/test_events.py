@@ -76,17 +76,27 @@ def test_a_run_logs_start_gate_decisions_verdicts_corrections_and_end(engine, pm
 
 def test_an_unchanged_gate_decision_is_not_logged_again_a_changed_one_is(engine, pm, threads_file):
     ingest(engine, pm, [threads_file])
-    run(engine, pm, RunConfig(observer="fake", dry_run=True), announce=lambda line: None)
-    run(engine, pm, RunConfig(observer="fake", dry_run=True), announce=lambda line: None)
+    run(engine, pm, RunConfig(observer="fake"), announce=lambda line: None)
+    run(engine, pm, RunConfig(observer="fake"), announce=lambda line: None)
     assert len(list_events(engine, types=["gated"])) == 2
     run(
         engine,
         pm,
-        RunConfig(observer="fake", dry_run=True, gate={"min_tool_calls": 50}),
+        RunConfig(observer="fake", gate={"min_tool_calls": 50}),
         announce=lambda line: None,
     )
     changed = list_events(engine, types=["gated"], limit=2)
     assert {(e["data"]["audit"], e["data"]["was"]) for e in changed} == {(False, "passed")}
+
+
+def test_a_dry_run_leaves_the_event_log_alone(engine, pm, threads_file):
+    ingest(engine, pm, [threads_file])
+    logged = list_events(engine, limit=None)
+    dry = run(engine, pm, RunConfig(observer="fake", dry_run=True), announce=lambda line: None)
+    assert dry.gated_in == 2
+    assert list_events(engine, limit=None) == logged
+    real = run(engine, pm, RunConfig(observer="fake"), announce=lambda line: None)
+    assert types_of(engine, run_id=real.run_id).count("gated") == 2  # the run still logs them
 
 
 def test_failed_observer_calls_are_logged_as_errors(engine, pm, fake, threads_file):

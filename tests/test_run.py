@@ -244,3 +244,28 @@ def test_a_small_window_is_filled_by_the_formatter_not_cut_by_the_backend(corpus
     assert max(narrow) <= options["max_tokens"]
     given, _ = rendered(max_tokens=20000)
     assert given == {"max_tokens": 20000}
+
+
+def test_a_dry_run_says_how_long_the_calls_would_take(store, pm, fake):
+    fake.seconds_per_call = 45.0  # what a backend declares (the embedded model does)
+    one = run(store, pm, RunConfig(observer="fake", dry_run=True, concurrency=1), announce=quiet)
+    assert one.audited == 2
+    assert (one.est_seconds, one.est_seconds_source) == (90.0, "the backend's own figure")
+    two = run(store, pm, RunConfig(observer="fake", dry_run=True, concurrency=2), announce=quiet)
+    assert two.est_seconds == 45.0
+
+
+def test_a_dry_run_times_the_calls_by_the_answers_recorded(store, pm, fake, tmp_path):
+    f = tmp_path / "more.jsonl"
+    for i in range(6):
+        write_script_thread(f, f"t-more-{i}", f"Done {i}! all tests pass.")
+    ingest(store, pm, [f])
+    fake.delay = 0.2
+    more = [f"t-more-{i}" for i in range(6)]
+    run(store, pm, RunConfig(observer="fake", threads=more), announce=quiet)
+    with store.connect() as conn:
+        latencies = sorted(conn.scalars(select(s.Verdict.latency_ms)))
+    dry = run(store, pm, RunConfig(observer="fake", dry_run=True, concurrency=1), announce=quiet)
+    median = latencies[2] / 1000  # the 3rd of 6 (nearest rank)
+    assert dry.audited == 2 and dry.est_seconds == pytest.approx(2 * median)
+    assert dry.est_seconds_source == "the median of its 6 answers recorded in this store"
