@@ -231,7 +231,8 @@ def report_costs(ctx: Context, by, since, until, fmt) -> None:
     counters differenced) and priced per model with the price table; models it does not know
     are listed, not priced at 0. Auditing cost is what each observer call recorded. Agent usage
     is dated by when the agent made the call, auditing by when the observer was called. A week
-    is named by its Monday.
+    is named by its Monday. `--by source` groups by the machine each thread was read on
+    (`ingest --source`), for a store several machines share.
     """
     from .reports import cost_report
 

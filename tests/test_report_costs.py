@@ -347,7 +347,7 @@ def test_a_dimension_that_does_not_exist_is_named():
     assert result.exit_code == 2
     assert result.output == (
         "Error: 'weekday' is not a dimension of this report. Available: day, week, "
-        "month, model, observer, run, thread, project, agent\n"
+        "month, model, observer, run, thread, project, agent, source\n"
     )
 
 
@@ -456,3 +456,22 @@ def test_calls_that_name_no_model_are_said_so_not_called_a_model(engine, tmp_pat
     assert "not in the price table" not in table.stderr
     out = json.loads(invoke("report", "costs", "--by", "model", "--format", "json").stdout)
     assert [u["calls"] for u in out["unknown_models"]] == [4]
+
+
+def test_who_spent_what_by_the_machine_the_threads_came_from(audited, engine, tmp_path):
+    pm = get_plugin_manager(extra=[UsagePlugin()])
+    f = tmp_path / "laptop2.jsonl"
+    theirs = write_thread(f, "t-laptop2", "Done.", day="2026-03-09", tokens=(5, 6, 7, 8))
+    ingest(engine, pm, [f], source="laptop2")
+    here = ingest(engine, pm, [tmp_path / "threads.jsonl"], source="laptop2")
+    assert here.skipped == 0 and here.messages == 0  # another machine's copy adds nothing
+    rows = {r["source"]: r for r in report_json("--by", "source")["rows"]}
+    assert rows["laptop2"]["agent_usd"] == pytest.approx(agent_usd(theirs))
+    first = next(name for name in rows if name != "laptop2")  # this machine's name
+    assert rows[first]["agent_usd"] == pytest.approx(agent_usd(audited))
+    assert rows[first]["audit_calls"] == 3 and rows["laptop2"]["audit_calls"] == 0
+    by_day = report_json("--by", "source,day", "--since", "2026-03-09", "--until", "2026-03-10")
+    assert {(r["source"], r["day"]) for r in by_day["rows"]} == {
+        (first, "2026-03-09"),
+        ("laptop2", "2026-03-09"),
+    }

@@ -23,7 +23,20 @@ from .shared import (
     window_sql,
 )
 
-COST_DIMS = ("day", "week", "month", "model", "observer", "run", "thread", "project", "agent")
+COST_DIMS = (
+    "day",
+    "week",
+    "month",
+    "model",
+    "observer",
+    "run",
+    "thread",
+    "project",
+    "agent",
+    "source",
+)
+# The machine a thread was read on (`ingest --source`): that of the file that first gave it.
+THREAD_SOURCE = "(SELECT f.source FROM source_files f WHERE f.id = t.source_file_id)"
 
 AGENT_COLS = [
     "agent_calls",
@@ -73,6 +86,7 @@ def _cost_columns(
                 "run": "NULL",
                 "project": "t.cwd",
                 "agent": "t.agent",
+                "source": THREAD_SOURCE,
             }[dim]
             audit_side = {
                 "model": "v.model",
@@ -80,6 +94,7 @@ def _cost_columns(
                 "run": "v.run_id",
                 "project": "t.cwd",
                 "agent": "t.agent",
+                "source": THREAD_SOURCE,
             }[dim]
             sql.append((dim, agent_side, audit_side))
             out.append(dim)

@@ -11,7 +11,7 @@ from ..errors import AuditorError
 from ..portable import count_if, day_text  # noqa: F401 (the reports use them from here)
 
 TIME_DIMS = ("day", "week", "month")
-THREAD_DIMS = {"thread", "project", "agent"}
+THREAD_DIMS = {"thread", "project", "agent", "source"}
 
 
 @dataclass
