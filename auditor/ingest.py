@@ -27,7 +27,7 @@ from .db import upsert, utcnow
 from .errors import FormatError
 from .ingest_files import HEAD_BYTES, fingerprints, iter_files, past_bad_lines
 from .ingest_rows import RowBatch, refresh_threads
-from .model import BOM, Cursor, Message, Problem, ThreadInfo, Usage
+from .model import BOM, Cursor, Message, Problem, Reread, ThreadInfo, Usage
 
 if TYPE_CHECKING:
     from .plugins import Plugins
@@ -475,10 +475,18 @@ class Ingester:
             # reads it again.
             unfinished = False
             records = iter(fmt.parse(path, cursor))
+            reread = None
             while True:
                 try:
                     rec = next(records)
                 except StopIteration:
+                    break
+                except Reread as exc:
+                    if status == "grown":  # the tail changed what was read before
+                        reread = exc
+                        break
+                    errors.append((spath, cursor.line or None, f"{fmt.name} parser: {exc}"))
+                    result.status, unfinished = "failed", True
                     break
                 except Exception as exc:  # a parser bug: keep what was read, say where it stopped
                     errors.append(
@@ -514,6 +522,11 @@ class Ingester:
                     unfinished = True
                 if batch.size >= BATCH:
                     _add_counts(gained, batch.flush(conn))
+            if reread is not None:
+                # Undo this read and read the whole file again, replacing what it gave.
+                savepoint.rollback()
+                self._forget_threads()
+                return self._parse_and_store(path, st, fmt, Cursor(), "rewritten", unvouched)
             _add_counts(gained, batch.flush(conn))
             result.messages = sum(gained.values())
             result.known = read - result.messages

@@ -137,6 +137,14 @@ class Problem:
 Record = ThreadInfo | Message | Usage | Problem
 
 
+class Reread(Exception):  # noqa: N818 - a request, not an error
+    """Raised by the parser of an appendable format when the tail it reads changes what the
+    file said before (a message rewritten in place, messages dropped): the engine then drops
+    what the file gave and reads it again from the start, so an incremental read always ends
+    in the store a fresh read gives. Raise it before the parser's own records are trusted:
+    what it yielded in this read is undone."""
+
+
 @dataclass
 class Cursor:
     """Where a parser starts reading and where it got to.
@@ -166,7 +174,8 @@ class TranscriptFormat(Protocol):
         ...
 
     def parse(self, path: Path, cursor: Cursor) -> Iterator[Record]:
-        """Yield the records of the file from `cursor`, advancing it."""
+        """Yield the records of the file from `cursor`, advancing it (raise `Reread` when
+        what was appended changes what an earlier read gave)."""
         ...
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from auditor.api import (
     ASSISTANT,
@@ -42,9 +41,9 @@ from auditor.api import (
 from .gemini_records import (
     AGENT,
     DONE_STATUSES,
-    ERROR_STATUSES,
-    as_text,
+    call_result,
     content_blocks,
+    thinking_blocks,
     to_int,
     tool_edits,
 )
@@ -55,51 +54,6 @@ _CHAT_KEYS = (
     re.compile(rb'"projectHash"\s*:\s*"'),
     re.compile(rb'"messages"\s*:\s*\['),
 )
-
-
-def _thinking(thoughts: Any) -> list[Block]:
-    blocks = []
-    for t in thoughts or []:
-        if isinstance(t, dict):
-            text = "\n".join(
-                s for s in (t.get("subject"), t.get("description")) if isinstance(s, str) and s
-            )
-            if text:
-                blocks.append(Block("thinking", text=text))
-        elif isinstance(t, str) and t:
-            blocks.append(Block("thinking", text=t))
-    return blocks
-
-
-def _call_result(call: dict) -> tuple[str, bool]:
-    """(text, is_error) of a chat-file tool call's `result` list."""
-    texts: list[str] = []
-    is_error = call.get("status") in ERROR_STATUSES
-    for entry in call.get("result") or []:
-        if not isinstance(entry, dict):
-            continue
-        fr = entry.get("functionResponse")
-        if isinstance(fr, dict):
-            response = fr.get("response")
-            if isinstance(response, dict) and ("output" in response or "error" in response):
-                if response.get("error"):
-                    is_error = True
-                    err = response["error"]
-                    texts.append(
-                        as_text(err.get("message"))
-                        if isinstance(err, dict) and err.get("message")
-                        else as_text(err)
-                    )
-                if "output" in response:
-                    texts.append(as_text(response["output"]))
-            elif response is not None:
-                texts.append(as_text(response))
-        elif isinstance(entry.get("text"), str):
-            texts.append(entry["text"])
-    text = "\n".join(t for t in texts if t)
-    if not text and isinstance(call.get("resultDisplay"), str):
-        text = call["resultDisplay"]
-    return text, is_error
 
 
 class GeminiChatFormat:
@@ -193,7 +147,7 @@ class GeminiChatFormat:
             native,
             ASSISTANT,
             seq,
-            _thinking(msg.get("thoughts")) + blocks + uses,
+            thinking_blocks(msg.get("thoughts")) + blocks + uses,
             source_type=SOURCE_AGENT,
             timestamp=ts,
             model=model,
@@ -202,7 +156,7 @@ class GeminiChatFormat:
         for call, use in zip(calls, uses):
             if not call.get("result") and call.get("status") not in DONE_STATUSES:
                 continue  # still running when the file was saved
-            text, is_error = _call_result(call)
+            text, is_error = call_result(call)
             seq += 1
             yield Message(
                 thread,

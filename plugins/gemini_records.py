@@ -84,3 +84,49 @@ def content_blocks(content: Any) -> list[Block]:
             elif "inlineData" in part or "fileData" in part:
                 blocks.append(Block("image"))  # the data is not stored
     return blocks
+
+
+def thinking_blocks(thoughts: Any) -> list[Block]:
+    """Thinking blocks of a chat message's `thoughts` ({subject, description} or text)."""
+    blocks = []
+    for t in thoughts or []:
+        if isinstance(t, dict):
+            text = "\n".join(
+                s for s in (t.get("subject"), t.get("description")) if isinstance(s, str) and s
+            )
+            if text:
+                blocks.append(Block("thinking", text=text))
+        elif isinstance(t, str) and t:
+            blocks.append(Block("thinking", text=t))
+    return blocks
+
+
+def call_result(call: dict) -> tuple[str, bool]:
+    """(text, is_error) of a chat tool call's `result` list."""
+    texts: list[str] = []
+    is_error = call.get("status") in ERROR_STATUSES
+    for entry in call.get("result") or []:
+        if not isinstance(entry, dict):
+            continue
+        fr = entry.get("functionResponse")
+        if isinstance(fr, dict):
+            response = fr.get("response")
+            if isinstance(response, dict) and ("output" in response or "error" in response):
+                if response.get("error"):
+                    is_error = True
+                    err = response["error"]
+                    texts.append(
+                        as_text(err.get("message"))
+                        if isinstance(err, dict) and err.get("message")
+                        else as_text(err)
+                    )
+                if "output" in response:
+                    texts.append(as_text(response["output"]))
+            elif response is not None:
+                texts.append(as_text(response))
+        elif isinstance(entry.get("text"), str):
+            texts.append(entry["text"])
+    text = "\n".join(t for t in texts if t)
+    if not text and isinstance(call.get("resultDisplay"), str):
+        text = call["resultDisplay"]
+    return text, is_error

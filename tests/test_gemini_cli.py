@@ -452,7 +452,7 @@ def test_detection_keeps_formats_apart(corpus, plugins):
     formats = plugins.formats()
     ours = {n: f for n, f in formats.items() if n.startswith("gemini-")}
     others = {n: f for n, f in formats.items() if n not in ours}
-    assert set(ours) == {"gemini-cli", "gemini-stream"}
+    assert set(ours) == {"gemini-cli", "gemini-jsonl", "gemini-stream"}
     foreign = [p for d in ("claude-code", "codex", "amp") for p in _files(corpus / d)]
     assert len(foreign) > 50
     for path in foreign:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -179,18 +180,29 @@ OWN_FILES = {
     "gemini-stream": "gemini-cli/metaphi-figma-eval-49bdd49a/transcript.stream.jsonl",
     "openai": "swe-agent/mini-swe-agent/github_issue.traj.json",
 }
+# Formats the corpus has no file of: a sample of our own (data/samples).
+SAMPLE_FILES = {
+    "gemini-jsonl": Path(__file__).resolve().parent.parent
+    / "data/samples/gemini-cli/session-2026-11-27T02-22-e25d6c93.jsonl",
+}
+ALL_FILES = [*OWN_FILES, *SAMPLE_FILES]
+
+
+def _own_file(corpus: Path, name: str) -> Path:
+    return SAMPLE_FILES[name] if name in SAMPLE_FILES else corpus / OWN_FILES[name]
 
 
 @pytest.mark.parametrize(
     "forced,own",
-    [(forced, own) for forced in OWN_FILES for own in OWN_FILES if forced != own],
+    [(forced, own) for forced in ALL_FILES for own in ALL_FILES if forced != own],
 )
 def test_a_format_forced_on_a_foreign_file_is_an_error_naming_it(
     corpus, tmp_path, engine, plugins, forced, own
 ):
     """Issue 9 item 11: exit 0 with no message for 4 of the 7 formats (some stored a misread)."""
-    path = tmp_path / (OWN_FILES[own].replace("/", "_"))
-    path.write_bytes((corpus / OWN_FILES[own]).read_bytes())
+    src = _own_file(corpus, own)
+    path = tmp_path / (str(src.relative_to(src.parents[2])).replace("/", "_"))
+    path.write_bytes(src.read_bytes())
     assert ingest(engine, plugins, [path]).ok
     stored = message_count(engine)
     assert stored > 0
@@ -217,7 +229,7 @@ def test_every_corpus_file_of_another_format_is_refused(corpus, tmp_path, engine
 
     known = {f.path: f.format for f in ingest(engine, plugins, [corpus]).files if f.format}
     assert len(set(known.values())) == len(OWN_FILES)
-    for forced in OWN_FILES:
+    for forced in ALL_FILES:
         # Unchanged files read before as their own format are looked at again, not skipped.
         foreign = sorted(p for p, fmt in known.items() if fmt != forced)
         summary = ingest(engine, plugins, foreign, format_name=forced)
