@@ -8,7 +8,8 @@ plugins and of `examples/` to keep it so.
 - **Transcript formats** (`register_formats`): the `TranscriptFormat` protocol and the records
   a parser yields (`ThreadInfo`, `Message` with its `Block`s, `Usage`, `Problem`), the role
   and source-type constants, `Cursor`, and the readers `read_jsonl` (JSONL from a cursor),
-  `read_document` (a whole JSON file) and `parse_time`.
+  `read_document` (a whole JSON file) and `parse_time`; the markers of Claude Code's user-role
+  texts nobody typed (`CLAUDE_CODE_*_PREFIXES`, shared with the live hook).
 - **Observers** (`register_observers`): the `Observer` protocol, `ObserveRequest`,
   `ObserveResult`, `ObserverUsage`, the one tool (`TOOL_NAME`, `TOOL_DESCRIPTION`,
   `TOOL_SCHEMA`), `validate` (the core's check of an answer) and `ClientCache`; for the
@@ -30,6 +31,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .checkpoints import END_TURN, INFERENCE, Checkpoint, GateDecision, is_typed_user
+from .client_texts import (
+    CLAUDE_CODE_COMMAND_PREFIXES,
+    CLAUDE_CODE_HOOK_FEEDBACK_PREFIXES,
+    CLAUDE_CODE_INTERRUPT_PREFIX,
+    CLAUDE_CODE_META_PREFIXES,
+)
 from .errors import AuditorError, UnknownName
 from .files import replace_atomically
 from .guidance import GuidanceText
@@ -111,6 +118,10 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ASSISTANT",
     "BOM",
+    "CLAUDE_CODE_COMMAND_PREFIXES",
+    "CLAUDE_CODE_HOOK_FEEDBACK_PREFIXES",
+    "CLAUDE_CODE_INTERRUPT_PREFIX",
+    "CLAUDE_CODE_META_PREFIXES",
     "CORRECTION_MARKER",
     "END_TURN",
     "INFERENCE",

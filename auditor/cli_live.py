@@ -126,7 +126,7 @@ def _hook_command(agent: str, title: str):
             hook_event(argv)
         config.concurrency = 1  # one call at a time: the checkpoint that just ended
         if worker_dir is not None:
-            from .live_worker import WorkerOptions, run_worker
+            from .live_worker import LAG, WorkerOptions, run_worker
 
             def open_store():
                 from .db import open_db
@@ -138,7 +138,7 @@ def _hook_command(agent: str, title: str):
                     raise ctx.config_error
                 return ctx.plugins
 
-            options = WorkerOptions(deadline, max_corrections, idle, max(lag_wait, 2.0))
+            options = WorkerOptions(deadline, max_corrections, idle, max(lag_wait, LAG))
             code = run_worker(worker_dir, agent, open_store, load_plugins, config, options)
             sys.stdout.flush()
             os._exit(code)
@@ -206,7 +206,12 @@ def _store_if_any(ctx: Context):
     from .db import location, resolve_url
 
     where = location(resolve_url(ctx.db_option))
-    return ctx.engine if "://" in where or Path(where).is_file() else None
+    if not ("://" in where or Path(where).is_file()):
+        return None
+    try:
+        return ctx.engine
+    except Exception:  # noqa: BLE001 - a store out of reach: judged by the backend's figure
+        return None
 
 
 @hook.command("install")
@@ -295,7 +300,14 @@ def install(
     """
     import json
 
-    from .hook_install import deadline_warning, hook_command, merge, settings_path
+    from .hook_install import (
+        deadline_warning,
+        hook_command,
+        merge,
+        readiness_warning,
+        settings_path,
+        store_for_command,
+    )
     from .hook_install import install as install_hook
 
     extra = []
@@ -305,7 +317,11 @@ def install(
         extra += ["--model", model]
     if deadline != DEADLINE:
         extra += ["--deadline", f"{deadline:g}"]
-    command = hook_command(agent, extra, ctx.db_option)
+    source = click.get_current_context().find_root().get_parameter_source("db")
+    db, store_note = store_for_command(
+        ctx.db_option, source == click.core.ParameterSource.COMMANDLINE
+    )
+    command = hook_command(agent, extra, db)
     path = settings_path(agent, scope, project_dir.resolve())
     timeout = int(deadline + 15)
     if print_only:
@@ -325,6 +341,10 @@ def install(
                         f"`codex exec --trust` in {project_dir.resolve()} (or accept Codex's "
                         "prompt), or install with --user."
                     )
+    if store_note:
+        click.echo(store_note, err=True)
+    if warning := readiness_warning(ctx.plugins, observer, model):
+        click.echo(warning, err=True)
     if warning := deadline_warning(_store_if_any(ctx), ctx.plugins, observer, model, deadline):
         click.echo(warning, err=True)
 

@@ -7,10 +7,12 @@ Claude Code reads hooks from `.claude/settings.json` (project), `.claude/setting
     {"hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "...", "timeout": 10}]}]}}
 
 A group without `matcher` applies to every tool. Installed (see docs/live-hooks.md):
-- Claude Code: `PostToolUse`, `UserPromptSubmit`, `Stop` and `SubagentStop` run the
-  non-blocking hook; `Stop` also runs `auditor hook claude-code --rewake` as an `asyncRewake`
-  handler, which waits in the background for the end-of-turn audit and wakes Claude with its
-  correction (exit 2, the message on stderr) unless the user wrote first;
+- Claude Code: `PostToolUse`, `PostToolUseFailure`, `UserPromptSubmit`, `Stop`,
+  `SubagentStop` and `SessionEnd` run the non-blocking hook; `Stop` also runs
+  `auditor hook claude-code --rewake` as an `asyncRewake` handler, which waits in the
+  background for the end-of-turn audit and wakes Claude with its correction (exit 2, the
+  message on stderr) unless the user wrote first. Each command is guarded (`GUARD`): it exits
+  2 only when auditor decided to deliver;
 - Codex: `PostToolUse` and `UserPromptSubmit` run the non-blocking hook; `Stop` runs
   `auditor hook codex --wait`, which waits (up to the deadline) for the end-of-turn audit and
   blocks with its correction: Codex has no way to wake the model once the turn has ended.
@@ -35,19 +37,51 @@ from .errors import AuditorError
 from .files import replace_atomically
 
 EVENTS = {
-    "claude-code": ("PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop"),
+    "claude-code": (
+        "PostToolUse",
+        "PostToolUseFailure",
+        "UserPromptSubmit",
+        "Stop",
+        "SubagentStop",
+        "SessionEnd",
+    ),
     "codex": ("PostToolUse", "UserPromptSubmit", "Stop"),
 }
 SYNC_EVENTS = {"claude-code": ("Stop", "SubagentStop"), "codex": ("Stop",)}
 FAST_TIMEOUT = 10  # seconds: the non-blocking hook never waits for anything
 
 
+# Claude Code reads a hook's exit status 2 as a "blocking error": at a Stop it makes Claude go
+# on with stderr (an asyncRewake handler wakes it), at UserPromptSubmit it erases the prompt,
+# at PostToolUse it feeds stderr to Claude. Python exits 2 for a script it cannot open and
+# click for a usage error (an older auditor that does not know an option), so a broken
+# install could loop Claude on its own error message. The installed command therefore runs
+# through this shell form: auditor's own "deliver" status (DELIVER) becomes 2, success stays
+# 0, and every other status (a missing executable's 127 included) becomes 1, which Claude Code
+# shows the user as a non-blocking hook error and otherwise ignores.
+GUARD = "; s=$?; [ $s = {deliver} ] && exit 2; [ $s = 0 ]"
+GUARD_FAST = "; [ $? = 0 ]"
+
+
+def guarded(agent: str, command: str, rewake: bool = False) -> str:
+    """`command` in the shell form that exits 2 only when auditor decided to deliver."""
+    if agent != "claude-code":
+        return command
+    from .live import DELIVER
+
+    return command + (GUARD.format(deliver=DELIVER) if rewake else GUARD_FAST)
+
+
 def entries(agent: str, command: str, timeout: int, sync: bool = False) -> dict[str, list[dict]]:
     """The handlers auditor installs for `agent`, by event."""
     if sync:
-        entry = {"type": "command", "command": f"{command} --sync", "timeout": timeout}
+        entry = {
+            "type": "command",
+            "command": guarded(agent, f"{command} --sync"),
+            "timeout": timeout,
+        }
         return {event: [entry] for event in SYNC_EVENTS[agent]}
-    fast = {"type": "command", "command": command, "timeout": FAST_TIMEOUT}
+    fast = {"type": "command", "command": guarded(agent, command), "timeout": FAST_TIMEOUT}
     out = {event: [fast] for event in EVENTS[agent]}
     if agent == "codex":
         # Codex cannot be woken once a turn has ended: its Stop handler waits for the audit.
@@ -55,7 +89,7 @@ def entries(agent: str, command: str, timeout: int, sync: bool = False) -> dict[
     if agent == "claude-code":
         rewake = {
             "type": "command",
-            "command": f"{command} --rewake",
+            "command": guarded(agent, f"{command} --rewake", rewake=True),
             "timeout": timeout,
             "asyncRewake": True,
         }
@@ -85,9 +119,46 @@ def settings_path(agent: str, scope: str, project_dir: Path) -> Path:
 
 
 def auditor_executable() -> str:
-    """The auditor script beside this Python, else `auditor` on PATH at hook time."""
+    """`auditor` when the PATH finds this installation's script, else that script's full path
+    (the agent would not find it: a venv that is not activated), else `auditor`."""
+    import shutil
+
     beside = Path(sys.executable).parent / "auditor"
-    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else "auditor"
+    if not (beside.is_file() and os.access(beside, os.X_OK)):
+        return "auditor"
+    found = shutil.which("auditor")
+    if found and os.path.realpath(found) == os.path.realpath(beside):
+        return "auditor"
+    return str(beside)
+
+
+def store_for_command(db: str | None, explicit: bool) -> tuple[str | None, str | None]:
+    """The `--db` value to write into the agent's settings, and a note saying what was done.
+
+    A settings file is often committed, so nothing secret goes in: a store named by $AUDITOR_DB
+    is left to the environment the agent runs the hook in (the hook reads $AUDITOR_DB there,
+    as it reads the observer's key), and a URL given with --db is written without its password,
+    which the PostgreSQL driver then takes from PGPASSWORD or ~/.pgpass.
+    """
+    if not db:
+        return None, None
+    if not explicit:
+        return None, (
+            "The hook uses the store that $AUDITOR_DB names in the agent's environment (not "
+            "written into the settings file): start the agent where AUDITOR_DB is set."
+        )
+    if "://" not in db:
+        return str(Path(db).expanduser().resolve()), None
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db)
+    if url.password is None:
+        return db, None
+    return url._replace(password=None).render_as_string(hide_password=False), (
+        "The store's password is not written into the settings file: the hook's connection "
+        "takes it from PGPASSWORD or ~/.pgpass in the agent's environment (or set AUDITOR_DB "
+        "there and install without --db)."
+    )
 
 
 def hook_command(agent: str, extra: list[str], db: str | None = None) -> str:
@@ -99,12 +170,24 @@ def hook_command(agent: str, extra: list[str], db: str | None = None) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
+def _first_command(command: str) -> list[str]:
+    """The words of `command` up to its first `;`, `&&` or `||` (the guard that follows)."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words: list[str] = []
+    for word in lexer:
+        if word in (";", "&&", "||", "&", "|"):
+            break
+        words.append(word)
+    return words
+
+
 def _variant(handler: object, agent: str) -> str | None:
     """Which of auditor's handlers `handler` is (fast, rewake, sync), or None if not ours."""
     if not isinstance(handler, dict) or not isinstance(handler.get("command"), str):
         return None
     try:
-        argv = shlex.split(handler["command"])
+        argv = _first_command(handler["command"])
     except ValueError:
         return None
     if not (any(Path(a).name == "auditor" for a in argv[:1]) and "hook" in argv and agent in argv):
@@ -136,7 +219,8 @@ def merge(
             )
         emptied: list = []
         todo = {
-            ("rewake" if "--rewake" in e["command"] else "main"): e for e in wanted.get(event, [])
+            ("rewake" if "--rewake" in _first_command(e["command"]) else "main"): e
+            for e in wanted.get(event, [])
         }
         for group in groups:
             handlers = group.get("hooks") if isinstance(group, dict) else None
@@ -208,6 +292,25 @@ def trust_codex(path: Path) -> tuple[int, bool]:
 
     handlers = codex_handlers(path)
     return len(handlers), record(handlers)
+
+
+def readiness_warning(plugins, observer: str | None, model: str | None) -> str | None:
+    """A warning when the observer the hook will use cannot be called now (no key, no SDK)."""
+    from .run import choose_observer
+
+    try:
+        name, _ = choose_observer(plugins, observer)
+        backend = plugins.observer(name)
+    except AuditorError as exc:
+        return f"Warning: {exc}"
+    problem = backend.check({"model": model or backend.default_model})
+    if not problem:
+        return None
+    return (
+        f"Warning: the hook's {name} observer cannot be used from here: {problem} The hook runs "
+        "in the agent's environment: set it there before starting the agent, or every audit "
+        "fails (see `auditor runs`)."
+    )
 
 
 def deadline_warning(engine, plugins, observer: str | None, model: str | None, deadline: float):

@@ -20,8 +20,9 @@ the next event after a crash finds the lock free and starts a new worker, which 
 from the spool (the store keeps anything from being audited twice).
 
 What each event does:
-- `PostToolUse`: hand over a finished correction as `additionalContext` (Claude Code reads it
-  before its next model call) and make sure the worker audits the tool round;
+- `PostToolUse` (and `PostToolUseFailure`, Claude Code's event for a tool call that failed):
+  hand over a finished correction as `additionalContext` (Claude Code reads it with the tool's
+  result, before its next model call) and make sure the worker audits the tool round;
 - `Stop`/`SubagentStop`: hand over a finished correction as `{"decision": "block"}`, unless
   `stop_hook_active` says the agent already goes on because of a Stop hook; the worker audits
   the end of the turn. Its correction goes out through the `--rewake` handler, which Claude
@@ -29,7 +30,15 @@ What each event does:
   the message on stderr) unless the user wrote first; else at the next event, if the user
   has not written since (Codex: its next Stop);
 - `UserPromptSubmit`: take back every correction not yet handed over; the worker cancels the
-  audits under way (recorded as cancelled, with what the call had cost).
+  audits under way (recorded as cancelled, with what the call had cost). A prompt the client
+  wrote itself (Claude Code's `<task-notification>` when a background task or a re-wake
+  finishes; see `auditor.client_texts`) is recorded as not typed and does none of this;
+- `SessionEnd`: the worker finishes the audits under way and exits.
+
+The `--rewake` handler says "deliver" with its own exit status, DELIVER; the command that
+`auditor hook install` writes turns that into the 2 Claude Code wakes on, and any other failure
+into 1, so that an `auditor` that cannot start (gone, a broken venv, a usage error, which
+Python and click report as 2) never wakes Claude and never erases a prompt.
 """
 
 from __future__ import annotations
@@ -39,12 +48,19 @@ import os
 import sys
 import time
 
+from .client_texts import written_by_client
+
 AGENTS = ("claude-code", "codex")
 STATE_ENV = "AUDITOR_STATE_DIR"
 LOCK_FD_ENV = "AUDITOR_WORKER_LOCK_FD"  # the worker lock a starting worker inherits
 EVENTS = "events.jsonl"
 PROMPT = "UserPromptSubmit"
 STOPS = ("Stop", "SubagentStop")
+TOOL_EVENTS = ("PostToolUse", "PostToolUseFailure")  # a tool call came back (or failed)
+SESSION_END = "SessionEnd"
+DELIVER = 42  # `--rewake`'s exit status for "wake the agent with this" (see the docstring)
+# auditor.inject.CORRECTION_MARKER, which the fast path does not import (a test keeps them equal)
+CORRECTION_MARKER = "[auditor course-correction]"
 DEADLINE = 30.0  # seconds `--rewake` waits for the observer (as `--deadline`), plus 5
 # The payload fields the worker needs; the prompt's text and tool output stay out of the spool.
 KEEP = (
@@ -142,8 +158,13 @@ def _append(path: str, line: bytes) -> int:
         os.close(fd)
 
 
+def typed(event: dict) -> bool:
+    """True for a UserPromptSubmit the user typed (not one the client wrote itself)."""
+    return event.get("hook_event_name") == PROMPT and event.get("typed") is not False
+
+
 def prompt_since(sdir: str, offset: int, thread: str | None = None) -> bool:
-    """True when a UserPromptSubmit was recorded at or after byte `offset` of the events."""
+    """True when a typed UserPromptSubmit was recorded at or after byte `offset` of the events."""
     try:
         with open(os.path.join(sdir, EVENTS), "rb") as fh:
             fh.seek(offset)
@@ -155,7 +176,7 @@ def prompt_since(sdir: str, offset: int, thread: str | None = None) -> bool:
     for line in tail.splitlines():
         if PROMPT.encode() in line:
             try:
-                if json.loads(line).get("hook_event_name") == PROMPT:
+                if typed(json.loads(line)):
                     return True
             except ValueError:
                 continue
@@ -308,11 +329,26 @@ def start_worker(
     return pid
 
 
-def answer(agent: str, event: str, text: str) -> str:
-    """The hook's output that hands `text` to the agent at `event` (see docs/live-hooks.md)."""
+def note(message: str, event: str) -> str:
+    """The correction as what it is, an observer's note on the work, worded for the channel
+    it reaches the agent by: beside a tool's result (`additionalContext`), or as the reason
+    the agent does not stop yet (a Stop block, a re-wake), which Claude Code shows as a hook's
+    "blocking error". The observer writes `message` as the user would say it; the note says
+    who relays it. The marker lets the transcript parsers know it again."""
+    from_whom = "Note from the observer auditing this session for the user"
+    if event in TOOL_EVENTS:
+        return f"{CORRECTION_MARKER} {from_whom} (not part of the tool's output): {message}"
+    return (
+        f"{CORRECTION_MARKER} {from_whom}, before you finish (not a failure of the hook): {message}"
+    )
+
+
+def answer(agent: str, event: str, message: str) -> str:
+    """The hook's output that hands `message` to the agent at `event` (docs/live-hooks.md)."""
     out: dict[str, object]
-    if event == "PostToolUse":
-        out = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": text}}
+    text = note(message, event)
+    if event in TOOL_EVENTS:
+        out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
     else:
         out = {"decision": "block", "reason": text}
     return json.dumps(out, ensure_ascii=False)
@@ -342,12 +378,20 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
     record["thread"] = thread
     record["t"] = time.time()
     if event == PROMPT:
-        record["prompt_chars"] = len(data.get("prompt") or "")
+        given = data.get("prompt")
+        prompt = given if isinstance(given, str) else ""
+        record["prompt_chars"] = len(prompt)
+        record["typed"] = not written_by_client(agent, prompt)
     line = json.dumps(record).encode() + b"\n"
     if event == PROMPT:
         _append(os.path.join(sdir, EVENTS), line)  # first, so that a late correction sees it
+        if not record["typed"]:
+            return "", f"{PROMPT}: written by the client, not typed: nothing taken back", {}
         n = drop_all(sdir)
         return "", f"{PROMPT}: {n} correction(s) taken back" if n else f"{PROMPT}: recorded", {}
+    if event == SESSION_END:
+        _append(os.path.join(sdir, EVENTS), line)  # the worker finishes and exits
+        return "", f"{SESSION_END}: recorded", {}
     printed, did = "", f"{event}: nothing to hand over"
     if event in STOPS and data.get("stop_hook_active") is True:
         did = f"{event}: stop_hook_active, nothing handed over"
@@ -356,7 +400,7 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
         # when it reads the event (no audit right after a correction).
         entry = claim(sdir, thread, event)
         if entry is not None:
-            printed = answer(agent, event, entry["text"])
+            printed = answer(agent, event, entry["message"])
             did = f"{event}: handed over verdict {entry.get('verdict_id')}"
     end = _append(os.path.join(sdir, EVENTS), line) + len(line)
     # One start attempt per session while a worker lives or is starting: whoever takes the
@@ -385,7 +429,7 @@ def wait(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, s
         return printed, did
     deadline = _deadline(rest)
     code, text = _await_audit(at["sdir"], at["thread"], lambda: at["end"], deadline, "Stop-wait")
-    if code == 2:
+    if code == DELIVER:
         return answer(agent, "Stop", text), f"{did}; handed over the end-of-turn correction"
     return "", f"{did}; {text}"
 
@@ -401,8 +445,9 @@ def rewake(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[int,
     """`--rewake`: wait in the background for the end-of-turn audit of this Stop.
 
     Claude Code runs this handler with `asyncRewake` (it does not wait for it) and wakes
-    Claude with the handler's stderr when it exits with status 2. Return (2, the correction)
-    when one is due and nobody wrote since the Stop, else (0, what happened).
+    Claude with the handler's stderr when it exits with status 2 (the installed command turns
+    DELIVER into 2). Return (DELIVER, the note) when a correction is due and nobody wrote since
+    the Stop, else (0, what happened).
     """
     data = json.loads(raw)
     if not isinstance(data, dict) or not data.get("session_id"):
@@ -428,12 +473,14 @@ def rewake(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[int,
                 found.append(end)
         return found[0] if found else None
 
-    return _await_audit(sdir, thread, stop_end, _deadline(rest) + 5, "Stop-rewake")
+    code, text = _await_audit(sdir, thread, stop_end, _deadline(rest) + 5, "Stop-rewake")
+    return code, note(text, "Stop") if code == DELIVER else text
 
 
 def _await_audit(sdir: str, thread: str, stop_end, seconds: float, label: str) -> tuple[int, str]:
     """Wait up to `seconds` for the audit of the Stop whose events line ends at `stop_end()`:
-    (2, the correction) when one is due and nobody wrote since, else (0, what happened)."""
+    (DELIVER, the correction's message) when one is due and nobody wrote since, else (0, what
+    happened)."""
     until = time.monotonic() + seconds
     while time.monotonic() < until:
         end = stop_end()
@@ -441,7 +488,7 @@ def _await_audit(sdir: str, thread: str, stop_end, seconds: float, label: str) -
             return 0, "the user wrote first"
         entry = claim(sdir, thread, label)
         if entry is not None:
-            return 2, entry["text"]
+            return DELIVER, entry["message"]
         if end is not None and _done(sdir, thread) >= end:
             return 0, "the end of the turn needs no correction"
         time.sleep(0.05)
@@ -494,7 +541,7 @@ def main(argv: list[str]) -> None:
             code, text = rewake(agent, sys.stdin.read(), head, rest)
         except Exception as exc:  # noqa: BLE001 - fail open
             code, text = 0, f"failed: {type(exc).__name__}: {exc}"
-        if code == 2:
+        if code == DELIVER:
             sys.stderr.write(text + "\n")
         elif verbose:
             sys.stderr.write(f"auditor hook {agent} --rewake: {text}\n")

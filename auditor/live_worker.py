@@ -4,18 +4,22 @@ Started by `auditor.live` (the hooks' fast path) as `auditor hook AGENT --worker
 session, detached from the agent. It holds DIR/worker.lock while it runs, follows
 DIR/events.jsonl, and for each thread of the session:
 
-- on `PostToolUse` (a tool round came back) it reads the new tail of the transcript into the
-  store and audits the tool round as an every-inference checkpoint; on `Stop`/`SubagentStop`
-  it audits the end of the turn. Events that arrive while an audit is under way are coalesced:
-  the latest one is audited next;
+- on `PostToolUse` or `PostToolUseFailure` (a tool call came back) it reads the new tail of
+  the transcript into the store and audits the tool round as an every-inference checkpoint;
+  on `Stop`/`SubagentStop` it audits the end of the turn. The client writes its transcript
+  after it runs the hook, so the worker waits, a bounded time, for what the event names: the
+  result of the event's `tool_use_id`, the stop's `last_assistant_message`. Events that arrive
+  while an audit is under way are coalesced: the latest one is audited next;
 - on `UserPromptSubmit` it cancels the audits under way (each recorded as a `cancelled`
   verdict with the time it had run, and its cost when the answer came in anyway) and holds
-  back every correction not yet handed over;
+  back every correction not yet handed over, unless the client wrote the prompt itself (a
+  task notification), which changes nothing;
+- on `SessionEnd` it finishes the audits under way and exits;
 - a correction the loop guards let through is written to DIR/outbox, where the next hook
   event of the thread picks it up; hand-overs (DIR/sent) and take-backs (DIR/dropped) are
   recorded in the `injections` table like any other delivery.
 
-It exits when the session has been idle for `idle` seconds. Every audit is a run in the store,
+It exits when the session ended or has been idle for `idle` seconds. Every audit is a run in the store,
 recorded exactly as `auditor run` records it.
 """
 
@@ -36,8 +40,9 @@ if TYPE_CHECKING:
     from .run import Auditor, Job
 
 POLL = 0.05  # seconds between looks at the spool
+WATCH = 0.05  # seconds between looks at a transcript the worker waits on
 IDLE = 120.0  # seconds without an event before the worker exits
-LAG = 2.0  # seconds to wait for a transcript file that lags behind the hook event
+LAG = 5.0  # at most, seconds to wait for the transcript to hold what a hook event names
 
 
 @dataclass
@@ -100,6 +105,7 @@ class Worker:
             self.threads[thread] = _Thread(corrected=True)
         self.last_event = time.monotonic()
         self.done: dict[str, int] = {}
+        self.ending = False  # the session ended (SessionEnd)
 
     # -- the spool ------------------------------------------------------------------------
     def _path(self, *parts: str) -> str:
@@ -217,12 +223,17 @@ class Worker:
             name = event.get("hook_event_name")
             thread = str(event.get("thread") or event.get("session_id") or "")
             if name == live.PROMPT:
+                if not live.typed(event):
+                    continue  # the client's own (a task notification): the user did not write
                 self.cancel_all(f"the user wrote ({live.PROMPT})")
                 live.drop_all(self.sdir)
                 for t in self.threads.values():
                     t.corrected = False
                 continue
-            if name not in ("PostToolUse", *live.STOPS):
+            if name == live.SESSION_END:
+                self.ending = True  # exit once the audits under way are finished
+                continue
+            if name not in (*live.TOOL_EVENTS, *live.STOPS):
                 continue
             t = self.threads.setdefault(thread, _Thread())
             audit = _Audit(event, start, end)
@@ -287,7 +298,6 @@ class Worker:
         a.finish_run("done")
 
     async def _audit_inner(self, thread_native: str, t: _Thread, audit: _Audit) -> None:
-        from .checkpoints import END_TURN, checkpoint_at, find_checkpoints
         from .run import Auditor
 
         event = audit.event
@@ -298,33 +308,11 @@ class Worker:
         path = event.get("transcript_path")
         if name == "SubagentStop" and event.get("agent_transcript_path"):
             path = event["agent_transcript_path"]
-        waited = 0.0
-        while True:
-            self._ingest(path)
-            thread = self._thread(thread_native)
-            cp = messages = None
-            if thread is not None:
-                from .threads import load_messages
-
-                messages = load_messages(self.engine, thread.id)
-                if name in live.STOPS:
-                    cps = find_checkpoints(thread.id, messages, END_TURN)
-                    last = max(
-                        (i for i, m in enumerate(messages) if m.role == "assistant"), default=-1
-                    )
-                    if cps and cps[-1].index == last and not cps[-1].user_wrote_after:
-                        cp = cps[-1]
-                elif messages and _is_tool_round(messages[-1]):
-                    cp = checkpoint_at(
-                        thread.id, messages, messages[-1].native_id, "every-inference"
-                    )
-            if cp is not None or waited >= self.options.lag:
-                break
-            await asyncio.sleep(0.2)
-            waited += 0.2
-        if cp is None or messages is None:
+        found = await self._wait_for(thread_native, event, path)
+        if found is None:
             self.log(f"{name}: nothing to audit (the transcript has no matching checkpoint)")
             return
+        thread, messages, cp = found
         a = audit.auditor = Auditor(self.engine, self.plugins, self.run_config)
         a.start_run({"hook": {"agent": self.agent, "live": True, **_trigger(event)}})
         with self.engine.begin() as conn:
@@ -349,6 +337,41 @@ class Worker:
                 return
         a.finish_run("done")
         self._stage(thread, messages, cp, verdict_id, audit)
+
+    async def _wait_for(self, thread_native: str, event: dict, path):
+        """(thread, messages, checkpoint) once the transcript holds what `event` names, or None
+        when it does not within `lag` seconds.
+
+        A tool event names its call (`tool_use_id`): the checkpoint is the tool round holding
+        its result, once every call of that round is answered. A stop names the final message
+        (`last_assistant_message`): the checkpoint is the end of turn, once the thread ends
+        with that message. The file is read again only when it grew."""
+        from .checkpoints import END_TURN, checkpoint_at, find_checkpoints
+        from .threads import load_messages
+
+        name = event.get("hook_event_name")
+        until = time.monotonic() + self.options.lag
+        size = -1
+        while True:
+            now_size = _size(path)
+            if now_size != size:
+                size = now_size
+                self._ingest(path)
+                thread = self._thread(thread_native)
+                if thread is not None:
+                    messages = load_messages(self.engine, thread.id)
+                    cp = None
+                    if name in live.STOPS:
+                        cp = _end_of_turn(thread.id, messages, event, find_checkpoints, END_TURN)
+                    else:
+                        at = _round_answered(messages, event.get("tool_use_id"))
+                        if at is not None:
+                            cp = checkpoint_at(thread.id, messages, at, "every-inference")
+                    if cp is not None:
+                        return thread, messages, cp
+            if time.monotonic() >= until:
+                return None
+            await asyncio.sleep(WATCH)
 
     def _ingest(self, path) -> None:
         from .ingest import Ingester
@@ -427,7 +450,7 @@ class Worker:
                 self.handle(events)
             self._save_state()
             busy = any(t.current is not None for t in self.threads.values())
-            if not busy and time.monotonic() - self.last_event > self.options.idle:
+            if not busy and (self.ending or time.monotonic() - self.last_event > self.options.idle):
                 return
             await asyncio.sleep(POLL)
 
@@ -438,10 +461,58 @@ def _trigger(event: dict) -> dict:
     return {k: event[k] for k in keep if k in event}
 
 
-def _is_tool_round(m) -> bool:
+def _size(path) -> int:
+    try:
+        return os.stat(path).st_size if isinstance(path, str) and path else -1
+    except OSError:
+        return -1
+
+
+def _end_of_turn(thread_id: int, messages: list, event: dict, find_checkpoints, end_turn: str):
+    """The end of turn the stop is about, once the stored thread ends with it, else None."""
+    from .hook import _caught_up
+
+    last = event.get("last_assistant_message")
+    if isinstance(last, str) and last.strip() and not _caught_up(messages, last):
+        return None  # the file has not caught up with the stop yet
+    cps = find_checkpoints(thread_id, messages, end_turn)
+    final = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    if cps and cps[-1].index == final and not cps[-1].user_wrote_after:
+        return cps[-1]
+    return None
+
+
+def _round_answered(messages: list, tool_use_id) -> str | None:
+    """The native id of the message that completes the tool round holding the result of
+    `tool_use_id` (every call of the round answered), else None. Without an id (an older
+    client), the thread's last message when it is a tool result."""
     from .checkpoints import _is_tool_result
 
-    return _is_tool_result(m)
+    if not isinstance(tool_use_id, str) or not tool_use_id:
+        return messages[-1].native_id if messages and _is_tool_result(messages[-1]) else None
+    calls: set[str] = set()
+    for i, m in enumerate(messages):
+        if m.role == "assistant" and any(
+            b.kind == "tool_use" and b.tool_use_id == tool_use_id for b in m.blocks
+        ):
+            calls = {b.tool_use_id for b in m.blocks if b.kind == "tool_use" and b.tool_use_id}
+            answered: set[str] = set()
+            for later in messages[i + 1 :]:
+                if not _is_tool_result(later):
+                    if (
+                        later.role == "assistant"
+                        and later.blocks
+                        and all(b.kind == "tool_use" for b in later.blocks)
+                    ):
+                        # Claude Code writes each parallel call as a message of its own.
+                        calls |= {b.tool_use_id for b in later.blocks if b.tool_use_id}
+                        continue
+                    break
+                answered |= {b.tool_use_id for b in later.blocks if b.kind == "tool_result"}
+                if calls <= answered:
+                    return later.native_id
+            return None
+    return None
 
 
 def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_config, options) -> int:

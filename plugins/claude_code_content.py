@@ -9,6 +9,10 @@ from typing import Any
 import orjson
 
 from auditor.api import (
+    CLAUDE_CODE_COMMAND_PREFIXES,
+    CLAUDE_CODE_HOOK_FEEDBACK_PREFIXES,
+    CLAUDE_CODE_INTERRUPT_PREFIX,
+    CLAUDE_CODE_META_PREFIXES,
     CORRECTION_MARKER,
     SOURCE_COMMAND,
     SOURCE_COMPACT,
@@ -23,26 +27,11 @@ SPILL_CAP = 200 * 1024  # bytes of a spilled tool result kept (head and tail)
 CLAUDE_MD_RE = re.compile(r"Contents of (\S*CLAUDE(?:\.local)?\.md)[^\n]*:\n")
 CLAUDE_MD_END = ("\n</system-reminder>", "\n# currentDate", "\n      IMPORTANT: this context")
 
-# Leading markers of user text that is not typed by a person.
-COMMAND_PREFIXES = (
-    "<command-name>",
-    "<command-message>",
-    "<command-args>",
-    "<local-command-stdout>",
-    "<local-command-stderr>",
-    "<bash-input>",
-    "<bash-stdout>",
-    "<bash-stderr>",
-)
-META_PREFIXES = (
-    "<local-command-caveat>",
-    "Caveat: The messages below were generated",
-    "<system-reminder>",
-    "<task-notification>",
-    "<user-prompt-submit-hook>",
-)
-INTERRUPT_PREFIX = "[Request interrupted by user"
-HOOK_FEEDBACK_PREFIXES = ("Stop hook feedback:", "SubagentStop hook feedback:")
+# Leading markers of user text that is not typed by a person (shared with the live hook).
+COMMAND_PREFIXES = CLAUDE_CODE_COMMAND_PREFIXES
+META_PREFIXES = CLAUDE_CODE_META_PREFIXES
+INTERRUPT_PREFIX = CLAUDE_CODE_INTERRUPT_PREFIX
+HOOK_FEEDBACK_PREFIXES = CLAUDE_CODE_HOOK_FEEDBACK_PREFIXES
 
 
 def first_text(content: Any) -> str | None:

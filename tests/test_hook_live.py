@@ -18,6 +18,7 @@ from helpers.live import (
     append_lines,
     auditor_argv,
     copy_lines,
+    last_record,
     rows,
     store_locked,
     stored,
@@ -27,7 +28,7 @@ from helpers.wire import Reply, Stub, anthropic_response
 from auditor import schema as s
 from auditor.db import open_db
 from auditor.inject import CORRECTION_MARKER
-from auditor.live import session_dir, state_root, worker_alive
+from auditor.live import DELIVER, note, session_dir, state_root, worker_alive
 
 pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
@@ -38,6 +39,13 @@ DELAY = 4.0  # seconds the stand-in observer takes to answer
 # Lines of the session (1-based, inclusive): 23 ends a tool round without an edit, 26 the round of
 # the Write call (11 tool calls, one edit: the gate passes), 28 the last round, 29 the final claim.
 NO_EDIT, WRITE, LAST_ROUND, FINAL = 23, 26, 28, 29
+WRITE_CALL = "toolu_01LM7vfs6eMdhHJokVajzJA1"  # the tool_use id of the Write call (line 25)
+# What Claude Code 2.1.328 submits as a prompt when a background command finishes.
+NOTIFICATION = (
+    "<task-notification>\n<task-id>b34yvjd5j</task-id>\n<tool-use-id>toolu_01</tool-use-id>\n"
+    '<status>completed</status>\n<summary>Background command "tests" completed (exit code 0)'
+    "</summary>\n</task-notification>"
+)
 
 
 class Session:
@@ -195,9 +203,10 @@ def injections(tmp_path):
     return stored(s.Injection)
 
 
-def context(message: str) -> dict:
-    text = f"{CORRECTION_MARKER} {message}"
-    return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": text}}
+def context(message: str, event: str = "PostToolUse") -> dict:
+    text = note(message, event)
+    assert text.startswith(CORRECTION_MARKER)  # the transcript parsers know it again
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 def test_a_mid_turn_correction_comes_out_at_the_next_tool_round_and_none_follows_it(cc, tmp_path):
@@ -255,6 +264,76 @@ def test_the_audit_pending_when_the_user_typed_is_cancelled_and_never_delivered(
     assert max(cc.took) < DELAY / 2, cc.took
 
 
+def test_a_failing_tool_call_is_audited_at_its_own_event_and_takes_a_correction(cc, tmp_path):
+    """Claude Code fires PostToolUseFailure, not PostToolUse, for a call that failed (a test
+    run that exits 1): the moment a correction matters most."""
+    cc.grow(WRITE)
+    assert cc.event("PostToolUseFailure", tool_name="Bash", error="Exit code 1") == ""
+    cc.wait_until(cc.staged, why="the audit of the failed call's round")
+    cc.grow(LAST_ROUND)
+    out = cc.event("PostToolUseFailure", tool_name="Bash", error="Exit code 1")
+    assert json.loads(out) == context(MID, "PostToolUseFailure")
+    [verdict] = verdicts(tmp_path)
+    [run] = stored(s.Run, s.Run.id == verdict.run_id)
+    assert run.config["hook"]["hook_event_name"] == "PostToolUseFailure"
+
+
+def test_the_worker_waits_for_the_result_of_the_call_the_event_names(cc, tmp_path):
+    """The client runs PostToolUse before its transcript holds the call's result: the round to
+    audit is the one of the event's tool_use_id, not whichever round the file ends with."""
+    cc.grow(NO_EDIT)  # the file still ends with the round before (no edit: gated out)
+    assert cc.event("PostToolUse", tool_use_id=WRITE_CALL) == ""
+    time.sleep(1.0)
+    cc.grow(WRITE)  # the Write call's result comes in late
+    cc.wait_until(cc.staged, timeout=30, why="the audit of the Write call's round")
+    [entry] = [json.loads(p.read_text()) for p in (cc.sdir / "outbox").glob("*.json")]
+    assert entry["checkpoint"] == last_record(cc.path)["uuid"]
+
+
+def test_a_task_notification_neither_cancels_nor_takes_back_nor_resets_the_guard(cc, tmp_path):
+    """Claude Code submits `<task-notification>` prompts itself (a background command or a
+    re-wake finished): the user did not write."""
+    cc.stub.default = Reply(
+        200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
+    )
+    cc.grow(FINAL)
+    waiter = cc.rewake()
+    assert cc.event("Stop") == ""
+    cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
+    assert cc.event("UserPromptSubmit", prompt=NOTIFICATION) == ""
+    out, err = waiter.communicate(timeout=60)
+    assert (waiter.returncode, err) == (DELIVER, note(END, "Stop") + "\n")
+    # The re-wake comes back as a notification too; the continuation's stop is not audited.
+    woken = (
+        f"<task-notification>\n<summary>Stop hook feedback</summary>\n</task-notification>\n{err}"
+    )
+    assert cc.event("UserPromptSubmit", prompt=woken) == ""
+    assert cc.event("Stop", stop_hook_active=True) == ""
+    assert cc.event("Stop") == ""
+    cc.wait_until(
+        lambda: "after-correction" in (cc.sdir / "worker.log").read_text(),
+        why="the stop after the correction to be passed over",
+    )
+    [verdict] = verdicts(tmp_path)
+    assert (verdict.status, verdict.message) == ("ok", END)
+    [injection] = injections(tmp_path)
+    assert (injection.status, injection.target) == ("delivered", "hook Stop-rewake")
+    assert len(cc.stub.log) == 1
+
+
+def test_the_worker_ends_with_the_session(cc, tmp_path):
+    cc.stub.default = Reply(200, anthropic_response({"needsCorrection": False}), delay=1.0)
+    assert cc.event("SessionEnd", reason="other") == ""
+    assert not worker_alive(str(cc.sdir))  # the end of a session starts no worker
+    cc.grow(FINAL)
+    assert cc.event("Stop") == ""
+    cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
+    assert cc.event("SessionEnd", reason="prompt_input_exit") == ""
+    cc.wait_until(lambda: not worker_alive(str(cc.sdir)), timeout=10, why="the worker to exit")
+    [verdict] = verdicts(tmp_path)  # the audit under way was finished first
+    assert (verdict.status, verdict.needs_correction) == ("ok", False)
+
+
 def test_an_end_of_turn_correction_goes_out_only_if_the_user_has_not_written(cc, tmp_path):
     cc.stub.default = Reply(
         200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
@@ -264,7 +343,7 @@ def test_an_end_of_turn_correction_goes_out_only_if_the_user_has_not_written(cc,
     assert cc.took[-1] < DELAY / 2
     cc.wait_until(cc.staged, why="the end-of-turn correction")
     out = cc.event("Stop")  # the next stop, nobody wrote in between: it goes out
-    assert json.loads(out) == {"decision": "block", "reason": f"{CORRECTION_MARKER} {END}"}
+    assert json.loads(out) == {"decision": "block", "reason": note(END, "Stop")}
     assert cc.event("Stop") == ""  # once only
     cc.wait_until(lambda: len(injections(tmp_path)) == 1, why="the hand-over to be recorded")
     [injection] = injections(tmp_path)
@@ -358,7 +437,7 @@ def test_the_rewake_handler_wakes_claude_with_the_end_of_turn_correction(cc, tmp
     waiter = cc.rewake()  # Claude Code starts both Stop handlers and waits for neither
     assert cc.event("Stop") == ""
     out, err = waiter.communicate(timeout=60)
-    assert (waiter.returncode, out, err) == (2, "", f"{CORRECTION_MARKER} {END}\n")
+    assert (waiter.returncode, out, err) == (DELIVER, "", note(END, "Stop") + "\n")
     cc.wait_until(lambda: len(injections(tmp_path)) == 1, why="the hand-over to be recorded")
     [injection] = injections(tmp_path)
     assert (injection.status, injection.target) == ("delivered", "hook Stop-rewake")
@@ -408,7 +487,7 @@ def test_a_correction_given_as_hook_context_holds_the_core_loop_guard(corpus, tm
     src = (corpus / CC_SESSION).read_bytes().splitlines(keepends=True)
     before = json.loads(src[WRITE - 1])
     after = json.loads(src[WRITE])
-    text = f"{CORRECTION_MARKER} {MID}" if marked else "formatter: 2 files reformatted"
+    text = note(MID, "PostToolUse") if marked else "formatter: 2 files reformatted"
     attachment = {
         "type": "attachment",
         "uuid": "hook-context-1",
