@@ -329,12 +329,15 @@ def start_worker(
     return pid
 
 
-def note(message: str, event: str) -> str:
+def note(message: str, event: str, agent: str = "claude-code") -> str:
     """The correction as what it is, an observer's note on the work, worded for the channel
-    it reaches the agent by: beside a tool's result (`additionalContext`), or as the reason
-    the agent does not stop yet (a Stop block, a re-wake), which Claude Code shows as a hook's
+    it reaches Claude Code by: beside a tool's result (`additionalContext`), or as the reason
+    it does not stop yet (a Stop block, a re-wake), which the client shows as a hook's
     "blocking error". The observer writes `message` as the user would say it; the note says
-    who relays it. The marker lets the transcript parsers know it again."""
+    who relays it. The marker lets the transcript parsers know it again. (Other agents: the
+    marked message.)"""
+    if agent != "claude-code":
+        return f"{CORRECTION_MARKER} {message}"
     from_whom = "Note from the observer auditing this session for the user"
     if event in TOOL_EVENTS:
         return f"{CORRECTION_MARKER} {from_whom} (not part of the tool's output): {message}"
@@ -346,7 +349,7 @@ def note(message: str, event: str) -> str:
 def answer(agent: str, event: str, message: str) -> str:
     """The hook's output that hands `message` to the agent at `event` (docs/live-hooks.md)."""
     out: dict[str, object]
-    text = note(message, event)
+    text = note(message, event, agent)
     if event in TOOL_EVENTS:
         out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
     else:
@@ -474,7 +477,7 @@ def rewake(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[int,
         return found[0] if found else None
 
     code, text = _await_audit(sdir, thread, stop_end, _deadline(rest) + 5, "Stop-rewake")
-    return code, note(text, "Stop") if code == DELIVER else text
+    return code, note(text, "Stop", agent) if code == DELIVER else text
 
 
 def _await_audit(sdir: str, thread: str, stop_end, seconds: float, label: str) -> tuple[int, str]:
