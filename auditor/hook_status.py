@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import time
@@ -58,7 +57,9 @@ class Install:
 
 
 def variant(handler: dict) -> str:
-    argv = shlex.split(handler["command"])
+    from .hook_install import _first_command
+
+    argv = _first_command(handler["command"])  # without Claude Code's exit-status guard
     for flag in ("rewake", "wait", "sync"):
         if f"--{flag}" in argv:
             return flag
@@ -100,8 +101,10 @@ def installs(project_dir: Path, plugins=None) -> list[Install]:
 
 
 def _check_commands(found: Install, commands: list[str], plugins) -> None:
+    from .hook_install import _first_command
+
     for command in dict.fromkeys(commands):
-        argv = shlex.split(command)
+        argv = _first_command(command)
         exe = argv[0]
         where = exe if os.sep in exe else shutil.which(exe)
         if where is None:
@@ -114,7 +117,7 @@ def _check_commands(found: Install, commands: list[str], plugins) -> None:
 
     names = set()
     for command in dict.fromkeys(commands):
-        argv = shlex.split(command)
+        argv = _first_command(command)
         name = next(
             (argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--observer", "-o")), None
         )
