@@ -30,7 +30,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .checkpoints import END_TURN, INFERENCE, Checkpoint, GateDecision, is_typed_user
+from .atomic_files import replace_atomically
+from .audit.checkpoints import END_TURN, INFERENCE, Checkpoint, GateDecision, is_typed_user
+from .audit.observe import (
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    TOOL_SCHEMA,
+    BatchAnswer,
+    BatchItem,
+    BatchObserver,
+    BatchStatus,
+    ClientCache,
+    Observer,
+    ObserveRequest,
+    ObserveResult,
+    ObserverUsage,
+    Verdict,
+    validate,
+)
 from .client_texts import (
     CLAUDE_CODE_COMMAND_PREFIXES,
     CLAUDE_CODE_HOOK_FEEDBACK_PREFIXES,
@@ -38,10 +55,9 @@ from .client_texts import (
     CLAUDE_CODE_META_PREFIXES,
 )
 from .errors import AuditorError, UnknownName
-from .files import replace_atomically
-from .guidance import GuidanceText
 from .hookspecs import hookimpl
-from .inject import CORRECTION_MARKER, Correction, Injector, inject_pending
+from .ingest.guidance import GuidanceText
+from .live.delivery import CORRECTION_MARKER, Correction, Injector, inject_pending
 from .model import (
     ASSISTANT,
     BOM,
@@ -70,40 +86,24 @@ from .model import (
     read_document,
     read_jsonl,
 )
-from .observe import (
-    TOOL_DESCRIPTION,
-    TOOL_NAME,
-    TOOL_SCHEMA,
-    BatchAnswer,
-    BatchItem,
-    BatchObserver,
-    BatchStatus,
-    ClientCache,
-    Observer,
-    ObserveRequest,
-    ObserveResult,
-    ObserverUsage,
-    Verdict,
-    validate,
-)
 from .redact import redact
-from .signals import Evidence, Signal
-from .threads import StoredMessage, StoredThread
+from .store.signal_rows import Evidence, Signal
+from .store.threads import StoredMessage, StoredThread
 
 if TYPE_CHECKING:
-    from .db import open_db
-    from .ingest import ingest
+    from .audit.run import RunConfig, run
+    from .ingest.ingester import ingest
     from .plugins import Plugins, get_plugin_manager
-    from .run import RunConfig, run
+    from .store.db import open_db
 
 # Imported on first use: loading a plugin must not load the whole run machinery.
 _LAZY = {
     "get_plugin_manager": "plugins",
     "Plugins": "plugins",
-    "open_db": "db",
-    "ingest": "ingest",
-    "run": "run",
-    "RunConfig": "run",
+    "open_db": "store.db",
+    "ingest": "ingest.ingester",
+    "run": "audit.run",
+    "RunConfig": "audit.run",
 }
 
 

@@ -7,12 +7,12 @@ import sys
 
 def main() -> None:
     """Run `auditor`: a hook event (`auditor hook AGENT`) without importing the CLI."""
-    from .live import split_argv
+    from .live.fast_path import split_argv
 
     if split_argv(sys.argv[1:]) is not None:
-        from .live import main as hook_event
+        from .live.fast_path import main as hook_event
 
         hook_event(sys.argv[1:])  # exits
-    from .cli import main as cli
+    from .cli.main import main as cli
 
     cli()

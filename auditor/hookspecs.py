@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from .checkpoints import Checkpoint, GateDecision
-    from .inject import Injector
+    from .audit.checkpoints import Checkpoint, GateDecision
+    from .audit.observe import Observer
+    from .live.delivery import Injector
     from .model import TranscriptFormat
-    from .observe import Observer
-    from .signals import Signal
-    from .threads import StoredMessage, StoredThread
+    from .store.signal_rows import Signal
+    from .store.threads import StoredMessage, StoredThread
 
 hookspec = pluggy.HookspecMarker("auditor")
 hookimpl = pluggy.HookimplMarker("auditor")

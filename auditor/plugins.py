@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import pluggy
 
 from . import hookspecs
+from .audit.observe import Observer
 from .errors import PluginError, UnknownName
-from .inject import Injector
+from .live.delivery import Injector
 from .model import TranscriptFormat
-from .observe import Observer
-from .threads import StoredThread
+from .store.threads import StoredThread
 
 if TYPE_CHECKING:
     from types import FrameType
 
-    from .checkpoints import Checkpoint, GateDecision
-    from .signals import Signal
-    from .threads import StoredMessage
+    from .audit.checkpoints import Checkpoint, GateDecision
+    from .store.signal_rows import Signal
+    from .store.threads import StoredMessage
 
 ENTRY_POINT_GROUP = "auditor"
 T = TypeVar("T")
@@ -178,7 +178,7 @@ class Plugins:
 
         `thread` is a `StoredThread` or a row of the `threads` table (made a `StoredThread`).
         """
-        from .signals import Signal, strongest
+        from .store.signal_rows import Signal, strongest
 
         found: list[Signal] = []
         results = self.pm.hook.compute_signals(
@@ -191,7 +191,7 @@ class Plugins:
             for sig in result or []:
                 if not isinstance(sig, Signal):
                     raise PluginError(
-                        f"A compute_signals hook returned {sig!r}; return auditor.signals.Signal objects."
+                        f"A compute_signals hook returned {sig!r}; return auditor.store.signal_rows.Signal objects."
                     )
                 found.append(sig)
         return strongest(found)
@@ -206,7 +206,7 @@ class Plugins:
     ) -> GateDecision:
         """Return the GateDecision for a checkpoint: the core's loop guards, else the winning
         plugin's (see `checkpoints.loop_guard`; no gate plugin can audit what they hold back)."""
-        from .checkpoints import loop_guard
+        from .audit.checkpoints import loop_guard
 
         held = loop_guard(checkpoint, config)
         if held is not None:

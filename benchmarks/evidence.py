@@ -51,12 +51,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from auditor.checkpoints import checkpoint_at
-from auditor.db import open_db
-from auditor.ingest import ingest
+from auditor.audit.checkpoints import checkpoint_at
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.redact import redact
-from auditor.threads import find_thread, load_messages
+from auditor.store.db import open_db
+from auditor.store.threads import find_thread, load_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = Path(__file__).resolve().parent / "evidence" / "labels.jsonl"

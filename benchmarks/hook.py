@@ -50,7 +50,7 @@ def auditor_argv() -> list[str]:
     return (
         [str(script)]
         if script.is_file()
-        else [sys.executable, "-c", "from auditor.cli import main; main()"]
+        else [sys.executable, "-c", "from auditor.cli.main import main; main()"]
     )
 
 

@@ -7,7 +7,7 @@ replicating it with new session ids (--target-mb, default 500), this prints:
 - re-ingest of the unchanged files as a share of the cold time;
 - peak memory (max RSS) of the ingest process, for both sizes: it must not grow with the corpus.
 
-Each ingest runs in its own process (`python -m auditor.cli ingest`), so RSS is its own.
+Each ingest runs in its own process (`python -m auditor.cli.main ingest`), so RSS is its own.
 
     python benchmarks/ingest.py [--corpus DIR] [--target-mb 500] [--work DIR]
 """
@@ -62,7 +62,7 @@ def run_ingest(root: Path, db: Path) -> tuple[float, int, dict]:
     cmd = [
         sys.executable,
         "-c",
-        "from auditor.cli import main; main()",
+        "from auditor.cli.main import main; main()",
         "--db",
         str(db),
         "ingest",
@@ -80,7 +80,9 @@ def run_ingest(root: Path, db: Path) -> tuple[float, int, dict]:
 
 def startup_seconds() -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import auditor.cli, auditor.ingest"], check=True)
+    subprocess.run(
+        [sys.executable, "-c", "import auditor.cli.main, auditor.ingest.ingester"], check=True
+    )
     return time.perf_counter() - started
 
 

@@ -45,9 +45,11 @@ def copy_with_fresh_ids(sources: list[Path], corpus: Path, dest: Path, copy: int
 
 def ingest_cmd(db: Path, root: Path, commit_seconds: float | None = None) -> list[str]:
     """`auditor ingest` in a child process; `commit_seconds` shortens ingest's commit groups."""
-    code = "from auditor.cli import main; main()"
+    code = "from auditor.cli.main import main; main()"
     if commit_seconds is not None:
-        code = f"import auditor.ingest as i; i.COMMIT_SECONDS = {commit_seconds!r}; " + code
+        code = (
+            f"import auditor.ingest.ingester as i; i.COMMIT_SECONDS = {commit_seconds!r}; " + code
+        )
     return [sys.executable, "-c", code, "--db", str(db), "ingest", "-q", str(root)]
 
 

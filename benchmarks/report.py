@@ -66,7 +66,7 @@ class BenchObserver:
         return None
 
     async def observe(self, request, options):
-        from auditor.observe import ObserveResult, ObserverUsage
+        from auditor.audit.observe import ObserveResult, ObserverUsage
 
         h = zlib.crc32(request.user.encode())
         needs = h % 5 == 0
@@ -85,10 +85,10 @@ class BenchPlugin:
 
 
 def build_base(db: Path, corpus: Path) -> None:
-    from auditor.db import open_db
-    from auditor.ingest import ingest
+    from auditor.audit.run import RunConfig, run
+    from auditor.ingest.ingester import ingest
     from auditor.plugins import get_plugin_manager
-    from auditor.run import RunConfig, run
+    from auditor.store.db import open_db
 
     engine = open_db(db)
     pm = get_plugin_manager(extra=[BenchPlugin()])
@@ -334,8 +334,8 @@ def section_sizes(args, base_db: Path, work: Path) -> None:
         f"cold re-parse of the corpus files (as file-parsing tools do each run): "
         f"{corpus_parse:.3f}s ({parse_times[0][1]:,} lines)"
     )
-    from auditor.db import open_db
     from auditor.reports import cost_report
+    from auditor.store.db import open_db
 
     summary = []
     for target in args.threads:

@@ -24,14 +24,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from auditor.checkpoints import find_checkpoints, is_typed_user
-from auditor.db import open_db
+from auditor.audit.checkpoints import find_checkpoints, is_typed_user
+from auditor.audit.observe import ObserveResult, ObserverUsage
+from auditor.audit.run import Auditor, RunConfig
 from auditor.hookspecs import hookimpl
-from auditor.ingest import ingest
-from auditor.observe import ObserveResult, ObserverUsage
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import Auditor, RunConfig
-from auditor.threads import load_messages
+from auditor.store.db import open_db
+from auditor.store.threads import load_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 LATENCY = 0.2
@@ -145,7 +145,7 @@ def main() -> None:
     # 3. prompt size against a naive full render, over the checkpoints the default gate passes.
     from sqlalchemy import select
 
-    from auditor import schema as s
+    from auditor.store import schema as s
 
     fmt_cfg = {"max_tokens": args.budget} if args.budget else {}
     ratios, sizes, naive_sizes, users_whole = [], [], [], True

@@ -6,7 +6,7 @@ Blocks: `text`, `thinking`, `tool_use {id, name, input}`, `tool_result {toolUseI
 result: {output, exitCode}}}`, `summary` (compaction, role `info`), `image`. The AGENTS.md
 files Amp loaded are named in `discoveredGuidanceFiles` (`[{uri, lineCount}]`) of user messages
 and tool results: their text goes to `guidance` where the entry has it, else their paths to
-`meta["guidance_paths"]`, read from disk by `auditor.guidance`.
+`meta["guidance_paths"]`, read from disk by `auditor.ingest.guidance`.
 
 The file is rewritten as a whole while the thread goes on, so it is not appendable: a changed
 file is read again from the start (message ids are stable, so nothing is stored twice).

@@ -491,7 +491,7 @@ def _header(thread) -> str:
 
 
 def _guidance(thread, budget: int) -> str:
-    # `guidance_files` (auditor.guidance.GuidanceText: path, text, source), else a name -> text map
+    # `guidance_files` (auditor.ingest.guidance.GuidanceText: path, text, source), else a name -> text map
     listed = getattr(thread, "guidance_files", None)
     if not listed:
         listed = [

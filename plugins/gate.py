@@ -13,7 +13,7 @@ Rules, in order (each configurable through the run's gate config):
 
 The loop guards (never right after a course correction; in every-inference mode, never an end
 of turn the user already answered) are not here: the core applies them before any gate
-(`auditor.checkpoints.loop_guard`), so a gate of one's own cannot switch them off.
+(`auditor.audit.checkpoints.loop_guard`), so a gate of one's own cannot switch them off.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The built-in injectors: claude-code, codex, amp-thread, webhook and stdout.
 
-Each one only delivers; the core (`auditor.inject`) applies the loop guards and records every
+Each one only delivers; the core (`auditor.live.delivery`) applies the loop guards and records every
 attempt. `claude-code` and `codex` are live: their channel is the Stop hook's own output, so
 they deliver only from inside `auditor hook claude-code` / `auditor hook codex`.
 """

@@ -125,7 +125,7 @@ def corpus() -> Path:
 
 @pytest.fixture
 def engine(store_url):
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     engine = open_db(store_url)
     yield engine

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from helpers.store import stored_thread
 from sqlalchemy import text
 
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "data" / "samples"
@@ -235,7 +235,7 @@ def test_detection():
 
 def test_samples_ingest_cleanly_with_the_cli():
     """`auditor ingest data/samples`, as the README demo runs it."""
-    from auditor.cli import cli
+    from auditor.cli.main import cli
 
     result = CliRunner().invoke(cli, ["ingest", "--json", str(SAMPLES)])
     assert result.exit_code == 0, result.output

@@ -16,11 +16,11 @@ from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_
 from helpers.wire import Reply, Stub, openai_response
 from sqlalchemy import select
 
-from auditor import schema as s
-from auditor.answers import RAW_LIMIT
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, run
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, run
+from auditor.store import schema as s
+from auditor.store.raw_answers import RAW_LIMIT
 
 pytest.importorskip("openai")
 MB = 1_000_000

@@ -12,15 +12,15 @@ from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet,
 from helpers.batch import AnthropicBatches, GeminiBatches
 from sqlalchemy import select
 
-from auditor import schema as s
-from auditor.budget import estimate_usd
-from auditor.cli import cli
+from auditor.audit.budget import estimate_usd
+from auditor.audit.observe import ObserverUsage
+from auditor.audit.run import Auditor, RunConfig, run
+from auditor.cli.main import cli
 from auditor.errors import AuditorError
-from auditor.ingest import ingest
-from auditor.observe import ObserverUsage
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.prices import cost
-from auditor.run import Auditor, RunConfig, run
+from auditor.pricing.model_prices import cost
+from auditor.store import schema as s
 
 pytestmark = pytest.mark.both_stores
 
@@ -246,7 +246,7 @@ def test_a_batch_under_budget_per_day_counts_the_calls_other_runs_have_in_flight
     only what is left, and gives back its own reservations once the batch row counts them."""
     from datetime import UTC, datetime, timedelta
 
-    from auditor import leases
+    from auditor.store import leases
 
     api, config, worst = gemini_batch_run(store, pm, httpserver)
     elsewhere = 1.0  # reserved by a live run (this process: never taken for a dead one)

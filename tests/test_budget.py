@@ -13,15 +13,15 @@ from helpers.cli import invoke
 from helpers.wire import Reply, Stub, gemini_response
 from sqlalchemy import func, select
 
-from auditor import schema as s
-from auditor.budget import Budget, estimate_usd
+from auditor.audit.budget import Budget, estimate_usd
+from auditor.audit.observe import MAX_OUTPUT_TOKENS, ObserverUsage
+from auditor.audit.prompt import load_prompt
+from auditor.audit.run import RunConfig, run
 from auditor.errors import AuditorError
-from auditor.ingest import ingest
-from auditor.observe import MAX_OUTPUT_TOKENS, ObserverUsage
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.prices import cost
-from auditor.prompt import load_prompt
-from auditor.run import RunConfig, run
+from auditor.pricing.model_prices import cost
+from auditor.store import schema as s
 
 pytest.importorskip("google.genai")
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from auditor_plugins.gate import decide
 from helpers.audit import agent, numbered, result, user
 
-from auditor.checkpoints import END_TURN, INFERENCE, find_checkpoints, loop_guard
+from auditor.audit.checkpoints import END_TURN, INFERENCE, find_checkpoints, loop_guard
 
 EDIT = ("Edit", True)
 READ = ("Read", False)
@@ -40,7 +40,7 @@ def test_an_end_of_turn_is_the_last_agent_message_before_the_user_writes_again()
 def test_a_parser_that_does_not_say_who_wrote_a_message_still_has_turns():
     """One definition of "typed by a person" (issue 11 item 5): the checkpoint finder and the
     formatter (which now uses this one) disagreed on user messages whose `source_type` is unset."""
-    from auditor.checkpoints import is_typed_user
+    from auditor.audit.checkpoints import is_typed_user
 
     unsaid = [user("fix the bug", source=None), *busy_turn(2), agent("Done.")]
     unsaid += [user("thanks", source=None), agent("ok")]

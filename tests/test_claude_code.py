@@ -19,8 +19,7 @@ from auditor_plugins.claude_code import ClaudeCodeFormat
 from auditor_plugins.claude_code_edits import tool_edits
 from sqlalchemy import func, select
 
-from auditor import schema as s
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 from auditor.model import (
     SOURCE_AGENT,
     SOURCE_COMMAND,
@@ -37,6 +36,7 @@ from auditor.model import (
     ThreadInfo,
     Usage,
 )
+from auditor.store import schema as s
 
 pytestmark = pytest.mark.corpus
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from helpers.cli import invoke
 
-from auditor.cli import cli
+from auditor.cli.main import cli
 
 
 def all_commands(group=cli, prefix=()):
@@ -116,8 +116,8 @@ def test_prompt_budget_grows_with_the_turn_within_the_given_floor_and_cap(corpus
     # As the embedded model gets it: sized to its window, beside the system prompt.
     from auditor_plugins.embedded import EmbeddedObserver
 
-    from auditor.plan import formatter_for
-    from auditor.prompt import load_prompt
+    from auditor.audit.checkpoint_plan import formatter_for
+    from auditor.audit.prompt import load_prompt
 
     fits = formatter_for({}, EmbeddedObserver(), load_prompt().text)["max_tokens"]
     assert size("--observer", "embedded") <= fits < 6000

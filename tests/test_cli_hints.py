@@ -14,11 +14,11 @@ import click
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from helpers.cli import invoke
 
-from auditor.cli import cli
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, choose_observer, run
+from auditor.cli.main import cli
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, choose_observer, run
-from auditor.threads import EMPTY_STORE_HINT
+from auditor.store.threads import EMPTY_STORE_HINT
 
 HINT = (
     "The store has no threads yet: run `auditor ingest ~/.claude/projects ~/.codex/sessions` "
@@ -68,7 +68,7 @@ def test_a_known_agent_without_threads_is_an_empty_list_not_an_error(tmp_path):
     f = tmp_path / "t.jsonl"
     write_script_thread(f, "t-1", "Done.")
     engine_pm = get_plugin_manager(extra=[ScriptPlugin()])
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     ingest(open_db(), engine_pm, [f])
     result = invoke("threads", "--agent", "codex", "--json")
@@ -80,7 +80,7 @@ def test_an_agent_only_the_store_knows_is_accepted(tmp_path):
     """A plugin's format may be uninstalled since: its stored threads stay listable."""
     f = tmp_path / "t.jsonl"
     write_script_thread(f, "t-1", "Done.")
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     ingest(open_db(), get_plugin_manager(extra=[ScriptPlugin()]), [f])
     agent = json.loads(invoke("threads", "--json").stdout)[0]["agent"]

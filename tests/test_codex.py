@@ -16,7 +16,7 @@ import pytest
 from helpers.store import StoredThread, stored_thread
 from sqlalchemy import text
 
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 from auditor.model import Cursor, Message, Problem, Usage
 
 pytestmark = pytest.mark.corpus
@@ -305,7 +305,7 @@ def test_grown_file_ends_like_a_one_shot_ingest(corpus, engine, plugins, tmp_pat
     second = ingest(engine, plugins, [growing])
     assert second.grown == 1 and second.failed == 0, second.errors
 
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     reference = open_db(tmp_path / "one-shot.db")
     ingest(reference, plugins, [source])
@@ -326,7 +326,7 @@ def test_truncated_last_line_is_read_once_complete(corpus, engine, plugins, tmp_
     second = ingest(engine, plugins, [growing])
     assert second.grown == 1 and second.failed == 0
 
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     reference = open_db(tmp_path / "one-shot.db")
     ingest(reference, plugins, [source])

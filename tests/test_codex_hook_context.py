@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 
-from auditor.checkpoints import find_checkpoints
-from auditor.ingest import ingest
-from auditor.inject import CORRECTION_MARKER
+from auditor.audit.checkpoints import find_checkpoints
+from auditor.ingest.ingester import ingest
+from auditor.live.delivery import CORRECTION_MARKER
 from auditor.reports.followup import followup_report
-from auditor.threads import load_messages
+from auditor.store.threads import load_messages
 
 SESSION = "01a21ac5-c86b-72c2-972a-a0f67949738c"
 CORRECTION = "You ran the tests before building; run `make` first, then the tests again."

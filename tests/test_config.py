@@ -10,9 +10,9 @@ import pytest
 from helpers.cli import invoke
 from helpers.live import CC_SESSION, copy_lines, rows, run_cli
 
-from auditor import schema as s
 from auditor.config import EXAMPLE, config_path, load, validate
-from auditor.db import open_db
+from auditor.store import schema as s
+from auditor.store.db import open_db
 
 
 @pytest.fixture

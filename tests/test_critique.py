@@ -7,14 +7,14 @@ from click.testing import CliRunner
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
 from sqlalchemy import select
 
-from auditor import schema as s
-from auditor.critique import critique_summary, load_critique_prompt, render
+from auditor.audit.critique import critique_summary, load_critique_prompt, render
+from auditor.audit.prompt import load_prompt
+from auditor.audit.run import RunConfig, run
 from auditor.hookspecs import hookimpl
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.prompt import load_prompt
-from auditor.run import RunConfig, run
-from auditor.signals import Signal, signal_counts
+from auditor.store import schema as s
+from auditor.store.signal_rows import Signal, signal_counts
 
 pytestmark = pytest.mark.both_stores
 
@@ -175,7 +175,7 @@ def test_reports_can_tell_what_the_second_pass_added(store, fake):
 
 
 def test_the_command_line_flag(store, fake, monkeypatch):
-    from auditor import cli as cli_mod
+    from auditor.cli import main as cli_mod
 
     monkeypatch.setattr(cli_mod.Context, "plugins", property(lambda self: pm_with(fake)))
     result = CliRunner().invoke(

@@ -10,9 +10,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from auditor import db
 from auditor.errors import DatabaseError
-from auditor.schema import Base
+from auditor.store import db
+from auditor.store.schema import Base
 
 
 def test_blank_database_is_migrated_to_head(tmp_path):
@@ -99,7 +99,7 @@ def test_first_use_by_several_processes_at_once_just_works(tmp_path, kind, reque
     store ends at head."""
     from helpers.live import auditor_argv
 
-    from auditor.threads import EMPTY_STORE_HINT
+    from auditor.store.threads import EMPTY_STORE_HINT
 
     for attempt in range(3):
         if kind == "sqlite":

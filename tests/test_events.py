@@ -8,12 +8,12 @@ import pytest
 from click.testing import CliRunner
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 
-from auditor import cli as cli_mod
+from auditor.audit.run import RunConfig, run
+from auditor.cli import main as cli_mod
 from auditor.errors import AuditorError, UnknownName
-from auditor.events import TYPES, list_events, record
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, run
+from auditor.store.events import TYPES, list_events, record
 
 pytestmark = pytest.mark.both_stores
 

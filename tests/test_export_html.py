@@ -21,12 +21,12 @@ import pytest
 from click.testing import CliRunner
 from helpers.reports import ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
 
-from auditor.cli import cli
-from auditor.export_html import CORRECTION_HEADER, export_html
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, run
+from auditor.cli.main import cli
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.reports import cost_report
-from auditor.run import RunConfig, run
+from auditor.reports.html_export import CORRECTION_HEADER, export_html
 
 pytestmark = pytest.mark.both_stores
 

@@ -9,10 +9,16 @@ from auditor_plugins import formatter
 from auditor_plugins.formatter import budget_for, render
 from auditor_plugins.formatter_text import abbreviate, estimate_tokens, quote
 
-from auditor.checkpoints import END_TURN, INFERENCE, Checkpoint, find_checkpoints, is_typed_user
+from auditor.audit.checkpoints import (
+    END_TURN,
+    INFERENCE,
+    Checkpoint,
+    find_checkpoints,
+    is_typed_user,
+)
 from auditor.model import Block
 from auditor.redact import redact
-from auditor.threads import StoredMessage, StoredThread
+from auditor.store.threads import StoredMessage, StoredThread
 
 
 # -- a small vocabulary for writing threads ---------------------------------------------------------
@@ -620,9 +626,9 @@ def test_a_user_plugin_wins_over_the_built_in(plugins):
 def test_real_claude_code_session(corpus, engine, plugins):
     from sqlalchemy.orm import Session
 
-    from auditor import schema as s
-    from auditor.ingest import ingest
-    from auditor.threads import load_messages
+    from auditor.ingest.ingester import ingest
+    from auditor.store import schema as s
+    from auditor.store.threads import load_messages
 
     path = (
         corpus
@@ -679,9 +685,9 @@ def test_real_claude_code_session(corpus, engine, plugins):
 def _ingest_one(engine, plugins, path, native_id=None):
     from sqlalchemy.orm import Session
 
-    from auditor import schema as s
-    from auditor.ingest import ingest
-    from auditor.threads import load_messages
+    from auditor.ingest.ingester import ingest
+    from auditor.store import schema as s
+    from auditor.store.threads import load_messages
 
     assert ingest(engine, plugins, [path]).ok
     with Session(engine) as session:

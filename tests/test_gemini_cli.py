@@ -15,7 +15,7 @@ import pytest
 from helpers.store import StoredThread, stored_thread
 from sqlalchemy import text
 
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 
 CHAT = "gemini-cli/metaphi-figma-eval-010ac575/chats/session-2026-01-30T06-08-7befeae5.json"
 # Two runs each (the second appended by the harness, without a result); the first ends with a
@@ -383,7 +383,7 @@ def test_grown_stream_ends_like_a_one_shot_ingest(corpus, engine, plugins, tmp_p
     second = ingest(engine, plugins, [growing])
     assert second.grown == 1 and second.failed == 0, second.errors
 
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     reference = open_db(tmp_path / "one-shot.db")
     ingest(reference, plugins, [source])
@@ -409,7 +409,7 @@ def test_truncated_last_line_is_reported_and_read_once_complete(corpus, engine, 
     second = ingest(engine, plugins, [growing])
     assert second.grown == 1 and second.failed == 0, second.errors
 
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     reference = open_db(tmp_path / "one-shot.db")
     ingest(reference, plugins, [source])

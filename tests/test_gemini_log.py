@@ -16,8 +16,8 @@ import pytest
 from helpers.store import stored_thread
 from sqlalchemy import text
 
-from auditor.db import open_db
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
+from auditor.store.db import open_db
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "samples" / "gemini-cli" / "session-2026-11-27T02-22-e25d6c93.jsonl"

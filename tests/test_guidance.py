@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from auditor import schema as s
-from auditor.cli import cli
-from auditor.guidance import DISK, READ, discover, for_checkpoint, read_by_call, store
-from auditor.ingest import ingest
-from auditor.threads import find_thread, load_messages
+from auditor.cli.main import cli
+from auditor.ingest.guidance import DISK, READ, discover, for_checkpoint, read_by_call, store
+from auditor.ingest.ingester import ingest
+from auditor.store import schema as s
+from auditor.store.threads import find_thread, load_messages
 
 DEEP_MANIFEST = "claude-code/daaain-claude-code-log/-src-deep-manifest/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
 DEMO = "claude-code/d-kimuson-claude-code-viewer/sample-project/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
@@ -209,7 +209,7 @@ def test_each_version_is_kept_once_and_the_checkpoint_sees_the_one_read_by_then(
 ):
     from datetime import UTC, datetime, timedelta
 
-    from auditor.guidance import GuidanceText
+    from auditor.ingest.guidance import GuidanceText
 
     with engine.begin() as conn:
         thread_id = conn.execute(
@@ -276,7 +276,7 @@ def test_the_hooks_request_to_the_observer_carries_the_claude_md_of_its_director
     from helpers.live import CC_SESSION, CORRECTION, copy_lines, run_cli
     from helpers.wire import Reply, Stub, anthropic_response
 
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     project = tmp_path / "Demo"
     (project / ".git").mkdir(parents=True)

@@ -20,9 +20,9 @@ from helpers.live import (
 )
 from helpers.wire import Reply, Stub, anthropic_error, anthropic_response
 
-from auditor import schema as s
-from auditor.db import open_db
-from auditor.inject import CORRECTION_MARKER
+from auditor.live.delivery import CORRECTION_MARKER
+from auditor.store import schema as s
+from auditor.store.db import open_db
 
 pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
@@ -333,8 +333,8 @@ def test_the_hook_reads_only_the_new_tail_of_the_transcript(stub, session, corpu
     """Ingested up to the last turn, the file then grows; the hook must not read the old part again.
     Bytes in the middle of the old part are spoiled (outside the fingerprinted head and tail): a
     full re-read would trip on them."""
-    from auditor.ingest import ingest
-    from auditor.ingest_files import FINGERPRINT_BYTES
+    from auditor.ingest.ingester import ingest
+    from auditor.ingest.transcript_files import FINGERPRINT_BYTES
     from auditor.plugins import get_plugin_manager
 
     copy_lines(corpus / CC_SESSION, session, lines=20)

@@ -10,9 +10,9 @@ import pytest
 from helpers.live import CODEX_ROLLOUT, CODEX_TURN_END, copy_lines, rows, run_cli
 from helpers.wire import Reply, Stub, gemini_response
 
-from auditor import schema as s
-from auditor.db import open_db
-from auditor.inject import CORRECTION_MARKER
+from auditor.live.delivery import CORRECTION_MARKER
+from auditor.store import schema as s
+from auditor.store.db import open_db
 
 pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 SESSION = "019b0254-78dd-7ea3-9224-5ae646e225ea"
@@ -217,7 +217,7 @@ def test_the_non_blocking_hook_gives_the_end_of_turn_correction_at_the_next_stop
     background, and its correction goes out at the next Stop if nobody wrote since."""
     import time
 
-    from auditor.live import session_dir, state_root
+    from auditor.live.fast_path import session_dir, state_root
 
     stub.default = Reply(200, gemini_response({"needsCorrection": True, "message": FIRST}))
     started = time.monotonic()

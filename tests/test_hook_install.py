@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from helpers.live import CC_SESSION, copy_lines, run_cli
 
-from auditor.hook_install import _first_command
-from auditor.live import DELIVER
+from auditor.live.fast_path import DELIVER
+from auditor.live.install import _first_command
 
 EXAMPLE = (
     Path(__file__).resolve().parent.parent.parent
@@ -233,7 +233,7 @@ def test_codex_install_records_the_trust_codex_asks_for(tmp_path):
     """Codex runs a handler only when its hash is recorded under its key in the user's
     config.toml (tests/test_real_codex.py proves the real client runs them); reinstalling with
     other options changes the handlers, and the trust is recorded again."""
-    from auditor.hook_trust import handler_hash
+    from auditor.live.codex_trust import handler_hash
 
     home = Path(os.environ["HOME"])
     (home / ".codex").mkdir()

@@ -25,10 +25,10 @@ from helpers.live import (
 )
 from helpers.wire import Reply, Stub, anthropic_response
 
-from auditor import schema as s
-from auditor.db import open_db
-from auditor.inject import CORRECTION_MARKER
-from auditor.live import DELIVER, note, session_dir, state_root, worker_alive
+from auditor.live.delivery import CORRECTION_MARKER
+from auditor.live.fast_path import DELIVER, note, session_dir, state_root, worker_alive
+from auditor.store import schema as s
+from auditor.store.db import open_db
 
 pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
@@ -479,10 +479,10 @@ def test_a_correction_given_as_hook_context_holds_the_core_loop_guard(corpus, tm
     """Claude Code writes a PostToolUse hook's additionalContext into the transcript as a
     `hook_additional_context` attachment; auditor's (marked) one counts as a course correction,
     so `checkpoints.loop_guard` holds back the rest of the turn, whichever process audits."""
-    from auditor.checkpoints import END_TURN, INFERENCE, find_checkpoints, loop_guard
-    from auditor.ingest import Ingester
+    from auditor.audit.checkpoints import END_TURN, INFERENCE, find_checkpoints, loop_guard
+    from auditor.ingest.ingester import Ingester
     from auditor.plugins import get_plugin_manager
-    from auditor.threads import load_messages
+    from auditor.store.threads import load_messages
 
     src = (corpus / CC_SESSION).read_bytes().splitlines(keepends=True)
     before = json.loads(src[WRITE - 1])
@@ -532,7 +532,7 @@ def test_a_lock_left_by_a_dead_worker_for_a_moment_does_not_stop_a_new_one(tmp_p
     import fcntl
     import threading
 
-    from auditor.live import worker_dying
+    from auditor.live.fast_path import worker_dying
 
     sdir = tmp_path / "s"
     sdir.mkdir()

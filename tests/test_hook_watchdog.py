@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from auditor.hook import DeadlinePassed, Watchdog
+from auditor.live.sync_hook import DeadlinePassed, Watchdog
 
 
 class SwallowsInFinalizer:

@@ -12,7 +12,7 @@ import time
 
 from helpers.live import auditor_argv
 
-from auditor.live import session_dir, state_root, worker_alive
+from auditor.live.fast_path import session_dir, state_root, worker_alive
 
 SESSION = "01a21ac5-8b99-7b80-9916-9e5f8db522aa"
 

@@ -66,13 +66,13 @@ def test_the_walk_sees_a_private_import(tmp_path):
     f = tmp_path / "p.py"
     f.write_text(
         "import auditor.model\nfrom auditor import hookimpl, schema\n"
-        "from auditor.api import Block\ndef f():\n    from auditor.run import run\n"
+        "from auditor.api import Block\ndef f():\n    from auditor.audit.run import run\n"
     )
     assert auditor_imports(f) == [
         (1, "auditor.model"),
         (2, "auditor.schema"),
         (3, "auditor.api"),
-        (5, "auditor.run"),
+        (5, "auditor.audit.run"),
     ]
 
 
@@ -89,7 +89,7 @@ def test_importing_auditor_or_its_api_stays_light():
     """`auditor hook` imports the package on every event; a plugin imports the API on load."""
     code = (
         "import sys, auditor; light = 'pluggy' not in sys.modules; import auditor.api; "
-        "print(light, 'auditor.run' not in sys.modules, 'auditor.ingest' not in sys.modules)"
+        "print(light, 'auditor.audit.run' not in sys.modules, 'auditor.ingest.ingester' not in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True", "True"]
@@ -188,9 +188,11 @@ def import_graph(in_functions: bool) -> dict[str, set[str]]:
 def test_no_import_cycle_among_the_modules():
     """Not even through an import inside a function, which only hides a circle until it runs."""
     graph = import_graph(in_functions=True)
-    assert len(graph) > 60 and {"auditor.model", "auditor.observe"} <= graph["auditor.api"]
+    assert len(graph) > 60 and {"auditor.model", "auditor.audit.observe"} <= graph["auditor.api"]
     assert "auditor.api" in graph["auditor_plugins.gate"]  # plugins/ is walked as auditor_plugins
-    assert "auditor.batch" in graph["auditor.run"]  # imported inside run(): functions are walked
+    assert (
+        "auditor.audit.batch" in graph["auditor.audit.run"]
+    )  # imported inside run(): functions are walked
     assert cycles(graph) == []
 
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from auditor.db import open_db
+from auditor.store.db import open_db
 
 pytestmark = pytest.mark.corpus
 

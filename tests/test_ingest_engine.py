@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from auditor import schema as s
 from auditor.hookspecs import hookimpl
-from auditor.ingest import ingest
-from auditor.ingest_files import iter_files
+from auditor.ingest.ingester import ingest
+from auditor.ingest.transcript_files import iter_files
 from auditor.model import Block, Message, ThreadInfo, Usage, read_jsonl
 from auditor.plugins import get_plugin_manager
+from auditor.store import schema as s
 
 pytestmark = pytest.mark.both_stores
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from auditor import schema as s
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
+from auditor.store import schema as s
 
 pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 
@@ -74,7 +74,7 @@ FIRST_LINES = {
 
 
 def messages_of(corpus, rel, tmp_path, plugins) -> int:
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     clean = open_db(tmp_path / "clean.db")
     assert ingest(clean, plugins, [corpus / rel]).ok
@@ -108,7 +108,7 @@ def make_unreadable(path, monkeypatch) -> None:
     import builtins
     import os
 
-    import auditor.ingest
+    import auditor.ingest.ingester
 
     path.chmod(0)
     if os.geteuid() != 0:
@@ -126,7 +126,7 @@ def make_unreadable(path, monkeypatch) -> None:
         return real_open(p, *args, **kwargs)
 
     monkeypatch.setattr(os, "access", access)
-    monkeypatch.setattr(auditor.ingest, "open", open_, raising=False)
+    monkeypatch.setattr(auditor.ingest.ingester, "open", open_, raising=False)
 
 
 def test_an_unreadable_path_on_the_command_line_is_reported_and_the_rest_ingested(
@@ -134,7 +134,7 @@ def test_an_unreadable_path_on_the_command_line_is_reported_and_the_rest_ingeste
 ):
     from click.testing import CliRunner
 
-    from auditor.cli import cli
+    from auditor.cli.main import cli
 
     good, locked = tmp_path / "good.jsonl", tmp_path / "locked.jsonl"
     good.write_bytes((corpus / SESSION).read_bytes())
@@ -145,7 +145,7 @@ def test_an_unreadable_path_on_the_command_line_is_reported_and_the_rest_ingeste
     assert result.exit_code == 1, result.output
     assert f"{locked}: cannot read file: Permission denied\n" in result.output
     assert "1 new" in result.output and "1 with problems" in result.output
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     assert message_count(open_db(db)) == 35
 
@@ -153,7 +153,7 @@ def test_an_unreadable_path_on_the_command_line_is_reported_and_the_rest_ingeste
 def test_a_file_rewritten_as_another_session_leaves_no_trace_of_the_old_one(
     corpus, tmp_path, engine, plugins
 ):
-    from auditor.threads import list_threads
+    from auditor.store.threads import list_threads
 
     path = tmp_path / "session.jsonl"
     path.write_bytes((corpus / SESSION).read_bytes())
@@ -225,7 +225,7 @@ def test_a_format_forced_on_a_foreign_file_is_an_error_naming_it(
 
 def test_every_corpus_file_of_another_format_is_refused(corpus, tmp_path, engine, plugins):
     """Each format forced on every real corpus file another format recognises: one line each."""
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     known = {f.path: f.format for f in ingest(engine, plugins, [corpus]).files if f.format}
     assert len(set(known.values())) == len(OWN_FILES)
@@ -263,7 +263,7 @@ def test_a_forced_format_that_reads_nothing_from_an_unrecognised_file_says_so(
 def test_forcing_a_foreign_format_on_the_command_line_exits_1_with_one_line(corpus, tmp_path):
     from click.testing import CliRunner
 
-    from auditor.cli import cli
+    from auditor.cli.main import cli
 
     path = corpus / OWN_FILES["codex"]
     db = tmp_path / "cli.db"

@@ -11,14 +11,14 @@ from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet,
 from helpers.live import rows, run_cli
 from helpers.wire import Reply, Stub
 
-from auditor import inject as inj
-from auditor import schema as s
+from auditor.audit.observe import ObserveResult, ObserverUsage
+from auditor.audit.run import RunConfig, run
 from auditor.errors import UnknownName
 from auditor.hookspecs import hookimpl
-from auditor.ingest import ingest
-from auditor.observe import ObserveResult, ObserverUsage
+from auditor.ingest.ingester import ingest
+from auditor.live import delivery as inj
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, run
+from auditor.store import schema as s
 
 pytestmark = pytest.mark.both_stores
 

@@ -14,10 +14,10 @@ import pytest
 from helpers.audit import FakeObserver, FakeObserverPlugin
 from helpers.live import auditor_argv, rows, run_cli
 
-from auditor import schema as s
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, run
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, run
+from auditor.store import schema as s
 
 pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 AMP = "amp/letta-ai-trajectory/orb-thread-export.input.json"

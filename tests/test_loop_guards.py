@@ -19,16 +19,16 @@ from helpers.audit import ScriptPlugin, write_script_thread
 from helpers.live import CC_SESSION, CORRECTION, copy_lines, last_record, rows
 from helpers.wire import Reply, Stub, anthropic_response
 
-from auditor import inject
-from auditor import schema as s
-from auditor.checkpoints import GateDecision
-from auditor.db import open_db
-from auditor.hook import run_hook
+from auditor.audit.checkpoints import GateDecision
+from auditor.audit.observe import ObserveResult, ObserverUsage
+from auditor.audit.run import RunConfig, run
 from auditor.hookspecs import hookimpl
-from auditor.ingest import ingest
-from auditor.observe import ObserveResult, ObserverUsage
+from auditor.ingest.ingester import ingest
+from auditor.live import delivery as inject
+from auditor.live.sync_hook import run_hook
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, run
+from auditor.store import schema as s
+from auditor.store.db import open_db
 
 SESSION_ID = "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
 

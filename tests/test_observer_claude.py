@@ -21,7 +21,7 @@ from helpers.wire import (
     anthropic_response,
 )
 
-from auditor.observe import ObserveRequest, validate
+from auditor.audit.observe import ObserveRequest, validate
 
 KEY = "sk-ant-TEST-0123456789"
 FAST = {"retry-after-ms": "1"}

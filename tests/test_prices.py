@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("genai_prices")
 
-from auditor import prices
+from auditor.audit.observe import ObserverUsage
 from auditor.errors import AuditorError
 from auditor.model import Usage
-from auditor.observe import ObserverUsage
-from auditor.prices import Cost, agent_cost, cost, credits
+from auditor.pricing import model_prices as prices
+from auditor.pricing.model_prices import Cost, agent_cost, cost, credits
 
 M = Decimal(1_000_000)
 

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
+from auditor.audit.prompt import available_versions, load_prompt
 from auditor.errors import AuditorError, UnknownName
-from auditor.prompt import available_versions, load_prompt
 
 
 def test_default_is_the_newest_shipped_version():

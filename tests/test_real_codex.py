@@ -34,10 +34,10 @@ from helpers.openai_responses_server import ResponsesServer, Turn, patch, say, s
 from helpers.store import stored_thread
 from helpers.wire import Reply, Stub, gemini_response
 
-from auditor import schema as s
-from auditor.db import open_db
-from auditor.inject import CORRECTION_MARKER
-from auditor.live import session_dir, state_root
+from auditor.live.delivery import CORRECTION_MARKER
+from auditor.live.fast_path import session_dir, state_root
+from auditor.store import schema as s
+from auditor.store.db import open_db
 
 MID = "You changed add() but never ran the tests; run pytest before saying it works."
 END = "You say negatives are handled, yet no test covers them; add one and run it."

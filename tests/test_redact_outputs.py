@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from helpers.secrets import PLANTED, all_secrets, write_claude_code_session
 from helpers.wire import Reply, Stub, anthropic_response, gemini_response
 
-from auditor.cli import cli
+from auditor.cli.main import cli
 
 QUIET = {"needsCorrection": False, "message": None}
 

@@ -23,12 +23,12 @@ from helpers.reports import (
 )
 from sqlalchemy import select, text
 
-from auditor import schema as s
-from auditor.cli import cli
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, run
+from auditor.cli.main import cli
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.reports import cost_report
-from auditor.run import RunConfig, run
+from auditor.store import schema as s
 
 pytestmark = pytest.mark.both_stores
 
@@ -122,7 +122,7 @@ def test_daily_tokens_equal_a_ccusage_style_count_of_the_jsonl(claude_store):
 @pytest.mark.corpus
 def test_usd_per_model_equals_pricing_every_call_on_its_own(claude_store):
     from auditor.model import Usage
-    from auditor.prices import agent_cost
+    from auditor.pricing.model_prices import agent_cost
 
     expected: dict[str, Decimal] = defaultdict(Decimal)
     unknown: set[str] = set()

@@ -11,12 +11,12 @@ from click.testing import CliRunner
 from helpers.reports import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin, write_thread
 
 from auditor import plugins as plugins_module
-from auditor.cli import cli
+from auditor.audit.evaluate import evaluate
+from auditor.audit.run import RunConfig
+from auditor.cli.main import cli
 from auditor.errors import AuditorError
-from auditor.evaluate import evaluate
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig
 
 # thread -> (what the agent finally says, tool rounds, the label). The observer asks for a
 # correction when the text has "[!]"; t-short has too few tool calls for the gate.

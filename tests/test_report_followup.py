@@ -8,11 +8,11 @@ import pytest
 from click.testing import CliRunner
 from helpers.reports import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin, write_thread
 
-from auditor.cli import cli
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, run
+from auditor.cli.main import cli
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.reports import followup_report
-from auditor.run import RunConfig, run
 
 pytestmark = pytest.mark.both_stores
 

@@ -10,10 +10,10 @@ import pytest
 from helpers.reports import UsagePlugin, write_thread
 from rich.console import Console
 
-from auditor import render
-from auditor.ingest import ingest
+from auditor.cli import render
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.threads import find_thread, load_messages
+from auditor.store.threads import find_thread, load_messages
 
 pytestmark = pytest.mark.both_stores
 
@@ -88,7 +88,7 @@ def test_a_correction_is_framed_in_magenta_under_a_dim_header(thread, monkeypatc
 def test_show_command_prints_the_header(thread):
     from click.testing import CliRunner
 
-    from auditor.cli import cli
+    from auditor.cli.main import cli
 
     result = CliRunner().invoke(cli, ["show", "t-fix"], catch_exceptions=False)
     assert result.exit_code == 0

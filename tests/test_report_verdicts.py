@@ -20,11 +20,11 @@ from helpers.reports import (
 )
 from sqlalchemy import select, update
 
-from auditor import schema as s
-from auditor.cli import cli
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, run
+from auditor.cli.main import cli
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, run
+from auditor.store import schema as s
 
 pytestmark = pytest.mark.both_stores
 

@@ -8,11 +8,11 @@ import pytest
 from alembic import command
 from helpers.reports import ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
 
-from auditor import db
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, run
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.reports import cost_report
-from auditor.run import RunConfig, run
+from auditor.store import db
 
 pytestmark = pytest.mark.both_stores
 

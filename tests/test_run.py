@@ -8,10 +8,10 @@ import pytest
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
 from sqlalchemy import select
 
-from auditor import schema as s
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, run
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, run
+from auditor.store import schema as s
 
 pytestmark = pytest.mark.both_stores
 
@@ -129,11 +129,11 @@ def test_the_observer_is_named_on_stderr(store, pm):
 
 def test_only_run_py_touches_the_auditors_private_methods():
     """Callers (hook, live worker, eval, batch, schedule, benchmarks) use its public lifecycle;
-    run_record.py is the recording half of the class, run_share.py its leases."""
+    recorder.py is the recording half of the class, sharing.py its leases."""
     import ast
     from pathlib import Path
 
-    from auditor.run import Auditor
+    from auditor.audit.run import Auditor
 
     private = {
         n for c in Auditor.__mro__ for n in vars(c) if n.startswith("_") and not n.startswith("__")
@@ -143,8 +143,7 @@ def test_only_run_py_touches_the_auditors_private_methods():
         f"{path.relative_to(root)}:{node.lineno}: {node.attr}"
         for folder in ("auditor", "plugins", "benchmarks", "examples")
         for path in sorted((root / folder).rglob("*.py"))
-        if path.name not in ("run.py", "run_record.py", "run_share.py")
-        or path.parent.name != "auditor"
+        if path.name not in ("run.py", "recorder.py", "sharing.py") or path.parent.name != "audit"
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Attribute) and node.attr in private
     ]
@@ -167,7 +166,7 @@ def test_a_failure_without_words_says_what_failed_and_after_how_long(store, pm, 
 
 
 def test_calls_in_flight_are_the_observers_own_unless_given(store, pm, fake, monkeypatch):
-    from auditor.run import Auditor
+    from auditor.audit.run import Auditor
 
     assert Auditor(store, pm, RunConfig(observer="fake")).concurrency == 4
     assert Auditor(store, pm, RunConfig(observer="fake", concurrency=3)).concurrency == 3
@@ -194,8 +193,8 @@ def test_calls_in_flight_are_the_observers_own_unless_given(store, pm, fake, mon
 def test_the_timeout_is_the_observers_own_unless_given(store, pm, fake, monkeypatch):
     """README's main job on a busy 2-core machine: the embedded model's first call took 143 s,
     past the 120 s every observer got, and the run ended in errors. A backend may say its own."""
+    from auditor.audit.run import Auditor
     from auditor.plugins import get_plugin_manager as plugins
-    from auditor.run import Auditor
 
     seen = []
     observe = fake.observe
@@ -223,8 +222,8 @@ def test_a_small_window_is_filled_by_the_formatter_not_cut_by_the_backend(corpus
     from auditor_plugins.formatter_text import estimate_tokens
     from helpers.live import CC_SESSION
 
-    from auditor.plan import TOKENIZER_MARGIN
-    from auditor.run import Auditor
+    from auditor.audit.checkpoint_plan import TOKENIZER_MARGIN
+    from auditor.audit.run import Auditor
 
     observer = FakeObserver()
     pm = get_plugin_manager(extra=[FakeObserverPlugin(observer)])

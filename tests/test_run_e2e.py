@@ -17,7 +17,7 @@ import time
 import pytest
 from helpers.wire import Reply, Stub, openai_response
 
-from auditor.db import open_db
+from auditor.store.db import open_db
 
 pytestmark = pytest.mark.both_stores
 

@@ -15,9 +15,9 @@ import pytest
 from helpers.wire import Reply, Stub, openai_response
 from sqlalchemy import select
 
-from auditor import schema as s
-from auditor.db import open_db
-from auditor.runs import Heartbeat, list_runs
+from auditor.store import schema as s
+from auditor.store.db import open_db
+from auditor.store.run_rows import Heartbeat, list_runs
 
 pytestmark = pytest.mark.both_stores
 

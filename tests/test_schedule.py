@@ -14,14 +14,14 @@ from helpers.live import auditor_argv, copy_lines, rows, run_cli
 from helpers.wire import Reply, Stub, anthropic_response
 from sqlalchemy import func, select
 
-from auditor import leases
-from auditor import schema as s
+from auditor.audit.run import Auditor, RunConfig, run
+from auditor.audit.schedule import Stopper, repeat
 from auditor.durations import format_duration, parse_duration, parse_since
 from auditor.errors import AuditorError
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import Auditor, RunConfig, run
-from auditor.schedule import Stopper, repeat
+from auditor.store import leases
+from auditor.store import schema as s
 
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
 SESSIONS = [

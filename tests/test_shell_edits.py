@@ -15,8 +15,8 @@ from auditor_plugins.claude_code_edits import tool_edits
 from auditor_plugins.shell_edits import shell_edits
 from sqlalchemy import select
 
-from auditor import schema as s
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
+from auditor.store import schema as s
 
 
 @pytest.mark.parametrize(

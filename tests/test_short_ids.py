@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import insert
 
-from auditor import schema as s
-from auditor.cli import cli
+from auditor.cli.main import cli
 from auditor.errors import AmbiguousName
-from auditor.threads import find_thread, short_ids
+from auditor.store import schema as s
+from auditor.store.threads import find_thread, short_ids
 
 TWINS = (
     "019a2d7b-1f2a-7c3e-9a10-5b6c7d8e9f01",

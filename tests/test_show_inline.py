@@ -11,12 +11,12 @@ from click.testing import CliRunner
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from rich.console import Console
 
-from auditor import inject as inj
-from auditor import render
-from auditor.cli import cli
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, run
+from auditor.cli import render
+from auditor.cli.main import cli
+from auditor.ingest.ingester import ingest
+from auditor.live import delivery as inj
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, run
 
 pytestmark = pytest.mark.both_stores
 

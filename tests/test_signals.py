@@ -16,14 +16,14 @@ from helpers.audit import (
 )
 from sqlalchemy import select
 
-from auditor import schema as s
-from auditor.checkpoints import find_checkpoints
+from auditor.audit.checkpoints import find_checkpoints
+from auditor.audit.run import RunConfig, run
 from auditor.errors import AuditorError, PluginError
 from auditor.hookspecs import hookimpl
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.run import RunConfig, run
-from auditor.signals import (
+from auditor.store import schema as s
+from auditor.store.signal_rows import (
     Evidence,
     Signal,
     format_signals,
@@ -31,7 +31,7 @@ from auditor.signals import (
     signal_counts,
     thread_signals,
 )
-from auditor.threads import StoredThread
+from auditor.store.threads import StoredThread
 
 pytestmark = pytest.mark.both_stores
 
@@ -110,7 +110,7 @@ def test_a_plugin_returning_something_else_is_named():
 
     pm = get_plugin_manager(extra=[Bad()])
     messages = numbered([user("fix it"), agent("done")])
-    with pytest.raises(PluginError, match="return auditor.signals.Signal objects"):
+    with pytest.raises(PluginError, match="return auditor.store.signal_rows.Signal objects"):
         pm.signals(find_checkpoints(1, messages)[0], THREAD, messages, {})
 
 
@@ -248,7 +248,7 @@ def test_the_gate_hook_receives_the_signals(store):
 def test_prompt_and_show_print_the_signals(store, monkeypatch):
     from click.testing import CliRunner
 
-    from auditor import cli as cli_mod
+    from auditor.cli import main as cli_mod
 
     pm = get_plugin_manager(extra=[ScriptPlugin(), Planted()])
     monkeypatch.setattr(cli_mod.Context, "plugins", property(lambda self: pm))

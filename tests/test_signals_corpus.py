@@ -14,10 +14,10 @@ import pytest
 from auditor_plugins.signals import compute
 from sqlalchemy import select
 
-from auditor import schema as s
-from auditor.checkpoints import checkpoint_at
-from auditor.ingest import ingest
-from auditor.threads import find_thread, load_messages
+from auditor.audit.checkpoints import checkpoint_at
+from auditor.ingest.ingester import ingest
+from auditor.store import schema as s
+from auditor.store.threads import find_thread, load_messages
 
 pytestmark = pytest.mark.corpus
 
@@ -249,7 +249,7 @@ def test_a_password_in_a_read_file_is_secret_and_never_stored_in_clear(at, engin
     assert sig.evidence[0].message_id == "6c7463fd-48af-4f60-8f67-9ccc51771e8c"
     assert 'PASSWORD: "[REDACTED:password]"' in sig.evidence[0].excerpt
     # Through a real (dry) run, into the store: the password is nowhere in the signals table.
-    from auditor.run import RunConfig, run
+    from auditor.audit.run import RunConfig, run
 
     thread = find_thread(engine, "8fd119a6-9ab8-407b-810f-329cfb6153e0")
     run(
@@ -278,7 +278,7 @@ def test_a_personal_email_is_sensitive_and_masked(at):
 def test_every_checkpoint_of_the_corpus_computes_quickly_and_without_error(corpus, engine, plugins):
     import time
 
-    from auditor.checkpoints import find_checkpoints
+    from auditor.audit.checkpoints import find_checkpoints
 
     ingest(engine, plugins, [corpus])
     with engine.connect() as conn:

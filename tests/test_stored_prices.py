@@ -10,7 +10,7 @@ import pytest
 from helpers.reports import UsagePlugin, price_file, write_thread
 from sqlalchemy import text
 
-from auditor.ingest import ingest
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.reports import cost_report
 

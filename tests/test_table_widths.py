@@ -16,10 +16,10 @@ import sys
 import pytest
 from conftest import CORPUS
 
-from auditor.db import open_db
-from auditor.ingest import ingest
+from auditor.cli.tables import short_thread_id
+from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
-from auditor.tables import short_thread_id
+from auditor.store.db import open_db
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_sub_agent_ids_keep_their_session_and_their_own_name(store):
 
 
 def test_every_short_id_in_the_table_is_unique_and_opens_its_thread(store):
-    from auditor.threads import find_thread
+    from auditor.store.threads import find_thread
 
     rows = json.loads(auditor(store, "threads", "--json"))
     shown = [r["short_id"] for r in rows]

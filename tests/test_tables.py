@@ -1,4 +1,4 @@
-"""auditor.tables: tables fit the terminal without folding a number, a date or an id."""
+"""auditor.cli.tables: tables fit the terminal without folding a number, a date or an id."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from auditor.tables import Col, layout, print_table, shorten
+from auditor.cli.tables import Col, layout, print_table, shorten
 
 COLS = [
     Col("day"),

@@ -11,13 +11,13 @@ import pytest
 from click.testing import CliRunner
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
 
-from auditor import inject as inj
-from auditor.cli import cli
-from auditor.ingest import ingest
+from auditor.audit.run import RunConfig, run
+from auditor.cli.main import cli
+from auditor.ingest.ingester import ingest
+from auditor.live import delivery as inj
 from auditor.plugins import get_plugin_manager
 from auditor.printable import printable
-from auditor.run import RunConfig, run
-from auditor.verdicts import list_verdicts
+from auditor.store.verdict_rows import list_verdicts
 
 pytestmark = pytest.mark.both_stores
 
@@ -141,7 +141,7 @@ def test_an_answer_cannot_drive_the_terminal(store):
     engine, *_ = store
     from sqlalchemy import update
 
-    from auditor import schema as s
+    from auditor.store import schema as s
 
     with engine.begin() as conn:
         conn.execute(

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 from helpers.wire import Reply, Stub, gemini_response
 
-from auditor.db import open_db
+from auditor.store.db import open_db
 
 pytestmark = [pytest.mark.corpus, pytest.mark.slow]
 
@@ -89,8 +89,8 @@ def test_workers_share_the_calls_and_lose_none(corpus, tmp_path, pg_server, kill
 def test_claims_older_than_a_day_that_nobody_holds_are_dropped(pg_server):
     from datetime import UTC, datetime, timedelta
 
-    from auditor import leases
-    from auditor import schema as s
+    from auditor.store import leases
+    from auditor.store import schema as s
 
     engine = open_db(pg_server.new_database())
     now = datetime.now(UTC)

@@ -4,8 +4,8 @@ Every report is one or two SQL aggregations (GROUP BY in SQLite), so it stays fa
 100k threads; Python only prices the grouped token sums and shapes rows. Times are UTC, as
 stored. Each function returns a `Report`: ordered columns, rows as dicts, a total row and notes,
 which the CLI renders as a table, JSON or CSV. One module per report, `shared` for what they
-share; pricing is in `auditor.prices`, the cost rollup in `auditor.rollup`, and evaluation on
-labels (which calls observers) in `auditor.evaluate`.
+share; pricing is in `auditor.pricing.model_prices`, the cost rollup in `auditor.store.rollup`, and evaluation on
+labels (which calls observers) in `auditor.audit.evaluate`.
 """
 
 from .agreement import agreement_report, cohen_kappa, parse_observer

@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from .. import stored_prices
-from ..prices import Pricer
-from ..rollup import COPIES_SQL, refresh_rollup
+from ..pricing import stored_prices
+from ..pricing.model_prices import Pricer
+from ..store.rollup import COPIES_SQL, refresh_rollup
 from .shared import (
     THREAD_DIMS,
     TIME_DIMS,
@@ -386,7 +386,7 @@ def cost_report(
                 row["audit_unpriced_calls"] += unpriced
                 unknown_observers.add(model)
             else:
-                from ..prices import credits as to_credits
+                from ..pricing.model_prices import credits as to_credits
 
                 usd = (usd or 0.0) + late
                 credits = (credits or 0.0) + float(to_credits(late))

@@ -65,7 +65,7 @@ def followup_report(
     edited files or ran tests. Totals give the share of corrections acted on.
     """
     from ..model import SOURCE_COURSE_CORRECTION
-    from ..threads import load_messages
+    from ..store.threads import load_messages
 
     params: dict[str, Any] = {"cc": SOURCE_COURSE_CORRECTION}
     window = window_sql("m.timestamp", since, until, params)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import AuditorError
-from ..portable import count_if, day_text  # noqa: F401 (the reports use them from here)
+from ..store.dialect import count_if, day_text  # noqa: F401 (the reports use them from here)
 
 TIME_DIMS = ("day", "week", "month")
 THREAD_DIMS = {"thread", "project", "agent", "source"}

@@ -1,7 +1,7 @@
 """signals, the event log, and verdicts.critique_of
 
-Signals are local checks stored per checkpoint (`auditor.signals`); events are the typed log of
-what auditor did (`auditor.events`); `critique_of` links a second-pass verdict to the verdict it
+Signals are local checks stored per checkpoint (`auditor.store.signal_rows`); events are the typed log of
+what auditor did (`auditor.store.events`); `critique_of` links a second-pass verdict to the verdict it
 re-examined. Event ids and `critique_of` are plain integers, not foreign keys: the log must
 outlive what it refers to, and adding a foreign key to `verdicts` would make SQLite rebuild the
 table under the report views.

@@ -6,10 +6,10 @@ import asyncio
 import hashlib
 from dataclasses import dataclass
 
+from auditor.audit.observe import ObserveResult, ObserverUsage
 from auditor.hookspecs import hookimpl
 from auditor.model import Block
-from auditor.observe import ObserveResult, ObserverUsage
-from auditor.threads import StoredMessage
+from auditor.store.threads import StoredMessage
 
 
 def quiet(line: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner, Result
 
-from auditor.cli import cli
+from auditor.cli.main import cli
 
 
 def invoke(*args: str, ok: bool = False) -> Result:

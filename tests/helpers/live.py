@@ -34,7 +34,7 @@ def auditor_argv() -> list[str]:
     script = Path(sys.executable).parent / "auditor"
     if script.is_file():
         return [str(script)]
-    return [sys.executable, "-c", "from auditor.cli import main; main()"]
+    return [sys.executable, "-c", "from auditor.cli.main import main; main()"]
 
 
 def run_cli(
@@ -84,7 +84,7 @@ def rows(engine, table, *where):
 
 def stored(table, *where):
     """The rows of `table` in the store the commands use (AUDITOR_DB: SQLite or PostgreSQL)."""
-    from auditor.db import open_db
+    from auditor.store.db import open_db
 
     engine = open_db(os.environ["AUDITOR_DB"])
     try:

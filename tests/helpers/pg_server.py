@@ -111,7 +111,7 @@ class Server:
 
     def make_template(self) -> None:
         """Migrate the database every test's database is cloned from."""
-        from auditor.db import open_db
+        from auditor.store.db import open_db
 
         self.admin().execute(f"CREATE DATABASE {TEMPLATE}")
         engine = open_db(self.url_base + TEMPLATE)

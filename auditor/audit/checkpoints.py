@@ -1,0 +1,161 @@
+"""Checkpoints: the moments of a thread where an observer could step in, and gate decisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import SOURCE_COURSE_CORRECTION, SOURCE_TOOL_RESULT, SOURCE_TYPED
+
+END_TURN = "end-turn"  # the agent ended its turn (seeds 000/001)
+INFERENCE = "inference"  # a round of tool results came back, before the next model call (seed 002)
+MODES = {"end-turn": END_TURN, "every-inference": "every-inference"}
+
+
+@dataclass
+class Checkpoint:
+    """A candidate audit point: the thread as it stood right after message `index`."""
+
+    thread_id: int
+    index: int  # position in the thread's message list
+    message_id: str  # native id of the last message included
+    kind: str  # END_TURN or INFERENCE
+    # Facts the gate rules use, computed from the messages since the last typed user message.
+    tool_calls: int = 0
+    file_edits: int = 0
+    after_correction: bool = False  # the last user message was a course correction
+    user_wrote_after: bool = False  # the user had already written again after this point
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GateDecision:
+    audit: bool
+    reason: str  # e.g. "passed", "too-few-tool-calls (3 < 5)", "no-file-edit"
+
+
+def loop_guard(checkpoint: Checkpoint, config: dict) -> GateDecision | None:
+    """Return the decision of the loop guards at `checkpoint`, or None when none holds it back.
+
+    The core checks these before any gate plugin, so that no gate can switch them off:
+    - `after-correction`: never right after a course correction (the agent's answer to it is
+      not audited until the user writes again), else one correction could call for the next;
+    - `user-wrote-again`: in every-inference mode, an end of turn the user already answered
+      (seed 002: a correction is sent only if the user has not written since).
+    The other guards live where their facts are: a Stop hook never blocks again when
+    `stop_hook_active` says the agent already goes on because of one (`auditor.live.sync_hook`), and
+    delivery holds back repeated text and more than `max_consecutive` corrections between two
+    typed messages (`auditor.live.delivery`).
+    """
+    if checkpoint.after_correction:
+        return GateDecision(False, "after-correction")
+    every_inference = config.get("mode") == "every-inference"
+    if every_inference and checkpoint.kind == END_TURN and checkpoint.user_wrote_after:
+        return GateDecision(False, "user-wrote-again")
+    return None
+
+
+def is_typed_user(m) -> bool:
+    """True for a message a person typed (not tool output, not harness text, not a correction).
+
+    A message whose parser does not say who wrote it (`source_type` unset) is taken at its
+    role; a message carrying tool results is never typed.
+    """
+    if m.role != "user" or m.source_type not in (SOURCE_TYPED, None):
+        return False
+    return not any(b.kind == "tool_result" for b in m.blocks)
+
+
+def _has_tool_use(m) -> bool:
+    return any(b.kind == "tool_use" for b in m.blocks)
+
+
+def _is_tool_result(m) -> bool:
+    return m.source_type == SOURCE_TOOL_RESULT or (
+        m.role in ("user", "tool") and m.blocks and all(b.kind == "tool_result" for b in m.blocks)
+    )
+
+
+def find_checkpoints(thread_id: int, messages: list, mode: str = END_TURN) -> list[Checkpoint]:
+    """Return the candidate checkpoints of a thread, in order.
+
+    An end of turn is the last agent message before the next message from the user (typed or
+    a correction) or the end of the thread, when that message does not wait on a tool. In
+    `every-inference` mode, the last tool result of each round that the agent answers is a
+    checkpoint too (the moment before the next model call).
+    """
+    out: list[Checkpoint] = []
+    tool_calls = edits = 0
+    after_correction = False
+    pending_end: int | None = None  # index of the latest agent message of the current turn
+
+    def close_turn(user_wrote_after: bool) -> None:
+        nonlocal pending_end
+        if pending_end is not None:
+            m = messages[pending_end]
+            if not _has_tool_use(m):
+                out.append(
+                    Checkpoint(
+                        thread_id,
+                        pending_end,
+                        m.native_id,
+                        END_TURN,
+                        tool_calls,
+                        edits,
+                        after_correction,
+                        user_wrote_after,
+                    )
+                )
+        pending_end = None
+
+    for i, m in enumerate(messages):
+        if is_typed_user(m) or m.source_type == SOURCE_COURSE_CORRECTION:
+            close_turn(user_wrote_after=True)
+            tool_calls = edits = 0
+            after_correction = m.source_type == SOURCE_COURSE_CORRECTION
+            continue
+        if m.role == "assistant":
+            for b in m.blocks:
+                if b.kind == "tool_use":
+                    tool_calls += 1
+                    edits += bool(b.is_file_edit)
+            pending_end = i
+            continue
+        if mode != END_TURN and _is_tool_result(m):
+            nxt = messages[i + 1] if i + 1 < len(messages) else None
+            if nxt is not None and nxt.role == "assistant":
+                out.append(
+                    Checkpoint(
+                        thread_id, i, m.native_id, INFERENCE, tool_calls, edits, after_correction
+                    )
+                )
+    close_turn(user_wrote_after=False)
+    if mode == END_TURN:
+        return out
+    return sorted(out, key=lambda c: c.index)
+
+
+def checkpoint_at(
+    thread_id: int, messages: list, native_id: str, mode: str = END_TURN
+) -> Checkpoint:
+    """Return the checkpoint that ends at the message `native_id` (any message may be named)."""
+    for cp in find_checkpoints(
+        thread_id, messages, "every-inference" if mode != END_TURN else mode
+    ):
+        if cp.message_id == native_id:
+            return cp
+    for i, m in enumerate(messages):
+        if m.native_id == native_id:
+            tool_calls = edits = 0
+            after_correction = False
+            for prev in messages[: i + 1]:
+                if is_typed_user(prev) or prev.source_type == SOURCE_COURSE_CORRECTION:
+                    tool_calls = edits = 0
+                    after_correction = prev.source_type == SOURCE_COURSE_CORRECTION
+                elif prev.role == "assistant":
+                    for b in prev.blocks:
+                        tool_calls += b.kind == "tool_use"
+                        edits += bool(b.kind == "tool_use" and b.is_file_edit)
+            kind = END_TURN if m.role == "assistant" else INFERENCE
+            return Checkpoint(thread_id, i, native_id, kind, tool_calls, edits, after_correction)
+    raise KeyError(native_id)

@@ -1,0 +1,211 @@
+"""What a run records: its start and end, and each call's verdict with its usage and price.
+
+`RunRecords` is the half of `auditor.audit.run.Auditor` that writes: the lifecycle (`recording`,
+`start_run`, `finish_run`, `abandon`) and `record_verdict`. The other half plans and calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AuditorError
+from ..store import events
+from ..store import raw_answers as answers
+from ..store import run_rows as runs
+from ..store import schema as s
+from ..store.db import utcnow
+from .observe import ObserveResult, validate
+from .run_types import Job, RunConfig, RunSummary
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from .prompt import Prompt
+
+
+def price_of(
+    model: str, usage, observer: str | None = None, batch: bool = False
+) -> tuple[float | None, float | None]:
+    """Return the USD and credits of a call's `usage` (None, None for a model without a price)."""
+    from ..pricing.model_prices import cost, credits
+
+    c = cost(model, usage, observer, batch=batch)
+    if c.usd is None:
+        return None, None
+    return float(c.usd), float(credits(c.usd))
+
+
+class RunRecords:
+    """The recording half of a run (mixed into `Auditor`, which sets these attributes)."""
+
+    engine: Engine
+    config: RunConfig
+    summary: RunSummary
+    observer: Any
+    observer_name: str
+    model: str
+    owner: str
+    prompt: Prompt
+    _heartbeat: runs.Heartbeat | None
+
+    release: Callable[[Job], None]  # gives back the lease of a job's call
+    _prompt_for: Callable[[Job], Prompt]  # the prompt a job is sent with
+
+    # -- the run's lifecycle --------------------------------------------------------------
+    def ensure_usable(self) -> None:
+        """Raise AuditorError saying why the observer cannot be called now (a missing key,
+        SDK or server). Checked only before a call is due: a backend's check may import its SDK.
+        """
+        problem = self.observer.check({"model": self.model, **self.config.observer_options})
+        if problem:
+            raise AuditorError(f"observer {self.observer_name!r} cannot be used: {problem}")
+
+    @contextlib.contextmanager
+    def recording(self, note: dict[str, Any] | None = None) -> Iterator[RunSummary]:
+        """Record a run around the block and yield its summary.
+
+        The run ends `failed` (with the error) when the block raises, `interrupted` on Ctrl-C
+        or cancellation, else with `summary.status` (`done` unless the block set it).
+        """
+        self.start_run(note)
+        try:
+            yield self.summary
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            self.finish_run("interrupted")
+            raise
+        except Exception as exc:
+            self.finish_run("failed", f"{type(exc).__name__}: {exc}")
+            raise
+        self.finish_run(self.summary.status)
+
+    def start_run(self, note: dict[str, Any] | None = None) -> int:
+        """Record the start of a run (its config, plus `note`) and return its id.
+
+        Runs whose process died are marked interrupted first, and the run beats until
+        `finish_run`, so that a run killed outright is recognised as interrupted later.
+        """
+        with self.engine.begin() as conn:
+            self.summary.run_id = runs.record_start(
+                conn,
+                owner=self.owner,
+                observer=self.observer_name,
+                model=self.model,
+                prompt=self.prompt,
+                dry_run=self.config.dry_run,
+                config={**self.config.for_record(), **(note or {})},
+                critique=self.config.critique,
+            )
+        self._heartbeat = runs.Heartbeat(self.engine, self.summary.run_id)
+        return self.summary.run_id
+
+    def finish_run(self, status: str, error: str | None = None) -> None:
+        """Record the end of the run: `status` (done, interrupted, failed), totals, `error`."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+        self.summary.status = status
+        with self.engine.begin() as conn:
+            runs.record_end(conn, self.summary, error)
+
+    def abandon(self, job: Job, error: str, took: float, status: str = "error") -> int:
+        """Record the call of `job`, cut short after `took` seconds, and release its lease.
+
+        `status` is `error` for a call that failed (a deadline passed) or `cancelled` for one
+        given up on purpose (the user wrote meanwhile); return the verdict id.
+        """
+        verdict_id = self.record_verdict(job, None, error, took, status)
+        self.release(job)
+        return verdict_id
+
+    # -- executing ------------------------------------------------------------------------
+    def record_verdict(
+        self,
+        job: Job,
+        result: ObserveResult | None,
+        error: str | None,
+        latency: float | None,
+        failed: str = "error",
+        batch: dict[str, Any] | None = None,
+    ) -> int:
+        """Store the outcome of one call and return the verdict id.
+
+        A call without a result is stored with status `failed` (error or cancelled). `batch`
+        holds the columns of an answer collected from a provider batch (its `batch_id`, the
+        prompt it was sent with): it is priced at the batch price.
+        """
+        sm = self.summary
+        prompt = self._prompt_for(job)
+        row: dict[str, Any] = {
+            "checkpoint_id": job.checkpoint_id,
+            "run_id": sm.run_id,
+            "thread_id": job.thread_id,
+            "observer": self.observer_name,
+            "model": self.model,
+            "prompt_version": prompt.version,
+            "prompt_hash": prompt.sha256,
+            "input_hash": job.input_hash,
+            "critique_of": job.critique_of,
+            "latency_ms": None if latency is None else int(latency * 1000),
+            "created_at": utcnow(),
+            **(batch or {}),
+        }
+        if result is None:
+            row.update(status=failed, problem=error)
+            sm.errors += failed == "error"
+        else:
+            verdict = validate(result)
+            u = result.usage
+            usd, cr = price_of(self.model, u, self.observer_name, batch=bool(batch))
+            if usd is None:
+                sm.unpriced += 1
+            else:
+                sm.cost_usd += usd
+            raw, raw_bytes = answers.keep(result.raw)
+            row.update(
+                status="ok" if verdict.valid else "invalid",
+                raw=raw,
+                raw_bytes=raw_bytes,
+                needs_correction=verdict.needs_correction if verdict.valid else None,
+                message=verdict.message,
+                problem=verdict.problem,
+                latency_ms=None if batch else int(result.latency_s * 1000),
+                input_tokens=u.input,
+                output_tokens=u.output,
+                cached_tokens=u.cached,
+                thinking_tokens=u.thinking,
+                cache_write_tokens=u.cache_write,
+                cost_usd=usd,
+                credits=cr,
+            )
+            if verdict.valid and job.critique_of is not None:
+                sm.critiques += 1
+                sm.critique_corrections += bool(verdict.needs_correction)
+            elif verdict.valid:
+                sm.audited += 1
+                sm.corrections += bool(verdict.needs_correction)
+            else:
+                sm.invalid += 1
+                sm.messages.append(
+                    f"thread {job.thread_id} at {job.message_id}: invalid answer: {verdict.problem}"
+                )
+        if error and result is None:
+            sm.messages.append(f"thread {job.thread_id} at {job.message_id}: {error}")
+        with self.engine.begin() as conn:
+            verdict_id = conn.execute(
+                s.Verdict.__table__.insert().values(**row).returning(s.Verdict.id)
+            ).scalar_one()
+            events.record_verdict(conn, verdict_id, row)
+        if row.get("needs_correction") and row["status"] == "ok":
+            sm.found.append(
+                {
+                    "verdict_id": verdict_id,
+                    "thread": job.thread_native_id,
+                    "thread_id": job.thread_id,
+                    "message_id": job.message_id,
+                    "critique": job.critique_of is not None,
+                    "message": row["message"],
+                }
+            )
+        return verdict_id

@@ -1,0 +1,321 @@
+"""What every `auditor` command shares: the context, the error handling, the parameter types
+and the observer/gate options. The command modules import this one and never each other."""
+
+from __future__ import annotations
+
+import functools
+import traceback
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import click
+import orjson
+
+from ..errors import AuditorError
+
+if TYPE_CHECKING:
+    from ..audit.run import RunConfig
+
+
+class Context:
+    """Per-invocation state: the database option and lazily opened resources."""
+
+    def __init__(self, db: str | None, debug: bool):
+        self.db_option = db
+        self.debug = debug
+        self._engine = None
+        self._plugins = None
+        self.config = None  # the config file (auditor.config.Config), read at start-up
+        self.config_error = None  # why it could not be read, for commands that must not fail
+
+    @property
+    def engine(self):
+        if self._engine is None:
+            from ..store.db import open_db
+
+            self._engine = open_db(self.db_option)
+        return self._engine
+
+    @property
+    def plugins(self):
+        if self._plugins is None:
+            from ..plugins import get_plugin_manager
+
+            self._plugins = get_plugin_manager()
+        return self._plugins
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+class CommandError(click.ClickException):
+    """An AuditorError as click shows it: `Error: MESSAGE` on stderr, exit status 2."""
+
+    exit_code = 2
+
+
+class AuditorGroup(click.Group):
+    """The root group: an AuditorError raised by any command below it becomes one line on
+    stderr and exit status 2 (with its traceback first under --debug)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AuditorError as exc:
+            state = ctx.find_object(Context)
+            if state is not None and state.debug:
+                traceback.print_exc()
+            raise CommandError(str(exc)) from exc
+
+
+def echo_json(value: Any) -> None:
+    """Print `value` as indented JSON."""
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+
+
+class Duration(click.ParamType):
+    """A span of time: 90s, 15m, 12h, 7d, 2w (see `auditor.durations`)."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param, ctx) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        from ..durations import parse_duration
+
+        try:
+            return parse_duration(value)
+        except AuditorError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Since(click.ParamType):
+    """A point in time: an ISO date or time (UTC), or a Duration back from now."""
+
+    name = "when"
+
+    def convert(self, value: Any, param, ctx) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        from ..durations import parse_since
+
+        try:
+            return parse_since(value)
+        except AuditorError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Until(click.ParamType):
+    """An end in time: an ISO date (up to the end of that day) or time, UTC."""
+
+    name = "when"
+
+    def convert(self, value: Any, param, ctx) -> datetime | None:
+        if isinstance(value, datetime):
+            return value
+        from ..reports import parse_until
+
+        try:
+            return parse_until(value)
+        except AuditorError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION, SINCE, UNTIL = Duration(), Since(), Until()
+
+
+def _apply(fn, options: list):
+    for opt in reversed(options):
+        fn = opt(fn)
+    return fn
+
+
+def observer_options(fn):
+    """The options every command that calls an observer takes."""
+    return _apply(
+        fn,
+        [
+            click.option(
+                "--observer",
+                "-o",
+                metavar="NAME",
+                help="Observer backend (see `auditor observers`). Default: $AUDITOR_OBSERVER, else gemini if GEMINI_API_KEY is set, else claude if ANTHROPIC_API_KEY is set, else the offline embedded model.",
+            ),
+            click.option("--model", "-m", help="Observer model (default: the backend's own)."),
+            click.option(
+                "--key",
+                "api_key",
+                metavar="KEY",
+                help="API key (default: the provider's environment variable). Never stored.",
+            ),
+            click.option(
+                "--base-url",
+                help="Provider base URL (e.g. a local OpenAI-compatible server for --observer local).",
+            ),
+            click.option(
+                "--max-retries",
+                type=int,
+                default=3,
+                show_default=True,
+                help="Retries on 429/5xx/timeouts, with backoff.",
+            ),
+            click.option(
+                "--timeout",
+                type=float,
+                show_default=True,  # shows a config file's value; without one, the help says
+                help="Seconds per observer call (default: what the observer suits: 120, the "
+                "embedded model 600).",
+            ),
+        ],
+    )
+
+
+def mode_option(fn):
+    """--mode: which checkpoints there are."""
+    return click.option(
+        "--mode",
+        type=click.Choice(["end-turn", "every-inference"]),
+        default="end-turn",
+        show_default=True,
+        help="end-turn: audit where the agent ended its turn; every-inference: also after each round of tool results.",
+    )(fn)
+
+
+def gate_options(fn):
+    """The gate's options, with --mode and the formatter's token budget."""
+    fn = prompt_token_options(fn)
+    return mode_option(
+        _apply(
+            fn,
+            [
+                click.option(
+                    "--min-tool-calls",
+                    type=int,
+                    default=5,
+                    show_default=True,
+                    help="Gate: tool calls needed since the last user message.",
+                ),
+                click.option(
+                    "--no-require-edit",
+                    is_flag=True,
+                    help="Gate: audit even when no file was edited since the last user message.",
+                ),
+                click.option(
+                    "--include-sidechains", is_flag=True, help="Gate: audit subagent threads too."
+                ),
+                click.option(
+                    "--project",
+                    "projects",
+                    multiple=True,
+                    metavar="PATH",
+                    help="Gate: only threads whose cwd starts with PATH (repeatable).",
+                ),
+                click.option(
+                    "--agent",
+                    "agents",
+                    multiple=True,
+                    metavar="NAME",
+                    help="Gate: only threads of these agents (repeatable).",
+                ),
+            ],
+        )
+    )
+
+
+def prompt_token_options(fn):
+    """The formatter's token budget."""
+    return _apply(
+        fn,
+        [
+            click.option(
+                "--min-prompt-tokens",
+                type=int,
+                default=None,
+                help="Formatter: token budget of a turn without tool calls (default 8000); it grows by 60 tokens for each tool call of the turn being judged.",
+            ),
+            click.option(
+                "--max-prompt-tokens",
+                type=int,
+                default=None,
+                help="Formatter: the most tokens the rendered thread may take (default 24000).",
+            ),
+        ],
+    )
+
+
+def formatter_config(min_prompt_tokens: int | None, max_prompt_tokens: int | None) -> dict:
+    """Return the formatter's budget options given on the command line."""
+    pairs = (("min_tokens", min_prompt_tokens), ("max_tokens", max_prompt_tokens))
+    return {key: value for key, value in pairs if value}
+
+
+_RUN_PARAMS = (
+    "observer",
+    "model",
+    "api_key",
+    "base_url",
+    "max_retries",
+    "timeout",
+    "mode",
+    "min_tool_calls",
+    "no_require_edit",
+    "include_sidechains",
+    "projects",
+    "agents",
+    "min_prompt_tokens",
+    "max_prompt_tokens",
+)
+
+
+def run_config(
+    *,
+    observer: str | None,
+    model: str | None,
+    api_key: str | None,
+    base_url: str | None,
+    max_retries: int,
+    timeout: float | None,
+    mode: str,
+    min_tool_calls: int,
+    no_require_edit: bool,
+    include_sidechains: bool,
+    projects: tuple[str, ...],
+    agents: tuple[str, ...],
+    min_prompt_tokens: int | None,
+    max_prompt_tokens: int | None,
+) -> RunConfig:
+    """Return the RunConfig of the observer, gate and formatter options."""
+    from ..audit.run import RunConfig
+
+    options: dict[str, Any] = {"max_retries": max_retries}
+    if api_key:
+        options["api_key"] = api_key
+    if base_url:
+        options["base_url"] = base_url
+    return RunConfig(
+        observer=observer,
+        model=model,
+        observer_options=options,
+        timeout=timeout,
+        gate={
+            "mode": mode,
+            "min_tool_calls": min_tool_calls,
+            "require_edit": not no_require_edit,
+            "include_sidechains": include_sidechains,
+            "projects": list(projects) or None,
+            "agents": list(agents) or None,
+        },
+        formatter=formatter_config(min_prompt_tokens, max_prompt_tokens),
+    )
+
+
+def run_options(fn):
+    """Add the observer, gate and formatter options; the command gets them as one
+    `config` argument, a RunConfig built by `run_config`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        values = {name: kwargs.pop(name) for name in _RUN_PARAMS}
+        return fn(*args, config=run_config(**values), **kwargs)
+
+    return observer_options(gate_options(wrapper))

@@ -1,0 +1,279 @@
+"""The `auditor` command line: a thin layer over the library.
+
+The root group and the commands over the store (`ingest`, `threads`, `show`, `db`,
+`observers`, `plugins`); the others live in cli_audit, cli_live and cli_reports, and all of
+them share cli_common.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import __version__
+from . import audit_commands as cli_audit
+from . import live_commands as cli_live
+from . import report_commands as cli_reports
+from .common import AuditorGroup, Context, echo_json, pass_ctx
+
+
+@click.group(cls=AuditorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="auditor")
+@click.option(
+    "--db",
+    metavar="PATH_OR_URL",
+    envvar="AUDITOR_DB",
+    help="Database file or SQLAlchemy URL. Default: $AUDITOR_DB, else auditor.db in the "
+    "per-user data directory (see `auditor db path`).",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
+    """Audit coding-agent transcripts with an observer model from another vendor.
+
+    Start with `auditor ingest ~/.claude/projects`, then `auditor threads`.
+    """
+    ctx.obj = Context(db, debug)
+    from ..config import ConfigError, load
+
+    try:
+        ctx.obj.config = load()
+    except ConfigError as exc:
+        if ctx.invoked_subcommand not in ("hook", "config", "inject"):
+            raise
+        ctx.obj.config_error = exc  # the Stop hooks must fail open: they record it instead
+    else:
+        ctx.default_map = ctx.obj.config.default_map()
+
+
+@cli.command()
+# readable=False: an unreadable path is reported by ingest as PATH: problem, the rest still read.
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
+@click.option(
+    "--format",
+    "format_name",
+    metavar="NAME",
+    help="Force a transcript format instead of detecting it (see `auditor plugins`).",
+)
+@click.option(
+    "--source",
+    metavar="NAME",
+    help="The machine the files are on, for a store several machines share "
+    "(default: $AUDITOR_SOURCE, else the host name). The same path from two sources is two files.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only errors.")
+@pass_ctx
+def ingest(
+    ctx: Context,
+    paths: tuple[str, ...],
+    format_name: str | None,
+    source: str | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Read transcripts under PATHS into the store, incrementally.
+
+    PATHS are files or directories (walked for *.jsonl and *.json). Files already read and
+    unchanged are skipped; files that grew are read from where the last ingest stopped.
+    Problems are printed one per line as FILE:LINE: MESSAGE and kept in the ingest_errors
+    table. Exit status: 0 when every file was read, 1 when any file had a problem.
+    """
+    from ..ingest.ingester import ingest as run_ingest
+    from .render import ingest_progress
+
+    engine, plugins = ctx.engine, ctx.plugins
+    with ingest_progress(enabled=not (as_json or quiet)) as progress:
+        summary = run_ingest(engine, plugins, paths, format_name, progress, source)
+    if as_json:
+        echo_json(summary.as_dict())
+    else:
+        for line in summary.errors:
+            click.echo(line, err=True)
+        if not quiet:
+            click.echo(
+                f"{summary.files_seen} files: {summary.new} new, {summary.grown} grown, "
+                f"{summary.rewritten} rewritten, {summary.skipped} unchanged, "
+                f"{summary.empty} empty, {summary.failed} with problems; "
+                f"{summary.messages} messages added to {summary.threads} threads"
+                + (f" ({summary.known} read were stored already)" if summary.known else "")
+            )
+    sys.exit(0 if summary.ok else 1)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--limit", type=int, default=None, help="Show at most N threads (newest first).")
+@click.option(
+    "--agent",
+    metavar="NAME",
+    help="Only threads of this agent (claude-code, codex, amp, gemini-cli, openai).",
+)
+@click.option(
+    "--wide",
+    "-w",
+    is_flag=True,
+    help="Every column (full thread id, time, tool calls, models, token breakdown), in full.",
+)
+@pass_ctx
+def threads(ctx: Context, as_json: bool, limit: int | None, agent: str | None, wide: bool) -> None:
+    """List stored threads, newest first, with counts and token totals.
+
+    The table fits the terminal: a thread id is shortened to what tells it apart (a prefix
+    `auditor show` takes, or SESSION/SUBAGENT), a project path keeps its end.
+    """
+    from ..store.threads import check_agent, empty_store_hint, list_threads
+    from .render import threads_table
+
+    if agent:
+        check_agent(ctx.engine, agent, (f.agent for f in ctx.plugins.formats().values()))
+    rows = list_threads(ctx.engine, limit=limit, agent=agent)
+    if as_json:
+        echo_json(rows)
+    else:
+        threads_table(rows, wide=wide)
+    if not rows and (hint := empty_store_hint(ctx.engine)):
+        click.echo(hint, err=True)
+
+
+@cli.command()
+@click.argument("thread")
+@click.option("--full", is_flag=True, help="Do not shorten tool inputs and results.")
+@click.option(
+    "--no-pager", is_flag=True, help="Print straight to the terminal, not through $PAGER."
+)
+@click.option(
+    "--no-redact",
+    is_flag=True,
+    help="Show secrets (keys, tokens, passwords) as the transcript has them, not [REDACTED:kind].",
+)
+@pass_ctx
+def show(ctx: Context, thread: str, full: bool, no_pager: bool, no_redact: bool) -> None:
+    """Render THREAD (database id, native id or a unique prefix) readably.
+
+    At each checkpoint come the signals that fire there and every verdict given on it: what
+    the observer said, what it cost, and whether the correction reached the agent. On a
+    terminal the thread goes through $PAGER (less, which quits at once when it fits).
+    Secrets are shown as [REDACTED:kind] (--no-redact shows them) and terminal control
+    sequences in the transcript (a title, a screen clear) are left out.
+    """
+    from ..store.threads import find_thread, load_messages
+    from ..store.verdict_rows import checkpoint_notes
+    from .render import paged, show_thread
+
+    th = find_thread(ctx.engine, thread)
+    messages = load_messages(ctx.engine, th.id)
+    notes = checkpoint_notes(ctx.engine, ctx.plugins, th, messages)
+    with paged(not no_pager):
+        show_thread(th, messages, full=full, notes=notes, redact=not no_redact)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def observers(ctx: Context, as_json: bool) -> None:
+    """List installed observer backends, their default models, and whether each is usable now."""
+    rows = []
+    for name, obs in sorted(ctx.plugins.observers().items()):
+        try:
+            problem = obs.check({})
+        except Exception as exc:  # a backend's check must not hide the others
+            problem = f"{type(exc).__name__}: {exc}"
+        rows.append(
+            {
+                "name": name,
+                "default_model": obs.default_model,
+                "ready": problem is None,
+                "problem": problem,
+            }
+        )
+    if as_json:
+        echo_json(rows)
+        return
+    import shutil
+    import textwrap
+
+    width = max(40, shutil.get_terminal_size().columns)
+    for r in rows:
+        click.echo(
+            f"{r['name']:<10} {r['default_model']:<28} {'ready' if r['ready'] else 'not ready'}"
+        )
+        if not r["ready"]:  # what to do, wrapped under the row
+            text = textwrap.fill(
+                r["problem"], width, initial_indent="    ", subsequent_indent="    "
+            )
+            click.echo(text)
+
+
+@cli.group()
+def db() -> None:
+    """Inspect or migrate the database."""
+
+
+@db.command("path")
+@click.option("--url", "as_url", is_flag=True, help="Print the SQLAlchemy URL instead.")
+@pass_ctx
+def db_path(ctx: Context, as_url: bool) -> None:
+    """Print where the database is: the file of a SQLite store (`sqlite3 "$(auditor db path)"`
+    opens it), else its URL. Passwords are hidden."""
+    from sqlalchemy.engine import make_url
+
+    from ..store.db import location, resolve_url
+
+    url = resolve_url(ctx.db_option)
+    click.echo(make_url(url).render_as_string(hide_password=True) if as_url else location(url))
+
+
+@db.command("current")
+@pass_ctx
+def db_current(ctx: Context) -> None:
+    """Print the schema revision of the database and the newest this code knows."""
+    from ..store.db import create, current_revision, head_revision, resolve_url
+
+    engine = create(resolve_url(ctx.db_option))
+    click.echo(f"current: {current_revision(engine) or '(empty)'}")
+    click.echo(f"head:    {head_revision()}")
+
+
+@db.command("upgrade")
+@pass_ctx
+def db_upgrade(ctx: Context) -> None:
+    """Migrate the database to the newest schema (also done automatically on open)."""
+    from ..store.db import current_revision
+
+    click.echo(f"at revision {current_revision(ctx.engine)}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def plugins(ctx: Context, as_json: bool) -> None:
+    """List installed plugins, their hooks, and the transcript formats they add."""
+    pl = ctx.plugins
+    infos = [vars(i) for i in pl.describe()]
+    formats = {
+        name: {"agent": f.agent, "appendable": f.appendable} for name, f in pl.formats().items()
+    }
+    failures = [vars(f) for f in pl.failures]
+    if as_json:
+        echo_json({"plugins": infos, "formats": formats, "failed": failures})
+        return
+    from .render import plugins_table
+
+    plugins_table(infos, formats, failures)
+
+
+for _command in cli_audit.COMMANDS + cli_reports.COMMANDS + cli_live.COMMANDS:
+    cli.add_command(_command)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    click.echo(f"Warning: {message}", err=True)
+
+
+def main() -> None:
+    import warnings
+
+    warnings.showwarning = _show_warning
+    cli(prog_name="auditor")

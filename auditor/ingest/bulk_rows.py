@@ -1,0 +1,241 @@
+"""The rows an ingest writes in bulk (messages, tool calls, token usage) and the per-thread
+aggregates refreshed from them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import orjson
+from sqlalchemy import Connection, func, select, update
+
+from ..model import Message, Usage
+from ..store import schema as s
+
+
+def refresh_threads(conn: Connection, ids: list[int]) -> None:
+    """Recompute the cached per-thread aggregates of `ids`."""
+    m, t, u = s.Message, s.ToolCall, s.TokenUsage
+    conn.execute(
+        update(s.Thread)
+        .where(s.Thread.id.in_(ids))
+        .values(
+            message_count=select(func.count()).where(m.thread_id == s.Thread.id).scalar_subquery(),
+            started_at=select(func.min(m.timestamp))
+            .where(m.thread_id == s.Thread.id)
+            .scalar_subquery(),
+            ended_at=select(func.max(m.timestamp))
+            .where(m.thread_id == s.Thread.id)
+            .scalar_subquery(),
+            tool_call_count=select(func.count())
+            .where(t.thread_id == s.Thread.id)
+            .scalar_subquery(),
+            file_edit_count=select(func.count())
+            .where(t.thread_id == s.Thread.id, t.is_file_edit.is_(True))
+            .scalar_subquery(),
+        )
+    )
+    rows = conn.execute(
+        select(u.thread_id, u.model)
+        .where(u.thread_id.in_(ids), u.model.is_not(None), u.model != "<synthetic>")
+        .group_by(u.thread_id, u.model)
+        .order_by(u.thread_id, u.model)
+    ).all()
+    models: dict[int, list[str]] = {}
+    for tid, model in rows:
+        if model:  # never None here: the query leaves those out
+            models.setdefault(tid, []).append(model)
+    for tid in ids:
+        conn.execute(
+            update(s.Thread)
+            .where(s.Thread.id == tid)
+            .values(models=",".join(models.get(tid, [])) or None)
+        )
+
+
+_MESSAGE_COLS = (
+    "thread_id",
+    "source_file_id",
+    "native_id",
+    "parent_native_id",
+    "seq",
+    "line",
+    "role",
+    "source_type",
+    "timestamp",
+    "model",
+    "usage_key",
+    "stop_reason",
+    "is_sidechain",
+    "tool_use_count",
+    "file_edit_count",
+    "blocks",
+)
+_USAGE_COLS = (
+    "thread_id",
+    "source_file_id",
+    "key",
+    "model",
+    "timestamp",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
+
+
+def _sql(
+    cols: tuple[str, ...], table: str, conflict: str, update_cols: tuple[str, ...] = ()
+) -> str:
+    action = (
+        "NOTHING"
+        if not update_cols
+        else "UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in update_cols)
+    )
+    marks = ", ".join("?" for _ in cols)
+    return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks}) ON CONFLICT ({conflict}) DO {action}"
+
+
+# Bulk writes bypass SQLAlchemy's per-row processing (the hot path of ingest): plain DBAPI
+# executemany with rows as tuples, values already in their stored form.
+_MESSAGES_SQL = _sql(_MESSAGE_COLS, "messages", "thread_id, native_id")
+_CALLS_SQL = _sql(
+    (
+        "thread_id",
+        "call_id",
+        "source_file_id",
+        "name",
+        "call_message_id",
+        "is_file_edit",
+        "edited_paths",
+    ),
+    "tool_calls",
+    "thread_id, call_id",
+    ("source_file_id", "name", "call_message_id", "is_file_edit", "edited_paths"),
+)
+_RESULTS_SQL = _sql(
+    ("thread_id", "call_id", "source_file_id", "result_message_id", "is_error", "is_file_edit"),
+    "tool_calls",
+    "thread_id, call_id",
+    ("result_message_id", "is_error"),
+)
+_USAGE_SQL = _sql(_USAGE_COLS, "token_usage", "thread_id, key", _USAGE_COLS[3:])
+
+
+def _dumps(value) -> str | None:
+    if value is None:
+        return None
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class RowBatch:
+    """Rows waiting to be written, flushed with executemany."""
+
+    def __init__(self, dialect: str = "sqlite") -> None:
+        self.messages: list[tuple] = []
+        self.calls: list[tuple] = []
+        self.results: list[tuple] = []
+        self.usage: list[tuple] = []
+        self.sqlite = dialect == "sqlite"
+
+    @property
+    def size(self) -> int:
+        return len(self.messages) + len(self.usage)
+
+    def _time(self, value: datetime | None):
+        if value is None or not self.sqlite:
+            return value
+        # The form SQLAlchemy's SQLite DateTime type writes and reads back (UTC, naive).
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value.isoformat(" ", "microseconds")
+
+    def add_message(self, thread_id: int, file_id: int, msg: Message) -> None:
+        """Queue the message and its tool calls; nothing is queued if it cannot be stored."""
+        blocks = _dumps([b.as_json() for b in msg.blocks])  # raises on what JSON cannot hold
+        uses = edits = 0
+        calls, results = [], []
+        for b in msg.blocks:
+            if b.kind == "tool_use" and b.tool_use_id:
+                uses += 1
+                edits += bool(b.is_file_edit)
+                calls.append(
+                    (
+                        thread_id,
+                        b.tool_use_id,
+                        file_id,
+                        b.tool_name,
+                        msg.native_id,
+                        bool(b.is_file_edit),
+                        _dumps(b.edited_paths),
+                    )
+                )
+            elif b.kind == "tool_result" and b.tool_use_id:
+                results.append(
+                    (thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False)
+                )
+        self.calls += calls
+        self.results += results
+        self.messages.append(
+            (
+                thread_id,
+                file_id,
+                msg.native_id,
+                msg.parent_id,
+                msg.seq,
+                msg.line,
+                msg.role,
+                msg.source_type,
+                self._time(msg.timestamp),
+                msg.model,
+                msg.usage_key,
+                msg.stop_reason,
+                bool(msg.is_sidechain),
+                uses,
+                edits,
+                blocks,
+            )
+        )
+
+    def add_usage(self, thread_id: int, file_id: int, u: Usage) -> None:
+        self.usage.append(
+            (
+                thread_id,
+                file_id,
+                u.key,
+                u.model,
+                self._time(u.timestamp),
+                u.input_tokens,
+                u.output_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+                u.reasoning_tokens,
+            )
+        )
+
+    def flush(self, conn: Connection) -> dict[int, int]:
+        """Write the queued rows; return the messages each thread gained (id -> count).
+
+        A message already stored (the same transcript copied from another machine, a record
+        repeated) is left as it was and not counted: the counts are what the store gained.
+        """
+        qmark = conn.dialect.paramstyle == "qmark"
+        added: dict[int, int] = {}
+        by_thread: dict[int, list[tuple]] = {}
+        for row in self.messages:
+            by_thread.setdefault(row[0], []).append(row)
+        sql = _MESSAGES_SQL if qmark else _MESSAGES_SQL.replace("?", "%s")
+        for thread_id, rows in by_thread.items():
+            # Both drivers sum the rows an executemany inserted; DO NOTHING rows count 0.
+            count = conn.exec_driver_sql(sql, rows).rowcount
+            if count:
+                added[thread_id] = count
+        for sql, rows in (
+            (_CALLS_SQL, self.calls),
+            (_RESULTS_SQL, self.results),
+            (_USAGE_SQL, self.usage),
+        ):
+            if rows:
+                conn.exec_driver_sql(sql if qmark else sql.replace("?", "%s"), rows)
+        self.messages, self.calls, self.results, self.usage = [], [], [], []
+        return added

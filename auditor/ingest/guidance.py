@@ -1,0 +1,487 @@
+"""The instruction files an agent was given (CLAUDE.md, AGENTS.md...), found and kept.
+
+An observer can only hold an agent to its project's rules if it sees them. They come from
+three places:
+
+- **disk**: in the thread's working directory and each parent up to the repository root (the
+  first directory holding `.git`; outside a repository, up to the home directory or the
+  filesystem root), the files `CLAUDE.md`, `.claude/CLAUDE.md`, `CLAUDE.local.md` and
+  `AGENTS.md`, and the user's own file of the agent (`~/.claude/CLAUDE.md`,
+  `~/.codex/AGENTS.md`). `@path` imports in a CLAUDE file are followed, as Claude Code does.
+  Read where the directory exists: at ingest, and always by the Stop hook, which runs where the
+  agent works.
+- **read**: the agent read one of these files itself, with a tool call (Claude Code's `Read`,
+  `cat` / `sed -n` / `head` / `nl` in a shell). Its result is what the agent saw. A read of a
+  file the agent had already changed in the same thread is its own work, not guidance, and is
+  left out.
+- **the transcript's own record**: Codex's `AGENTS.md` instructions, Claude Code's injected
+  CLAUDE.md and Amp's AGENTS.md entries that carry their text are parsed by their formats into
+  `threads.guidance`. Amp entries that only name a file (`meta["guidance_paths"]`) are read
+  from disk where they are.
+
+The first two are kept in `guidance_files` with their sha256 and when they were read (a file
+that changed gets a row per version). `for_checkpoint` gives the formatter what applies at a
+checkpoint: the transcript's record, the disk files, and the agent's reads made up to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from sqlalchemy import Connection, Text, cast, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..store import schema as s
+from ..store.threads import StoredThread
+
+# In each directory, in the order they are shown.
+NAMES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", "AGENTS.md")
+BASENAMES = frozenset(PurePosixPath(n).name for n in NAMES)
+# The user's own instructions, by agent.
+USER_FILES = {"claude-code": ("~/.claude/CLAUDE.md",), "codex": ("~/.codex/AGENTS.md",)}
+MAX_BYTES = 256 * 1024  # read at most this much of one file
+MAX_IMPORT_DEPTH = 5  # Claude Code follows `@path` imports this deep
+MAX_IMPORTS = 20
+
+DISK, READ, TRANSCRIPT = "disk", "read", "transcript"
+
+
+@dataclass(frozen=True)
+class GuidanceText:
+    """One instruction file's text, where it came from and when it was read."""
+
+    path: str
+    text: str
+    origin: str  # disk | read | transcript
+    read_at: datetime | None = None
+    message_id: str | None = None  # origin read: native id of the message with the result
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @property
+    def source(self) -> str:
+        """Where the text came from, in a few words for the observer."""
+        if self.origin == READ:
+            return "read by the agent with a tool call"
+        if self.origin == TRANSCRIPT:
+            return "recorded in the transcript"
+        when = f", read {self.read_at:%Y-%m-%d %H:%M} UTC" if self.read_at else ""
+        return f"on disk{when}"
+
+
+# -- disk ------------------------------------------------------------------------------------
+def _read(path: Path) -> str | None:
+    """The text of a regular file (its head when it is large), or None."""
+    try:
+        if not path.is_file():
+            return None
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BYTES)
+    except OSError:
+        return None
+    if b"\0" in data:
+        return None
+    text = data.decode("utf-8", "replace")
+    return text if text.strip() else None
+
+
+def _directories(cwd: Path, home: Path | None) -> list[Path]:
+    """`cwd` and its parents up to the repository root (or home, or /), outermost first."""
+    out = []
+    for d in (cwd, *cwd.parents):
+        out.append(d)
+        if (d / ".git").exists() or d == home:
+            break
+    return out[::-1]
+
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_IMPORT = re.compile(r"(?:^|(?<=\s))@((?:~/|\.{0,2}/)?[\w.\-/]+\.md)\b")
+
+
+def _imports(text: str, base: Path, home: Path | None) -> list[Path]:
+    """The files a CLAUDE file imports with `@path` (outside code), as paths."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        for m in _IMPORT.finditer(re.sub(r"`[^`]*`", "", line)):
+            ref = m.group(1)
+            if ref.startswith("~/"):
+                if home is None:
+                    continue
+                out.append(home / ref[2:])
+            else:
+                out.append(base / ref)
+    return out
+
+
+def discover(
+    cwd: str | os.PathLike | None, agent: str | None = None, home: str | os.PathLike | None = None
+) -> list[GuidanceText]:
+    """The instruction files that apply in `cwd`, read from disk now (none if it is not there).
+
+    The user's own file comes first, then each directory from the repository root down to
+    `cwd`; a file's imports follow it. `home` defaults to the current user's.
+    """
+    if not cwd:
+        return []
+    here = Path(cwd).expanduser()
+    if not here.is_absolute() or not here.is_dir():
+        return []
+    home_dir = Path(home).expanduser() if home else Path.home()
+    candidates = [home_dir / f[2:] for f in USER_FILES.get(agent or "", ())]
+    for d in _directories(here, home_dir):
+        candidates += [d / name for name in NAMES]
+    now = datetime.now(UTC)
+    out: list[GuidanceText] = []
+    seen: set[str] = set()
+
+    def visit(path: Path, depth: int) -> None:
+        key = os.path.normpath(path)
+        if key in seen or len(seen) >= len(candidates) + MAX_IMPORTS:
+            return
+        text = _read(path)
+        if text is None:
+            return
+        seen.add(key)
+        out.append(GuidanceText(key, text, DISK, now))
+        if depth < MAX_IMPORT_DEPTH and path.name.startswith("CLAUDE"):
+            for ref in _imports(text, path.parent, home_dir):
+                visit(ref, depth + 1)
+
+    for path in candidates:
+        visit(path, 0)
+    return out
+
+
+def read_paths(paths: Iterable[Any]) -> list[GuidanceText]:
+    """The files at `paths` (absolute, as a transcript names them) that are here to read."""
+    now, out = datetime.now(UTC), []
+    for p in paths:
+        if isinstance(p, str) and os.path.isabs(p):
+            text = _read(Path(p))
+            if text is not None:
+                out.append(GuidanceText(os.path.normpath(p), text, DISK, now))
+    return out
+
+
+# -- the agent's own reads -------------------------------------------------------------------
+READ_TOOLS = frozenset({"read", "read_file", "readfile", "view"})
+SHELL_TOOLS = frozenset(
+    {
+        "bash",
+        "shell",
+        "shell_command",
+        "exec_command",
+        "local_shell",
+        "run_shell_command",
+        "run_terminal_cmd",
+    }
+)
+SHELLS = frozenset({"bash", "sh", "zsh", "dash", "fish"})
+PRINTERS = frozenset({"cat", "head", "nl", "sed", "bat", "less", "more"})
+_LINE_NUMBER = re.compile(r"^ *\d+(?:→|\t)", re.MULTILINE)
+_REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+_HEADER_LINE = re.compile(r"^[A-Z][A-Za-z ]{1,30}: .*$")
+
+
+def _shell_words(command: Any) -> list[str] | None:
+    """The words of a single simple command (`sh -lc SCRIPT` unwrapped), or None."""
+    if isinstance(command, list) and all(isinstance(w, str) for w in command):
+        if (
+            len(command) == 3
+            and PurePosixPath(command[0]).name in SHELLS
+            and command[1] in ("-lc", "-c")
+        ):
+            command = command[2]
+        else:
+            return command
+    if not isinstance(command, str):
+        return None
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        return None
+    if any(w and set(w) <= set("();<>|&") for w in words):
+        return None  # a pipeline, a list or a redirection: its output is not the file's
+    return words
+
+
+def _printed_file(words: list[str]) -> str | None:
+    """The one file a `cat`/`sed -n`/`head`/`nl` command prints, when it prints one."""
+    if not words or PurePosixPath(words[0]).name not in PRINTERS:
+        return None
+    rest = words[1:]
+    if PurePosixPath(words[0]).name == "sed":
+        if "-n" not in rest:
+            return None
+        rest = [w for w in rest if not re.fullmatch(r"\d+(,(\d+|\$))?p", w)]
+    files = [w for w in rest if not w.startswith("-") and not w.isdigit()]
+    return files[0] if len(files) == 1 else None
+
+
+def _clean_output(text: str, numbered: bool) -> str:
+    text = _REMINDER.sub("\n", text).strip("\n")
+    lines = text.split("\n")
+    # A shell result may start with `Exit code: 0` / `Wall time: ...` lines and `Output:`.
+    if lines and _HEADER_LINE.match(lines[0]) and "Output:" in lines[:8]:
+        text = "\n".join(lines[lines.index("Output:") + 1 :])
+    if numbered:
+        body = [ln for ln in text.split("\n") if ln.strip()]
+        if body and all(_LINE_NUMBER.match(ln) for ln in body):
+            text = _LINE_NUMBER.sub("", text)
+    return text
+
+
+def read_by_call(
+    name: str | None, tool_input: Any, result: str | None, cwd: str | None = None
+) -> tuple[str, str] | None:
+    """(path, text) when a tool call printed a whole instruction file, else None.
+
+    `result` is the call's output; a relative path is taken against the call's own working
+    directory (`workdir`) or `cwd`.
+    """
+    if not name or not isinstance(tool_input, dict) or not result:
+        return None
+    tool = name.lower()
+    if tool in READ_TOOLS:
+        path = next(
+            (
+                tool_input[k]
+                for k in ("file_path", "path", "absolute_path", "filePath")
+                if isinstance(tool_input.get(k), str)
+            ),
+            None,
+        )
+        numbered = True
+    elif tool in SHELL_TOOLS:
+        words = _shell_words(tool_input.get("command", tool_input.get("cmd")))
+        path = _printed_file(words) if words else None
+        numbered = bool(words and PurePosixPath(words[0]).name == "nl")
+    else:
+        return None
+    if not path or PurePosixPath(path.replace("\\", "/")).name not in BASENAMES:
+        return None
+    workdir = (
+        next(
+            (
+                tool_input[k]
+                for k in ("workdir", "cwd", "directory")
+                if isinstance(tool_input.get(k), str)
+            ),
+            None,
+        )
+        or cwd
+    )
+    if not path.startswith(("/", "~")) and workdir:
+        path = os.path.join(workdir, path)
+    text = _clean_output(result, numbered)
+    return (os.path.normpath(path), text) if text.strip() else None
+
+
+def _block(blocks: Iterable[dict] | None, kind: str, call_id: str) -> dict | None:
+    return next(
+        (b for b in blocks or () if b.get("kind") == kind and b.get("tool_use_id") == call_id), None
+    )
+
+
+def reads_in_threads(
+    conn: Connection, cwds: dict[int, str | None], since_message: int = 0
+) -> dict[int, list[GuidanceText]]:
+    """The instruction files the agent of each thread (id -> its cwd) read with its tool calls,
+    results stored after row `since_message` of `messages` (all when 0), leaving out files it
+    had changed before reading them."""
+    tc, m, res = s.ToolCall, s.Message.__table__, s.Message.__table__.alias("r")
+    # The messages naming an instruction file, looked for once each (materialized: without it
+    # PostgreSQL may scan every message's text again for every tool call).
+    call = (
+        select(m.c.id, m.c.thread_id, m.c.native_id, m.c.blocks)
+        .where(
+            m.c.thread_id.in_(list(cwds)),
+            or_(*(cast(m.c.blocks, Text).like(f"%{n}%") for n in BASENAMES)),
+        )
+        .cte("c")
+        .prefix_with("MATERIALIZED")
+    )
+    rows = conn.execute(
+        select(
+            tc.thread_id,
+            tc.call_id,
+            tc.name,
+            call.c.blocks.label("call_blocks"),
+            res.c.blocks.label("result_blocks"),
+            res.c.native_id,
+            res.c.timestamp,
+            res.c.seq,
+        )
+        .join(call, (call.c.thread_id == tc.thread_id) & (call.c.native_id == tc.call_message_id))
+        .join(res, (res.c.thread_id == tc.thread_id) & (res.c.native_id == tc.result_message_id))
+        .where(
+            tc.thread_id.in_(list(cwds)),
+            or_(call.c.id > since_message, res.c.id > since_message),
+            tc.is_error.isnot(True),
+        )
+        .order_by(tc.thread_id, res.c.seq)
+    ).all()
+    found: dict[int, list[tuple[int, GuidanceText]]] = {}
+    for r in rows:
+        use = _block(r.call_blocks, "tool_use", r.call_id)
+        result = _block(r.result_blocks, "tool_result", r.call_id)
+        if not use or not result or result.get("is_error"):
+            continue
+        name, tool_input = use.get("tool_name") or r.name, use.get("tool_input")
+        hit = read_by_call(name, tool_input, result.get("text"), cwds[r.thread_id])
+        if hit:
+            when = r.timestamp or datetime.now(UTC)
+            text = GuidanceText(hit[0], hit[1], READ, when, r.native_id)
+            found.setdefault(r.thread_id, []).append((r.seq, text))
+    out = {}
+    for thread_id, reads in found.items():
+        edited = _edits(conn, thread_id, cwds[thread_id])
+        out[thread_id] = [
+            g for seq, g in reads if not any(at < seq for at in edited.get(g.path, ()))
+        ]
+    return out
+
+
+def _edits(conn: Connection, thread_id: int, cwd: str | None) -> dict[str, list[int]]:
+    """Path -> positions (message seq) of the thread's calls that changed it."""
+    tc, m = s.ToolCall, s.Message
+    rows = conn.execute(
+        select(tc.edited_paths, m.seq)
+        .join(m, (m.thread_id == tc.thread_id) & (m.native_id == tc.call_message_id))
+        .where(tc.thread_id == thread_id, tc.is_file_edit.is_(True))
+    ).all()
+    out: dict[str, list[int]] = {}
+    for paths, seq in rows:
+        for p in paths or ():
+            if isinstance(p, str):
+                full = p if p.startswith(("/", "~")) or not cwd else os.path.join(cwd, p)
+                out.setdefault(os.path.normpath(full), []).append(seq)
+    return out
+
+
+# -- the store -------------------------------------------------------------------------------
+def store(conn: Connection, thread_id: int, texts: Iterable[GuidanceText]) -> int:
+    """Keep `texts` for the thread (a version already kept stays as it was); return how many."""
+    rows = [
+        {
+            "thread_id": thread_id,
+            "path": g.path,
+            "origin": g.origin,
+            "sha256": g.sha256,
+            "text": g.text,
+            "read_at": g.read_at or datetime.now(UTC),
+            "message_native_id": g.message_id,
+        }
+        for g in texts
+    ]
+    if not rows:
+        return 0
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(s.GuidanceFile).on_conflict_do_nothing(
+        index_elements=["thread_id", "path", "sha256"]
+    )
+    conn.execute(stmt, rows)
+    return len(rows)
+
+
+def collect(conn: Connection, thread_ids: Iterable[int], since_message: int = 0) -> None:
+    """Find and keep the guidance of `thread_ids`: the agent's reads in messages stored after
+    row `since_message`, and the files on disk where the thread's directory exists."""
+    t = s.Thread
+    ids = sorted(set(thread_ids))
+    on_disk: dict[tuple[str, str], list[GuidanceText]] = {}
+    for i in range(0, len(ids), 500):
+        threads = conn.execute(
+            select(t.id, t.agent, t.cwd, t.meta).where(t.id.in_(ids[i : i + 500]))
+        ).all()
+        reads = reads_in_threads(conn, {th.id: th.cwd for th in threads}, since_message)
+        for th in threads:
+            texts = reads.get(th.id, [])
+            if th.cwd:
+                key = (th.cwd, th.agent)
+                if key not in on_disk:
+                    on_disk[key] = discover(th.cwd, th.agent)
+                texts = on_disk[key] + texts
+            named = (th.meta or {}).get("guidance_paths") if isinstance(th.meta, dict) else None
+            store(conn, th.id, read_paths(named or []) + texts)
+
+
+def collect_disk(conn: Connection, thread_id: int, cwd: str | None, agent: str | None) -> int:
+    """Read the guidance in `cwd` from disk now and keep it for the thread."""
+    return store(conn, thread_id, discover(cwd, agent))
+
+
+# -- at a checkpoint -------------------------------------------------------------------------
+def _same(text: str) -> str:
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
+
+
+def for_checkpoint(conn: Connection, thread: Any, messages: list) -> StoredThread:
+    """`thread` (a row or a `StoredThread`) with the guidance known at the checkpoint that ends
+    `messages`, in its `guidance_files`.
+
+    First what the transcript recorded, then the files on disk (of each path, the version
+    last read by the time of the checkpoint, else the first one read), then the files the agent
+    read up to the checkpoint (of each path, its last read). The same text is shown once.
+    """
+    thread = StoredThread.of(thread)
+    g = s.GuidanceFile
+    rows = conn.execute(
+        select(g.path, g.origin, g.text, g.read_at, g.message_native_id)
+        .where(g.thread_id == thread.id)
+        .order_by(g.id)
+    ).all()
+    recorded = thread.guidance or {}
+    files = [
+        GuidanceText(name, text, TRANSCRIPT)
+        for name, text in recorded.items()
+        if isinstance(text, str) and text.strip()
+    ]
+    at = _aware(
+        next((m.timestamp for m in reversed(messages) if getattr(m, "timestamp", None)), None)
+    )
+    position = {m.native_id: i for i, m in enumerate(messages)}
+    disk: dict[str, GuidanceText] = {}
+    reads: dict[str, tuple[int, GuidanceText]] = {}
+    for r in rows:
+        text = GuidanceText(r.path, r.text, r.origin, _aware(r.read_at), r.message_native_id)
+        if r.origin == READ:
+            where = position.get(r.message_native_id or "")
+            if where is not None and (r.path not in reads or reads[r.path][0] < where):
+                reads[r.path] = (where, text)
+        elif r.path not in disk or (at is not None and text.read_at and text.read_at <= at):
+            disk[r.path] = text
+    files += list(disk.values()) + [t for _, t in sorted(reads.values(), key=lambda p: p[0])]
+    seen, out = set(), []
+    for f in files:
+        key = _same(f.text)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return replace(
+        thread, guidance_files=tuple(out), guidance={f.path: f.text for f in out} or None
+    )
+
+
+def _aware(when: datetime | None) -> datetime | None:
+    if when is not None and when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    return when

@@ -1,0 +1,655 @@
+"""Incremental ingest of transcript files into the store.
+
+Each file is remembered (path, size, mtime, how far it was read and fingerprints of the bytes
+around that point). An unchanged file is skipped without being opened; an appendable (JSONL)
+file that grew is read from where the last ingest stopped; a file rewritten in place is read
+again from the start, replacing what it had contributed. Each file is stored in its own
+transaction, so a failure loses nothing that was already stored.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text, update
+from sqlalchemy.exc import DBAPIError, StatementError
+
+from ..errors import FormatError
+from ..model import BOM, Cursor, Message, Problem, Reread, ThreadInfo, Usage
+from ..store import events
+from ..store import schema as s
+from ..store.db import upsert, utcnow
+from . import guidance
+from .bulk_rows import RowBatch, refresh_threads
+from .transcript_files import HEAD_BYTES, fingerprints, iter_files, past_bad_lines
+
+if TYPE_CHECKING:
+    from ..plugins import Plugins
+
+COMMIT_ROWS = 20000  # commit the group of files once this many messages are pending...
+COMMIT_SECONDS = 2.0  # ...or this long after the group began
+_INFO_FIELDS = (
+    "cwd",
+    "git_branch",
+    "title",
+    "version",
+    "parent_native_id",
+    "parent_tool_use_id",
+    "is_sidechain",
+    "agent_type",
+    "guidance",
+    "meta",
+)
+BATCH = 2000
+MAX_ERRORS_PER_FILE = 20
+
+
+@dataclass
+class FileResult:
+    path: str
+    status: str  # new | grown | rewritten | skipped | empty | failed
+    format: str | None = None
+    messages: int = 0  # the messages the store gained from this file
+    known: int = 0  # messages read that the store already held (another machine's copy...)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class IngestSummary:
+    files_seen: int = 0
+    new: int = 0
+    grown: int = 0
+    rewritten: int = 0
+    skipped: int = 0
+    empty: int = 0
+    failed: int = 0
+    threads: int = 0  # threads that gained messages
+    messages: int = 0  # messages added
+    known: int = 0  # messages read that were stored already
+    errors: list[str] = field(default_factory=list)
+    files: list[FileResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+    def as_dict(self) -> dict:
+        return {
+            "files_seen": self.files_seen,
+            "new": self.new,
+            "grown": self.grown,
+            "rewritten": self.rewritten,
+            "skipped": self.skipped,
+            "empty": self.empty,
+            "failed": self.failed,
+            "threads": self.threads,
+            "messages": self.messages,
+            "known_messages": self.known,
+            "errors": self.errors,
+        }
+
+
+SOURCE_VAR = "AUDITOR_SOURCE"
+INGEST_LOCK = 0x696E6765  # PostgreSQL advisory lock key of ingest's write groups ("inge")
+
+
+def _add_counts(into: dict[int, int], more: dict[int, int]) -> None:
+    for key, count in more.items():
+        into[key] = into.get(key, 0) + count
+
+
+def default_source() -> str:
+    """The name of this machine's files in the store: $AUDITOR_SOURCE, else the host name."""
+    return os.environ.get(SOURCE_VAR) or socket.gethostname()
+
+
+def _info_fingerprint(info: ThreadInfo) -> bytes:
+    # Serialised, not a tuple of references: parsers may update a dict they yielded before.
+    return orjson.dumps([getattr(info, f) for f in _INFO_FIELDS], option=orjson.OPT_NON_STR_KEYS)
+
+
+class Ingester:
+    """Ingest files into one database with one set of plugins."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        plugins: Plugins,
+        format_name: str | None = None,
+        source: str | None = None,
+    ):
+        self.engine = engine
+        self.source = source or default_source()
+        self.plugins = plugins
+        self.forced = plugins.format(format_name) if format_name else None
+        # Formats with a lower `detect_priority` are tried first; generic ones set it high.
+        self.formats = sorted(
+            plugins.formats().values(), key=lambda f: getattr(f, "detect_priority", 0)
+        )
+        self._thread_ids: dict[tuple[str, str], int] = {}
+        self._thread_infos: dict[tuple[str, str], bytes] = {}
+        self.touched_threads: set[int] = set()
+        self.grown_threads: set[int] = set()  # those that gained messages
+        # Threads written to since the last commit, and the last message row before it: their
+        # aggregates are refreshed in the same transaction as the rows, so a kill at any point
+        # never leaves committed rows with stale counts.
+        self._group_threads: set[int] = set()
+        self._group_since = 0
+        self._file_threads: set[int] = set()  # the threads the file being read feeds
+        self._c: Connection | None = None
+        self._remember_stmt: Any = None
+        self._thread_stmts: dict[tuple, object] = {}
+        self._pending = 0
+        self._pending_since = 0.0
+
+    # -- the write connection -------------------------------------------------------------
+    # Files are written in groups: one transaction for many small files (a commit costs far
+    # more than a small file), each file inside its own savepoint so that a failure undoes
+    # only that file. A stop at any moment loses nothing committed; what was not committed
+    # is simply read again next time, since its source_files row was not committed either.
+    def _conn(self) -> Connection:
+        if self._c is None:
+            self._c = self.engine.connect()
+            self._c.begin()
+            if self._c.dialect.name == "sqlite":
+                # pysqlite begins no transaction before a SAVEPOINT, so each file's savepoint
+                # would commit on release, apart from its threads' aggregates: begin the group's
+                # transaction here, taking the write lock now (waiting up to the busy timeout).
+                self._c.exec_driver_sql("BEGIN IMMEDIATE")
+            elif self._c.dialect.name == "postgresql":
+                # Ingesters on several machines write one group at a time, as SQLite's write
+                # lock has them do: no two groups upsert the same threads in different orders
+                # (a deadlock), and a file two of them read at once is stored once.
+                self._c.exec_driver_sql(f"SELECT pg_advisory_xact_lock({INGEST_LOCK})")
+            self._pending, self._pending_since = 0, time.monotonic()
+            self._group_threads = set()
+            self._group_since = self._c.execute(select(func.max(s.Message.id))).scalar() or 0
+        return self._c
+
+    def _commit(self, force: bool = False) -> None:
+        if self._c is None:
+            return
+        if (
+            force
+            or self._pending >= COMMIT_ROWS
+            or time.monotonic() - self._pending_since > COMMIT_SECONDS
+        ):
+            try:
+                self._finish_group(self._c)
+                self._c.commit()
+            finally:
+                self._c.close()
+                self._c = None
+
+    # -- public ---------------------------------------------------------------------------
+    def run(
+        self,
+        paths: Iterable[str | os.PathLike],
+        progress: Callable[[FileResult], None] | None = None,
+    ) -> IngestSummary:
+        summary = IngestSummary()
+
+        def walk_error(path: str, message: str) -> None:
+            line = f"{path}: {message}"
+            summary.failed += 1
+            summary.errors.append(line)
+            self._record_errors([(path, None, message)])
+
+        try:
+            for path in iter_files(paths, walk_error):
+                result = self.ingest_file(path)
+                if result.status != "skipped":
+                    events.record_file(self._conn(), result)
+                self._commit()
+                summary.files_seen += 1
+                summary.files.append(result)
+                setattr(summary, result.status, getattr(summary, result.status) + 1)
+                summary.messages += result.messages
+                summary.known += result.known
+                summary.errors.extend(result.errors)
+                if progress:
+                    progress(result)
+        finally:
+            self._commit(force=True)
+        summary.threads = len(self.grown_threads)
+        return summary
+
+    def ingest_file(self, path: Path) -> FileResult:
+        spath = str(path)
+        try:
+            st = path.stat()
+        except OSError as exc:
+            return self._fail(spath, f"cannot read file: {exc.strerror or exc}")
+        conn = self._conn()
+        sql = _SOURCE_SQL if conn.dialect.paramstyle == "qmark" else _SOURCE_SQL.replace("?", "%s")
+        row = conn.exec_driver_sql(sql, (self.source, spath)).first()
+        if (
+            row is not None
+            and row.size == st.st_size
+            and row.mtime_ns == st.st_mtime_ns
+            # An unchanged file read as another format than the one forced is looked at again.
+            and (self.forced is None or row.format == self.forced.name)
+        ):
+            return FileResult(spath, "skipped", row.format)
+        if st.st_size == 0:
+            self._remember(spath, st, None, Cursor(), None)
+            message = "empty file (0 bytes): nothing to ingest"
+            self._record_errors([(spath, None, message)])
+            return FileResult(spath, "empty", errors=[f"{spath}: {message}"])
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(HEAD_BYTES)
+        except OSError as exc:
+            return self._fail(spath, f"cannot read file: {exc.strerror or exc}")
+        unvouched = False  # forced on a file no detector recognises
+        if self.forced is not None:
+            claimants = list(self._claimants(path, head))
+            if claimants and self.forced not in claimants:
+                # Reading a file as a format it is not stores nothing or nonsense, and a file
+                # read before would lose what it gave: refuse before touching the store.
+                other = claimants[0].name
+                return self._fail(
+                    spath,
+                    f"--format {self.forced.name} does not fit this {other} transcript; "
+                    f"drop --format, or use --format {other}",
+                )
+            unvouched = not claimants
+        fmt = self.forced or self._detect(path, head)
+        if fmt is None:
+            names = ", ".join(f.name for f in self.formats)
+            return self._fail(
+                spath, f"unknown transcript format (tried {names}); use --format NAME to force one"
+            )
+
+        status, cursor = "new", Cursor()
+        if row is not None:
+            status = "rewritten"
+            if (
+                fmt.appendable
+                and row.format == fmt.name
+                and st.st_size > row.offset
+                and row.offset > 0
+                and (row.head_hash, row.tail_hash) == fingerprints(path, row.offset)
+            ):
+                status = "grown"
+                state = row.parser_state
+                if isinstance(state, (str, bytes)):  # JSON text as SQLite hands it back
+                    state = orjson.loads(state)
+                cursor = Cursor(row.offset, row.lines, dict(state or {}))
+        return self._parse_and_store(path, st, fmt, cursor, status, unvouched)
+
+    # -- internals ------------------------------------------------------------------------
+    def _claimants(self, path: Path, head: bytes) -> Iterator:
+        """The formats whose detector recognises the file, most specific first."""
+        head = head.removeprefix(BOM)
+        # A damaged first line (malformed JSON, bytes that are not UTF-8) must not hide the
+        # file: when nothing recognises it, look again from its first line that parses.
+        for attempt in (head, past_bad_lines(head)):
+            if attempt is None:
+                continue
+            for fmt in self.formats:
+                try:
+                    if fmt.detect(path, attempt):
+                        yield fmt
+                except Exception:  # a detector bug must not stop the walk
+                    continue
+
+    def _detect(self, path: Path, head: bytes):
+        return next(self._claimants(path, head), None)
+
+    def _fail(self, path: str, message: str, line: int | None = None) -> FileResult:
+        self._record_errors([(path, line, message)])
+        where = f"{path}:{line}" if line else path
+        return FileResult(path, "failed", errors=[f"{where}: {message}"])
+
+    def _record_errors(self, rows: list[tuple[str, int | None, str]]) -> None:
+        self._insert_errors(self._conn(), rows)
+
+    def _insert_errors(self, conn: Connection, rows: list[tuple[str, int | None, str]]) -> None:
+        if rows:
+            # A problem already on record (a live file re-read while still being written) is not
+            # recorded again.
+            e = s.IngestError
+            known = (
+                set(conn.execute(select(e.line, e.error).where(e.path == rows[0][0])).all())
+                if len({r[0] for r in rows}) == 1
+                else set()
+            )
+            rows = [r for r in rows if (r[1], r[2]) not in known]
+        if rows:
+            now = utcnow()
+            conn.execute(
+                s.IngestError.__table__.insert(),
+                [{"path": p, "line": ln, "error": e, "created_at": now} for p, ln, e in rows],
+            )
+
+    def _remember(
+        self,
+        path: str,
+        st,
+        fmt: str | None,
+        cursor: Cursor,
+        conn: Connection | None,
+        errors: int = 0,
+        unread: bool = False,
+    ):
+        """Record how far `path` was read. `unread`: not all of it was stored, so the next
+        ingest must read it again (an mtime no file has makes it look changed)."""
+        head = tail = None
+        if cursor.offset:
+            head, tail = fingerprints(Path(path), cursor.offset)
+        values = {
+            "source": self.source,
+            "path": path,
+            "format": fmt,
+            "size": st.st_size,
+            "mtime_ns": -1 if unread else st.st_mtime_ns,
+            "offset": cursor.offset,
+            "lines": cursor.line,
+            "head_hash": head,
+            "tail_hash": tail,
+            "parser_state": cursor.state or None,
+            "ingested_at": utcnow(),
+            "error_count": errors,
+        }
+
+        c = conn if conn is not None else self._conn()
+        if self._remember_stmt is None:  # built once: statement construction is not free
+            stmt = upsert(c, s.SourceFile.__table__).values({k: bindparam(k) for k in values})
+            self._remember_stmt = stmt.on_conflict_do_update(
+                index_elements=["source", "path"],
+                set_={k: stmt.excluded[k] for k in values if k not in ("source", "path")},
+            ).returning(s.SourceFile.id)
+        return c.execute(self._remember_stmt, values).scalar_one()
+
+    def _thread_stmt(self, conn: Connection, columns: tuple[str, ...], merged: tuple[str, ...]):
+        """The thread upsert for these columns, built once (building one costs more than running it)."""
+        cache_key = (columns, merged)
+        stmt = self._thread_stmts.get(cache_key)
+        if stmt is not None:
+            return stmt
+        table = s.Thread.__table__
+        stmt = upsert(conn, table).values({c: bindparam(c, type_=table.c[c].type) for c in columns})
+        set_ = {c: stmt.excluded[c] for c in merged}
+        if "meta" in set_:
+            # Later records fill in or update keys; they do not drop what earlier ones said.
+            if conn.dialect.name == "sqlite":
+                set_["meta"] = func.json_patch(
+                    func.coalesce(table.c.meta, "{}"), stmt.excluded.meta
+                )
+            elif conn.dialect.name == "postgresql":
+                # json has no ||; jsonb's is a shallow merge like json_patch's for these keys.
+                set_["meta"] = text(
+                    "CAST(COALESCE(CAST(threads.meta AS jsonb), '{}'::jsonb)"
+                    " || CAST(excluded.meta AS jsonb) AS json)"
+                )
+        # With nothing to merge, a no-op update so that RETURNING gives the existing row's id.
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["agent", "native_id"], set_=set_ or {"agent": stmt.excluded.agent}
+        ).returning(table.c.id)
+        self._thread_stmts[cache_key] = stmt
+        return stmt
+
+    def _thread_id(
+        self, conn: Connection, agent: str, info: ThreadInfo | None, native_id: str, file_id: int
+    ) -> int:
+        key = (agent, native_id)
+        if key in self._thread_ids:
+            self._group_threads.add(self._thread_ids[key])
+            self._file_threads.add(self._thread_ids[key])
+            if info is None:
+                return self._thread_ids[key]
+            # Parsers repeat what they know on many records; write only what changed.
+            fingerprint = _info_fingerprint(info)
+            if self._thread_infos.get(key) == fingerprint:
+                return self._thread_ids[key]
+            self._thread_infos[key] = fingerprint
+        values = {"agent": agent, "native_id": native_id, "source_file_id": file_id}
+        merge = {}
+        if info is not None:
+            for name in (
+                "cwd",
+                "git_branch",
+                "title",
+                "version",
+                "parent_native_id",
+                "parent_tool_use_id",
+                "agent_type",
+                "guidance",
+                "meta",
+            ):
+                value = getattr(info, name)
+                if value is not None:
+                    values[name] = value
+                    merge[name] = value
+            values["is_sidechain"] = info.is_sidechain
+            if info.is_sidechain:
+                merge["is_sidechain"] = True
+        stmt = self._thread_stmt(conn, tuple(values), tuple(merge))
+        thread_id = conn.execute(stmt, values).scalar_one()
+        self._thread_ids[key] = thread_id
+        if info is not None:
+            self._thread_infos[key] = _info_fingerprint(info)
+        self.touched_threads.add(thread_id)
+        self._group_threads.add(thread_id)
+        self._file_threads.add(thread_id)
+        return thread_id
+
+    def _parse_and_store(
+        self, path: Path, st, fmt, cursor: Cursor, status: str, unvouched: bool = False
+    ) -> FileResult:
+        spath = str(path)
+        result = FileResult(spath, status, fmt.name)
+        errors: list[tuple[str, int | None, str]] = []
+        extra_errors = 0
+        conn = self._conn()
+        savepoint = conn.begin_nested()
+        try:
+            file_id = self._remember(spath, st, fmt.name, Cursor(), conn)
+            before: set[int] = set()  # the threads the file fed before it was rewritten
+            self._file_threads = set()
+            if status == "rewritten":
+                # Everything this file contributed is read again; drop it so nothing stale stays.
+                t = s.Thread
+                before.update(conn.scalars(select(t.id).where(t.source_file_id == file_id)))
+                for table in (s.Message, s.ToolCall, s.TokenUsage):
+                    before.update(
+                        conn.scalars(
+                            select(table.thread_id)
+                            .where(table.source_file_id == file_id)
+                            .distinct()
+                        )
+                    )
+                    conn.execute(delete(table).where(table.source_file_id == file_id))
+            batch = RowBatch(conn.dialect.name)
+            read = 0  # messages read from the file; result.messages counts those the store gained
+            gained: dict[int, int] = {}
+            # True when something in the file was not stored (a record the store cannot take, a
+            # parser that stopped): the file is then not remembered as read, and the next ingest
+            # reads it again.
+            unfinished = False
+            records = iter(fmt.parse(path, cursor))
+            reread = None
+            while True:
+                try:
+                    rec = next(records)
+                except StopIteration:
+                    break
+                except Reread as exc:
+                    if status == "grown":  # the tail changed what was read before
+                        reread = exc
+                        break
+                    errors.append((spath, cursor.line or None, f"{fmt.name} parser: {exc}"))
+                    result.status, unfinished = "failed", True
+                    break
+                except Exception as exc:  # a parser bug: keep what was read, say where it stopped
+                    errors.append(
+                        (
+                            spath,
+                            cursor.line or None,
+                            f"{fmt.name} parser failed: {type(exc).__name__}: {exc}",
+                        )
+                    )
+                    result.status, unfinished = "failed", True
+                    break
+                if isinstance(rec, Problem):
+                    if len(errors) < MAX_ERRORS_PER_FILE:
+                        errors.append((spath, rec.line, rec.message))
+                    else:
+                        extra_errors += 1
+                    continue
+                try:
+                    if isinstance(rec, Message):
+                        tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
+                        batch.add_message(tid, file_id, rec)
+                        read += 1
+                    elif isinstance(rec, Usage):
+                        tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
+                        batch.add_usage(tid, file_id, rec)
+                    elif isinstance(rec, ThreadInfo):
+                        self._thread_id(conn, fmt.agent, rec, rec.native_id, file_id)
+                except DBAPIError:
+                    raise  # the store itself failed: undo the file
+                except Exception as exc:  # this record cannot be stored (nested too deeply...)
+                    line = getattr(rec, "line", None) or cursor.line or None
+                    errors.append((spath, line, f"could not store this record: {_why(exc)}"))
+                    unfinished = True
+                if batch.size >= BATCH:
+                    _add_counts(gained, batch.flush(conn))
+            if reread is not None:
+                # Undo this read and read the whole file again, replacing what it gave.
+                savepoint.rollback()
+                self._forget_threads()
+                return self._parse_and_store(path, st, fmt, Cursor(), "rewritten", unvouched)
+            _add_counts(gained, batch.flush(conn))
+            result.messages = sum(gained.values())
+            result.known = read - result.messages
+            if before:
+                self._drop_left_behind(conn, before)
+            if extra_errors:
+                errors.append((spath, None, f"... and {extra_errors} more problems in this file"))
+            if unvouched and not read:
+                # A forced format that read nothing from a file nobody recognises: keep what the
+                # file gave before, and say so rather than report a file read.
+                savepoint.rollback()
+                self._forget_threads()
+                if not errors:
+                    message = f"nothing in this file reads as a {fmt.name} transcript"
+                    errors.append((spath, None, message))
+                self._insert_errors(conn, errors)
+                return FileResult(
+                    spath, "failed", fmt.name, errors=[_error_line(*e) for e in errors]
+                )
+            self._insert_errors(conn, errors)
+            if unfinished:
+                self._remember(spath, st, fmt.name, Cursor(), conn, len(errors), unread=True)
+            else:
+                self._remember(spath, st, fmt.name, cursor, conn, errors=len(errors))
+            savepoint.commit()
+        except Exception as exc:  # the store refused the file (disk full, locked...): undo it alone
+            if savepoint.is_active:
+                savepoint.rollback()
+            self._forget_threads()  # threads it created are undone with it
+            return self._fail(spath, f"could not store this file: {type(exc).__name__}: {exc}")
+        except BaseException:
+            if savepoint.is_active:
+                savepoint.rollback()
+            raise
+        self.grown_threads.update(gained)
+        self._pending += read + 1
+        result.errors = [_error_line(*e) for e in errors]
+        if errors and result.status != "failed":
+            result.status = "failed"
+        return result
+
+    def _drop_left_behind(self, conn: Connection, before: set[int]) -> None:
+        """After a rewrite, the threads the file no longer feeds: recount them, and delete
+        those left with nothing at all (no rows from any file, never audited)."""
+        self._group_threads |= before
+        gone = before - self._file_threads
+        if not gone:
+            return
+        t = s.Thread
+        empty = [
+            (~select(table.id).where(table.thread_id == t.id).exists())
+            for table in (s.Message, s.ToolCall, s.TokenUsage, s.Checkpoint)
+        ]
+        deleted = set(conn.scalars(delete(t).where(t.id.in_(sorted(gone)), *empty).returning(t.id)))
+        if deleted:
+            self._group_threads -= deleted
+            self.touched_threads -= deleted
+            self.grown_threads -= deleted
+            self._forget_threads()  # their ids must not be used again
+
+    def _forget_threads(self) -> None:
+        self._thread_ids.clear()
+        self._thread_infos.clear()
+
+    def _finish_group(self, conn: Connection) -> None:
+        """Link sidechains to their parents and refresh the aggregates of the threads written
+        to since the last commit, before that commit."""
+        if not self._group_threads:
+            return
+        conn.execute(
+            text(
+                "UPDATE threads SET parent_id = (SELECT p.id FROM threads p "
+                "WHERE p.agent = threads.agent AND p.native_id = threads.parent_native_id) "
+                "WHERE parent_id IS NULL AND parent_native_id IS NOT NULL"
+            )
+        )
+        ids = sorted(self._group_threads)
+        guidance.collect(conn, ids, self._group_since)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            refresh_threads(conn, chunk)
+            # Their cost rollups are stale, and so are their subagents' (whose calls are
+            # told apart from the parent's by comparing with it).
+            t = s.Thread.__table__
+            conn.execute(
+                update(t)
+                .where(t.c.id.in_(chunk) | t.c.parent_id.in_(chunk))
+                .values(rollup_dirty=True)
+            )
+
+
+def _why(exc: BaseException) -> str:
+    """The reason a record could not be stored, in one line."""
+    if isinstance(exc, StatementError) and exc.orig is not None:
+        exc = exc.orig
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
+_SOURCE_SQL = (
+    'SELECT id, format, size, mtime_ns, "offset", lines, head_hash, tail_hash, parser_state '
+    "FROM source_files WHERE source = ? AND path = ?"
+)
+
+
+def _error_line(path: str, line: int | None, error: str) -> str:
+    return f"{path}:{line}: {error}" if line else f"{path}: {error}"
+
+
+def ingest(
+    engine: Engine,
+    plugins: Plugins,
+    paths: Iterable[str | os.PathLike],
+    format_name: str | None = None,
+    progress: Callable[[FileResult], None] | None = None,
+    source: str | None = None,
+) -> IngestSummary:
+    """Ingest `paths` (files or directories) and return what happened.
+
+    `source` names the machine the files are on (default: `default_source()`)."""
+    if format_name is not None and format_name not in plugins.formats():
+        plugins.format(format_name)  # raises UnknownName with the list
+    return Ingester(engine, plugins, format_name, source).run(paths, progress)
+
+
+__all__ = ["FileResult", "FormatError", "IngestSummary", "Ingester", "ingest"]

@@ -1,0 +1,566 @@
+"""The hooks' fast path: record the event, hand over a finished correction, start the worker.
+
+`auditor hook claude-code` (and `codex`) runs after every tool call, at every prompt and at
+every stop, so it must cost next to nothing and never wait for an observer. This module is
+all a hook event runs: it imports only the standard library (no click, no SQLAlchemy, no
+plugins) and touches only small files in a per-session spool directory:
+
+    STATE/AGENT/SESSION/
+        events.jsonl   one line per hook event (the fields the worker needs; no prompt text)
+        outbox/        corrections the worker found, checked by the loop guards, ready to go
+        sent/          claimed by a hook that printed them (the worker records the delivery)
+        dropped/       taken back because the user wrote first (recorded as held back)
+        worker.lock    held (flock) by the session's worker while it runs
+        worker.log     the worker's own output
+
+The audit runs in a detached worker (`auditor hook AGENT --worker DIR`), one per session,
+started by the first event that finds none holding the lock and exiting once the session is
+idle. A crashed or hung worker never holds a hook up: the hook never waits on the lock, and
+the next event after a crash finds the lock free and starts a new worker, which carries on
+from the spool (the store keeps anything from being audited twice).
+
+What each event does:
+- `PostToolUse` (and `PostToolUseFailure`, Claude Code's event for a tool call that failed):
+  hand over a finished correction as `additionalContext` (Claude Code reads it with the tool's
+  result, before its next model call) and make sure the worker audits the tool round;
+- `Stop`/`SubagentStop`: hand over a finished correction as `{"decision": "block"}`, unless
+  `stop_hook_active` says the agent already goes on because of a Stop hook; the worker audits
+  the end of the turn. Its correction goes out through the `--rewake` handler, which Claude
+  Code runs in the background (`asyncRewake`) and which wakes Claude with it (exit status 2,
+  the message on stderr) unless the user wrote first; else at the next event, if the user
+  has not written since (Codex: its next Stop);
+- `UserPromptSubmit`: take back every correction not yet handed over; the worker cancels the
+  audits under way (recorded as cancelled, with what the call had cost). A prompt the client
+  wrote itself (Claude Code's `<task-notification>` when a background task or a re-wake
+  finishes; see `auditor.client_texts`) is recorded as not typed and does none of this;
+- `SessionEnd`: the worker finishes the audits under way and exits.
+
+The `--rewake` handler says "deliver" with its own exit status, DELIVER; the command that
+`auditor hook install` writes turns that into the 2 Claude Code wakes on, and any other failure
+into 1, so that an `auditor` that cannot start (gone, a broken venv, a usage error, which
+Python and click report as 2) never wakes Claude and never erases a prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from ..client_texts import written_by_client
+
+AGENTS = ("claude-code", "codex")
+STATE_ENV = "AUDITOR_STATE_DIR"
+LOCK_FD_ENV = "AUDITOR_WORKER_LOCK_FD"  # the worker lock a starting worker inherits
+EVENTS = "events.jsonl"
+PROMPT = "UserPromptSubmit"
+STOPS = ("Stop", "SubagentStop")
+TOOL_EVENTS = ("PostToolUse", "PostToolUseFailure")  # a tool call came back (or failed)
+SESSION_END = "SessionEnd"
+DELIVER = 42  # `--rewake`'s exit status for "wake the agent with this" (see the docstring)
+# auditor.live.delivery.CORRECTION_MARKER, which the fast path does not import (a test keeps them equal)
+CORRECTION_MARKER = "[auditor course-correction]"
+DEADLINE = 30.0  # seconds `--rewake` waits for the observer (as `--deadline`), plus 5
+# The payload fields the worker needs; the prompt's text and tool output stay out of the spool.
+KEEP = (
+    "hook_event_name",
+    "session_id",
+    "transcript_path",
+    "cwd",
+    "agent_id",
+    "agent_transcript_path",
+    "stop_hook_active",
+    "last_assistant_message",
+    "turn_id",
+    "tool_name",
+    "tool_use_id",
+)
+# Options of `auditor hook AGENT` that take a value (so that their value is not read as a flag).
+GLOBAL_VALUE_OPTIONS = ("--db",)
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], str, list[str]] | None:
+    """Split `[global options] hook AGENT [options]` for the fast path, else return None.
+
+    None for everything the fast path does not handle: other commands, `hook install`, and
+    `--sync`, `--worker`, `--help` (the full command line answers those).
+    """
+    i = 0
+    head: list[str] = []
+    while i < len(argv) and argv[i] != "hook":
+        a = argv[i]
+        if a in GLOBAL_VALUE_OPTIONS and i + 1 < len(argv):
+            head += argv[i : i + 2]
+            i += 2
+        elif a.startswith("--db=") or a == "--debug":
+            head.append(a)
+            i += 1
+        else:
+            return None
+    if i + 1 >= len(argv) or argv[i + 1] not in AGENTS:
+        return None
+    rest = argv[i + 2 :]
+    if any(a in ("--sync", "--help", "-h") or a.startswith("--worker") for a in rest):
+        return None
+    return head, argv[i + 1], rest
+
+
+def _db_option(head: list[str]) -> str | None:
+    for i, a in enumerate(head):
+        if a == "--db":
+            return head[i + 1]
+        if a.startswith("--db="):
+            return a[5:]
+    return None
+
+
+def state_root(db: str | None = None) -> str:
+    """The spool directory for the store named by `db` (else $AUDITOR_DB, else the default)."""
+    import zlib
+
+    base = os.environ.get(STATE_ENV) or os.path.join(
+        os.environ.get("XDG_STATE_HOME")
+        or os.path.join(os.path.expanduser("~"), ".local", "state"),
+        "auditor",
+        "live",
+    )
+    value = db or os.environ.get("AUDITOR_DB") or "default"
+    if "://" not in value and value != "default":
+        value = os.path.abspath(os.path.expanduser(value))
+    return os.path.join(base, f"{zlib.crc32(value.encode()):08x}")
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:200] or "_"
+
+
+def thread_of(agent: str, data: dict) -> str:
+    """The native id of the thread an event is about (a Claude Code subagent has its own)."""
+    session = data.get("session_id") or ""
+    if agent == "claude-code" and data.get("agent_id"):
+        return f"{session}/agent-{data['agent_id']}"
+    return session
+
+
+def session_dir(root: str, agent: str, session: str) -> str:
+    return os.path.join(root, agent, _safe(session))
+
+
+def _append(path: str, line: bytes) -> int:
+    """Append one line; return the file's size before it (the line's offset)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        offset = os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, line)
+        return offset
+    finally:
+        os.close(fd)
+
+
+def typed(event: dict) -> bool:
+    """True for a UserPromptSubmit the user typed (not one the client wrote itself)."""
+    return event.get("hook_event_name") == PROMPT and event.get("typed") is not False
+
+
+def prompt_since(sdir: str, offset: int, thread: str | None = None) -> bool:
+    """True when a typed UserPromptSubmit was recorded at or after byte `offset` of the events."""
+    try:
+        with open(os.path.join(sdir, EVENTS), "rb") as fh:
+            fh.seek(offset)
+            tail = fh.read()
+    except FileNotFoundError:
+        return False
+    if PROMPT.encode() not in tail:
+        return False
+    for line in tail.splitlines():
+        if PROMPT.encode() in line:
+            try:
+                if typed(json.loads(line)):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+def claim(sdir: str, thread: str, event: str) -> dict | None:
+    """Take the oldest finished correction for `thread` out of the outbox, or None.
+
+    The claim is a rename, so two hooks never hand over the same one. A correction the user
+    has written after is moved to dropped/ instead and never handed over.
+    """
+    outbox = os.path.join(sdir, "outbox")
+    try:
+        names = sorted(n for n in os.listdir(outbox) if n.endswith(".json"))
+    except FileNotFoundError:
+        return None
+    for name in names:
+        path = os.path.join(outbox, name)
+        try:
+            with open(path, "rb") as fh:
+                entry = json.loads(fh.read())
+        except (OSError, ValueError):
+            continue
+        owner = str(entry.get("thread"))
+        if owner != thread and not (owner.startswith(f"{thread}/agent-") and "/" not in thread):
+            continue  # another thread's (a subagent's correction also reaches its main agent)
+        stale = prompt_since(sdir, int(entry.get("offset", 0)))
+        where = "dropped" if stale else "sent"
+        os.makedirs(os.path.join(sdir, where), exist_ok=True)
+        try:
+            os.rename(path, os.path.join(sdir, where, f"{name[:-5]}.{event}.json"))
+        except FileNotFoundError:
+            continue  # another hook took it
+        if not stale:
+            return entry
+    return None
+
+
+def drop_all(sdir: str, reason: str = PROMPT) -> int:
+    """Take back every correction not yet handed over (the user wrote); return how many."""
+    outbox = os.path.join(sdir, "outbox")
+    try:
+        names = [n for n in os.listdir(outbox) if n.endswith(".json")]
+    except FileNotFoundError:
+        return 0
+    n = 0
+    os.makedirs(os.path.join(sdir, "dropped"), exist_ok=True)
+    for name in names:
+        try:
+            os.rename(
+                os.path.join(outbox, name),
+                os.path.join(sdir, "dropped", f"{name[:-5]}.{reason}.json"),
+            )
+            n += 1
+        except FileNotFoundError:
+            pass
+    return n
+
+
+def worker_alive(sdir: str) -> bool:
+    """True when a worker holds the session's lock (a dead one's lock is free again)."""
+    import fcntl
+
+    fd = os.open(os.path.join(sdir, "worker.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the lock if we took it
+    return False
+
+
+def worker_dying(sdir: str, wait: float = 0.25) -> bool:
+    """True when the session's lock is held by a worker that is already dead: a killed
+    process's main thread can be a zombie while its other threads, which share its open files
+    (and so the lock), are still torn down. Waits up to `wait` seconds for the lock to go."""
+    try:
+        with open(os.path.join(sdir, "worker.lock"), "rb") as fh:
+            pid = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            if fh.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                return False  # alive
+    except (ProcessLookupError, FileNotFoundError):
+        pass  # gone
+    except (OSError, IndexError):
+        return False
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if not worker_alive(sdir):
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def take_lock(sdir: str) -> int | None:
+    """Take the session's worker lock for a worker about to start: its fd, or None when a
+    worker holds it or another event is starting one."""
+    import fcntl
+
+    fd = os.open(os.path.join(sdir, "worker.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def start_worker(
+    sdir: str, head: list[str], agent: str, rest: list[str], lock_fd: int | None = None
+) -> int:
+    """Start the session's worker, detached, its output in worker.log; return its pid.
+
+    With `lock_fd` (the session's worker lock, taken by `take_lock`) the worker inherits the
+    lock: it is held without a gap from this event until the worker exits, so the events that
+    come while the worker's interpreter is still starting find it held and start no other."""
+    rest = [a for a in rest if a != "--wait"]  # a handler's own way of answering
+    argv = [sys.executable, "-m", "auditor", *head, "hook", agent, *rest, "--worker", sdir]
+    env = dict(os.environ)
+    if lock_fd is not None:
+        os.set_inheritable(lock_fd, True)
+        env[LOCK_FD_ENV] = str(lock_fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(os.path.join(sdir, "worker.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        pid = os.posix_spawn(
+            sys.executable,
+            argv,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, devnull, 0),
+                (os.POSIX_SPAWN_DUP2, log, 1),
+                (os.POSIX_SPAWN_DUP2, log, 2),
+            ],
+            setsid=True,
+        )
+    finally:
+        os.close(devnull)
+        os.close(log)
+    if lock_fd is not None:
+        os.ftruncate(lock_fd, 0)
+        os.pwrite(lock_fd, f"{pid}\n".encode(), 0)  # who holds it, from now on
+        os.close(lock_fd)  # the worker's copy keeps the lock
+    return pid
+
+
+def note(message: str, event: str, agent: str = "claude-code") -> str:
+    """The correction as what it is, an observer's note on the work, worded for the channel
+    it reaches Claude Code by: beside a tool's result (`additionalContext`), or as the reason
+    it does not stop yet (a Stop block, a re-wake), which the client shows as a hook's
+    "blocking error". The observer writes `message` as the user would say it; the note says
+    who relays it. The marker lets the transcript parsers know it again. (Other agents: the
+    marked message.)"""
+    if agent != "claude-code":
+        return f"{CORRECTION_MARKER} {message}"
+    from_whom = "Note from the observer auditing this session for the user"
+    if event in TOOL_EVENTS:
+        return f"{CORRECTION_MARKER} {from_whom} (not part of the tool's output): {message}"
+    return (
+        f"{CORRECTION_MARKER} {from_whom}, before you finish (not a failure of the hook): {message}"
+    )
+
+
+def answer(agent: str, event: str, message: str) -> str:
+    """The hook's output that hands `message` to the agent at `event` (docs/live-hooks.md)."""
+    out: dict[str, object]
+    text = note(message, event, agent)
+    if event in TOOL_EVENTS:
+        out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+    else:
+        out = {"decision": "block", "reason": text}
+    return json.dumps(out, ensure_ascii=False)
+
+
+def handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str]:
+    """Handle one hook event; return (what was printed, what happened)."""
+    printed, did, _ = _handle(agent, raw, head, rest)
+    return printed, did
+
+
+def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str, dict]:
+    """`handle`, also returning what `--wait` needs: the session's spool, the thread, the
+    event and where its line ends in the events (empty when the event was ignored)."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        return "", f"ignored: the hook input on stdin is not JSON ({exc})", {}
+    if not isinstance(data, dict) or not data.get("session_id"):
+        return "", "ignored: the hook input has no session_id", {}
+    event = str(data.get("hook_event_name") or "Stop")
+    thread = thread_of(agent, data)
+    sdir = session_dir(state_root(_db_option(head)), agent, str(data["session_id"]))
+    os.makedirs(sdir, exist_ok=True)
+    record = {k: data[k] for k in KEEP if k in data}
+    record["hook_event_name"] = event
+    record["thread"] = thread
+    record["t"] = time.time()
+    if event == PROMPT:
+        given = data.get("prompt")
+        prompt = given if isinstance(given, str) else ""
+        record["prompt_chars"] = len(prompt)
+        record["typed"] = not written_by_client(agent, prompt)
+    line = json.dumps(record).encode() + b"\n"
+    if event == PROMPT:
+        _append(os.path.join(sdir, EVENTS), line)  # first, so that a late correction sees it
+        if not record["typed"]:
+            return "", f"{PROMPT}: written by the client, not typed: nothing taken back", {}
+        n = drop_all(sdir)
+        return "", f"{PROMPT}: {n} correction(s) taken back" if n else f"{PROMPT}: recorded", {}
+    if event == SESSION_END:
+        _append(os.path.join(sdir, EVENTS), line)  # the worker finishes and exits
+        return "", f"{SESSION_END}: recorded", {}
+    printed, did = "", f"{event}: nothing to hand over"
+    if event in STOPS and data.get("stop_hook_active") is True:
+        did = f"{event}: stop_hook_active, nothing handed over"
+    else:
+        # Claimed before the event is recorded, so that the worker knows of the hand-over
+        # when it reads the event (no audit right after a correction).
+        entry = claim(sdir, thread, event)
+        if entry is not None:
+            printed = answer(agent, event, entry["message"])
+            did = f"{event}: handed over verdict {entry.get('verdict_id')}"
+    end = _append(os.path.join(sdir, EVENTS), line) + len(line)
+    # One start attempt per session while a worker lives or is starting: whoever takes the
+    # lock starts the worker and hands the lock over; the others see it held.
+    lock = take_lock(sdir)
+    if lock is None and worker_dying(sdir):
+        lock = take_lock(sdir)
+    if lock is not None:
+        pid = start_worker(sdir, head, agent, rest, lock)
+        did += f"; worker {pid} started"
+    active = event in STOPS and data.get("stop_hook_active") is True
+    return printed, did, {"sdir": sdir, "thread": thread, "end": end, "active": active}
+
+
+def wait(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str]:
+    """`--wait`, Codex's Stop handler: record the Stop, then wait for its end-of-turn audit.
+
+    Codex has nothing like Claude Code's asyncRewake: once a turn has ended, the next event is
+    the user's next prompt, which takes any correction back. So this handler holds the turn
+    open until the worker has audited it (at most `--deadline` seconds) and answers with the
+    correction as `{"decision": "block"}`; with nothing to say, or past the deadline, Codex
+    stops as usual. Return (what was printed, what happened).
+    """
+    printed, did, at = _handle(agent, raw, head, rest)
+    if printed or not at or at["active"]:
+        return printed, did
+    deadline = _deadline(rest)
+    code, text = _await_audit(at["sdir"], at["thread"], lambda: at["end"], deadline, "Stop-wait")
+    if code == DELIVER:
+        return answer(agent, "Stop", text), f"{did}; handed over the end-of-turn correction"
+    return "", f"{did}; {text}"
+
+
+def _deadline(rest: list[str]) -> float:
+    for i, a in enumerate(rest[:-1]):
+        if a == "--deadline":
+            return float(rest[i + 1])
+    return DEADLINE
+
+
+def rewake(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[int, str]:
+    """`--rewake`: wait in the background for the end-of-turn audit of this Stop.
+
+    Claude Code runs this handler with `asyncRewake` (it does not wait for it) and wakes
+    Claude with the handler's stderr when it exits with status 2 (the installed command turns
+    DELIVER into 2). Return (DELIVER, the note) when a correction is due and nobody wrote since
+    the Stop, else (0, what happened).
+    """
+    data = json.loads(raw)
+    if not isinstance(data, dict) or not data.get("session_id"):
+        return 0, "ignored: the hook input has no session_id"
+    if data.get("stop_hook_active") is True:
+        return 0, "stop_hook_active: nothing to wake Claude for"
+    thread = thread_of(agent, data)
+    sdir = session_dir(state_root(_db_option(head)), agent, str(data["session_id"]))
+    events = os.path.join(sdir, EVENTS)
+    try:
+        start = os.path.getsize(events)
+    except OSError:
+        start = 0
+    # The other Stop handler records the event at about the same time: the audit to wait for
+    # is the one of the first Stop of this thread recorded from a moment before now on.
+    since = max(0, start - 64 * 1024)
+    found: list[int] = []
+
+    def stop_end() -> int | None:
+        if not found:
+            end = _find_stop(events, since, thread, data)
+            if end is not None:
+                found.append(end)
+        return found[0] if found else None
+
+    code, text = _await_audit(sdir, thread, stop_end, _deadline(rest) + 5, "Stop-rewake")
+    return code, note(text, "Stop", agent) if code == DELIVER else text
+
+
+def _await_audit(sdir: str, thread: str, stop_end, seconds: float, label: str) -> tuple[int, str]:
+    """Wait up to `seconds` for the audit of the Stop whose events line ends at `stop_end()`:
+    (DELIVER, the correction's message) when one is due and nobody wrote since, else (0, what
+    happened)."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        end = stop_end()
+        if end is not None and prompt_since(sdir, end):
+            return 0, "the user wrote first"
+        entry = claim(sdir, thread, label)
+        if entry is not None:
+            return DELIVER, entry["message"]
+        if end is not None and _done(sdir, thread) >= end:
+            return 0, "the end of the turn needs no correction"
+        time.sleep(0.05)
+    return 0, f"no answer within {seconds:g}s"
+
+
+def _find_stop(events: str, since: int, thread: str, data: dict) -> int | None:
+    """The end offset of this Stop's line in the events (matched by thread and message)."""
+    try:
+        with open(events, "rb") as fh:
+            fh.seek(since)
+            chunk = fh.read()
+    except OSError:
+        return None
+    pos = since
+    found = None
+    for line in chunk.splitlines(keepends=True):
+        pos += len(line)
+        if not line.endswith(b"\n") or b"Stop" not in line:
+            continue
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            e.get("hook_event_name") in STOPS
+            and e.get("thread") == thread
+            and e.get("last_assistant_message") == data.get("last_assistant_message")
+        ):
+            found = pos
+    return found
+
+
+def _done(sdir: str, thread: str) -> int:
+    """How far into the events the worker has finished the audits of `thread`."""
+    try:
+        with open(os.path.join(sdir, "done.json"), "rb") as fh:
+            return int(json.loads(fh.read()).get(thread, 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
+
+
+def main(argv: list[str]) -> None:
+    """Run a hook event on the fast path; always exit 0 (the agent goes on regardless)."""
+    head, agent, rest = split_argv(argv) or ([], "", [])
+    verbose = "-v" in rest or "--verbose" in rest
+    started = time.perf_counter()
+    if "--rewake" in rest:
+        try:
+            code, text = rewake(agent, sys.stdin.read(), head, rest)
+        except Exception as exc:  # noqa: BLE001 - fail open
+            code, text = 0, f"failed: {type(exc).__name__}: {exc}"
+        if code == DELIVER:
+            sys.stderr.write(text + "\n")
+        elif verbose:
+            sys.stderr.write(f"auditor hook {agent} --rewake: {text}\n")
+        sys.stderr.flush()
+        os._exit(code)
+    try:
+        raw = sys.stdin.read()
+        printed, did = (wait if "--wait" in rest else handle)(agent, raw, head, rest)
+    except Exception as exc:  # noqa: BLE001 - fail open: the agent must never be held up
+        printed, did = "", f"failed: {type(exc).__name__}: {exc}"
+        verbose = True
+    if printed:
+        sys.stdout.write(printed + "\n")
+        sys.stdout.flush()
+    if verbose:
+        took = (time.perf_counter() - started) * 1000
+        sys.stderr.write(f"auditor hook {agent}: {did} ({took:.1f} ms)\n")
+        sys.stderr.flush()
+    os._exit(0)

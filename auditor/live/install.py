@@ -1,0 +1,337 @@
+"""`auditor hook install`: add auditor's hook entries to an agent's settings file, merging.
+
+Claude Code reads hooks from `.claude/settings.json` (project), `.claude/settings.local.json`
+(project, uncommitted) or `~/.claude/settings.json` (user); Codex from `.codex/hooks.json` or
+`~/.codex/hooks.json`. Both use the same shape, event -> groups -> handlers:
+
+    {"hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "...", "timeout": 10}]}]}}
+
+A group without `matcher` applies to every tool. Installed (see docs/live-hooks.md):
+- Claude Code: `PostToolUse`, `PostToolUseFailure`, `UserPromptSubmit`, `Stop`,
+  `SubagentStop` and `SessionEnd` run the non-blocking hook; `Stop` also runs
+  `auditor hook claude-code --rewake` as an `asyncRewake` handler, which waits in the
+  background for the end-of-turn audit and wakes Claude with its correction (exit 2, the
+  message on stderr) unless the user wrote first. Each command is guarded (`GUARD`): it exits
+  2 only when auditor decided to deliver;
+- Codex: `PostToolUse` and `UserPromptSubmit` run the non-blocking hook; `Stop` runs
+  `auditor hook codex --wait`, which waits (up to the deadline) for the end-of-turn audit and
+  blocks with its correction: Codex has no way to wake the model once the turn has ended.
+  Codex runs only hooks the user has reviewed; the install records that trust in Codex's
+  config (see `hook_trust`);
+- with `--sync`: only the stops, running the hook that audits while the agent waits.
+
+The file is merged, never clobbered: other keys, other events and other hooks stay as they
+are; an auditor entry already there is updated in place, so installing twice changes nothing.
+The new file replaces the old one atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from ..atomic_files import replace_atomically
+from ..errors import AuditorError
+
+EVENTS = {
+    "claude-code": (
+        "PostToolUse",
+        "PostToolUseFailure",
+        "UserPromptSubmit",
+        "Stop",
+        "SubagentStop",
+        "SessionEnd",
+    ),
+    "codex": ("PostToolUse", "UserPromptSubmit", "Stop"),
+}
+SYNC_EVENTS = {"claude-code": ("Stop", "SubagentStop"), "codex": ("Stop",)}
+FAST_TIMEOUT = 10  # seconds: the non-blocking hook never waits for anything
+
+
+# Claude Code reads a hook's exit status 2 as a "blocking error": at a Stop it makes Claude go
+# on with stderr (an asyncRewake handler wakes it), at UserPromptSubmit it erases the prompt,
+# at PostToolUse it feeds stderr to Claude. Python exits 2 for a script it cannot open and
+# click for a usage error (an older auditor that does not know an option), so a broken
+# install could loop Claude on its own error message. The installed command therefore runs
+# through this shell form: auditor's own "deliver" status (DELIVER) becomes 2, success stays
+# 0, and every other status (a missing executable's 127 included) becomes 1, which Claude Code
+# shows the user as a non-blocking hook error and otherwise ignores.
+GUARD = "; s=$?; [ $s = {deliver} ] && exit 2; [ $s = 0 ]"
+GUARD_FAST = "; [ $? = 0 ]"
+
+
+def guarded(agent: str, command: str, rewake: bool = False) -> str:
+    """`command` in the shell form that exits 2 only when auditor decided to deliver."""
+    if agent != "claude-code":
+        return command
+    from .fast_path import DELIVER
+
+    return command + (GUARD.format(deliver=DELIVER) if rewake else GUARD_FAST)
+
+
+def entries(agent: str, command: str, timeout: int, sync: bool = False) -> dict[str, list[dict]]:
+    """The handlers auditor installs for `agent`, by event."""
+    if sync:
+        entry = {
+            "type": "command",
+            "command": guarded(agent, f"{command} --sync"),
+            "timeout": timeout,
+        }
+        return {event: [entry] for event in SYNC_EVENTS[agent]}
+    fast = {"type": "command", "command": guarded(agent, command), "timeout": FAST_TIMEOUT}
+    out = {event: [fast] for event in EVENTS[agent]}
+    if agent == "codex":
+        # Codex cannot be woken once a turn has ended: its Stop handler waits for the audit.
+        out["Stop"] = [{"type": "command", "command": f"{command} --wait", "timeout": timeout}]
+    if agent == "claude-code":
+        rewake = {
+            "type": "command",
+            "command": guarded(agent, f"{command} --rewake", rewake=True),
+            "timeout": timeout,
+            "asyncRewake": True,
+        }
+        out["Stop"] = [fast, rewake]
+    return out
+
+
+def settings_path(agent: str, scope: str, project_dir: Path) -> Path:
+    """Where `agent` reads hooks for `scope` (project, local or user)."""
+    home = Path.home()
+    if agent == "claude-code":
+        if scope == "user":
+            return home / ".claude" / "settings.json"
+        name = "settings.local.json" if scope == "local" else "settings.json"
+        return project_dir / ".claude" / name
+    if agent == "codex":
+        from .codex_trust import codex_home
+
+        if scope == "local":
+            raise AuditorError("Codex has no local hooks file; use --project or --user")
+        return (
+            codex_home() / "hooks.json"
+            if scope == "user"
+            else project_dir / ".codex" / "hooks.json"
+        )
+    raise AuditorError(f"{agent!r} has no hook to install. Available: claude-code, codex")
+
+
+def auditor_executable() -> str:
+    """`auditor` when the PATH finds this installation's script, else that script's full path
+    (the agent would not find it: a venv that is not activated), else `auditor`."""
+    import shutil
+
+    beside = Path(sys.executable).parent / "auditor"
+    if not (beside.is_file() and os.access(beside, os.X_OK)):
+        return "auditor"
+    found = shutil.which("auditor")
+    if found and os.path.realpath(found) == os.path.realpath(beside):
+        return "auditor"
+    return str(beside)
+
+
+def store_for_command(db: str | None, explicit: bool) -> tuple[str | None, str | None]:
+    """The `--db` value to write into the agent's settings, and a note saying what was done.
+
+    A settings file is often committed, so nothing secret goes in: a store named by $AUDITOR_DB
+    is left to the environment the agent runs the hook in (the hook reads $AUDITOR_DB there,
+    as it reads the observer's key), and a URL given with --db is written without its password,
+    which the PostgreSQL driver then takes from PGPASSWORD or ~/.pgpass.
+    """
+    if not db:
+        return None, None
+    if not explicit:
+        return None, (
+            "The hook uses the store that $AUDITOR_DB names in the agent's environment (not "
+            "written into the settings file): start the agent where AUDITOR_DB is set."
+        )
+    if "://" not in db:
+        return str(Path(db).expanduser().resolve()), None
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db)
+    if url.password is None:
+        return db, None
+    return url._replace(password=None).render_as_string(hide_password=False), (
+        "The store's password is not written into the settings file: the hook's connection "
+        "takes it from PGPASSWORD or ~/.pgpass in the agent's environment (or set AUDITOR_DB "
+        "there and install without --db)."
+    )
+
+
+def hook_command(agent: str, extra: list[str], db: str | None = None) -> str:
+    """The shell command the agent runs: `auditor [--db PATH] hook AGENT [options]`."""
+    argv = [auditor_executable()]
+    if db:
+        argv += ["--db", db]
+    argv += ["hook", agent, *extra]
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _first_command(command: str) -> list[str]:
+    """The words of `command` up to its first `;`, `&&` or `||` (the guard that follows)."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words: list[str] = []
+    for word in lexer:
+        if word in (";", "&&", "||", "&", "|"):
+            break
+        words.append(word)
+    return words
+
+
+def _variant(handler: object, agent: str) -> str | None:
+    """Which of auditor's handlers `handler` is (fast, rewake, sync), or None if not ours."""
+    if not isinstance(handler, dict) or not isinstance(handler.get("command"), str):
+        return None
+    try:
+        argv = _first_command(handler["command"])
+    except ValueError:
+        return None
+    if not (any(Path(a).name == "auditor" for a in argv[:1]) and "hook" in argv and agent in argv):
+        return None
+    return "rewake" if "--rewake" in argv else "sync" if "--sync" in argv else "fast"
+
+
+def merge(
+    settings: dict, agent: str, command: str, timeout: int, sync: bool = False
+) -> tuple[dict, bool]:
+    """Return `settings` with auditor's hook entries, and whether anything changed.
+
+    Each of auditor's handlers already there is updated in place; the fast and synchronous
+    handlers replace each other (one of them per event), and a `--rewake` handler is left out
+    where it is not wanted.
+    """
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise AuditorError("the settings file's 'hooks' is not an object; fix it by hand first")
+    changed = False
+    wanted = entries(agent, command, timeout, sync)
+    for event in dict.fromkeys([*wanted, *EVENTS[agent], *SYNC_EVENTS[agent]]):
+        if event not in wanted and event not in hooks:
+            continue
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise AuditorError(
+                f"the settings file's hooks.{event} is not a list; fix it by hand first"
+            )
+        emptied: list = []
+        todo = {
+            ("rewake" if "--rewake" in _first_command(e["command"]) else "main"): e
+            for e in wanted.get(event, [])
+        }
+        for group in groups:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(handlers, list):
+                continue
+            for i in range(len(handlers) - 1, -1, -1):
+                variant = _variant(handlers[i], agent)
+                if variant is None:
+                    continue
+                slot = "rewake" if variant == "rewake" else "main"
+                entry = todo.pop(slot, None)
+                if entry is None:  # not wanted (any more), or a second copy
+                    del handlers[i]
+                    changed = True
+                    if not handlers:
+                        emptied.append(group)
+                elif handlers[i] != entry:
+                    handlers[i] = entry
+                    changed = True
+        for g in emptied:
+            groups.remove(g)
+        for entry in todo.values():
+            groups.append({"hooks": [entry]})
+            changed = True
+        if not groups:
+            del hooks[event]
+    return settings, changed
+
+
+def read_settings(path: Path) -> dict:
+    """The settings file at `path` ({} when absent or empty); an error when not a JSON object."""
+    settings: dict = {}
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        if text.strip():
+            try:
+                settings = json.loads(text)
+            except ValueError as exc:
+                raise AuditorError(
+                    f"{path} is not valid JSON ({exc}); fix it first, nothing was changed"
+                ) from None
+            if not isinstance(settings, dict):
+                raise AuditorError(f"{path} does not hold a JSON object; nothing was changed")
+    return settings
+
+
+def install(path: Path, agent: str, command: str, timeout: int, sync: bool = False) -> bool:
+    """Merge auditor's hook into the settings file at `path`; return whether it changed."""
+    settings, changed = merge(read_settings(path), agent, command, timeout, sync)
+    if not changed:
+        return False
+    Path(os.path.realpath(path)).parent.mkdir(parents=True, exist_ok=True)  # through a link, too
+    data = (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode()
+    replace_atomically(path, data)
+    return True
+
+
+def codex_handlers(path: Path):
+    """auditor's handlers in the Codex hooks file at `path`, as Codex keys and hashes them."""
+    from .codex_trust import auditor_handlers
+
+    return auditor_handlers(path, read_settings(path), lambda h: _variant(h, "codex") is not None)
+
+
+def trust_codex(path: Path) -> tuple[int, bool]:
+    """Record Codex's trust in auditor's handlers of the hooks file at `path`, as Codex's own
+    review screen does; return (how many handlers, whether the config changed)."""
+    from .codex_trust import record
+
+    handlers = codex_handlers(path)
+    return len(handlers), record(handlers)
+
+
+def readiness_warning(plugins, observer: str | None, model: str | None) -> str | None:
+    """A warning when the observer the hook will use cannot be called now (no key, no SDK)."""
+    from ..audit.run import choose_observer
+
+    try:
+        name, _ = choose_observer(plugins, observer)
+        backend = plugins.observer(name)
+    except AuditorError as exc:
+        return f"Warning: {exc}"
+    problem = backend.check({"model": model or backend.default_model})
+    if not problem:
+        return None
+    return (
+        f"Warning: the hook's {name} observer cannot be used from here: {problem} The hook runs "
+        "in the agent's environment: set it there before starting the agent, or every audit "
+        "fails (see `auditor runs`)."
+    )
+
+
+def deadline_warning(engine, plugins, observer: str | None, model: str | None, deadline: float):
+    """A warning when the observer the hook will use cannot answer inside `deadline`, or None."""
+    from ..audit.run import choose_observer
+
+    try:
+        name, _ = choose_observer(plugins, observer)
+        backend = plugins.observer(name)
+    except AuditorError:
+        return None  # the hook records that problem itself
+    model = model or backend.default_model
+    from ..audit.answer_times import answer_seconds
+
+    found = answer_seconds(engine, backend, name, model)
+    if found is None or found[0] <= deadline:
+        return None
+    seconds, source = found
+    return (
+        f"Warning: the {name} observer ({model}) takes about {seconds:.1f}s to answer ({source}), "
+        f"longer than the hook's {deadline:g}s deadline: its answers would come too late and be "
+        "dropped. Use a faster observer (--observer gemini or claude with an API key, or local "
+        "with a server on a GPU) or a longer --deadline."
+    )

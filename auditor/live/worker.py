@@ -1,0 +1,585 @@
+"""The session worker behind the hooks: audit in the background, stage corrections, cancel.
+
+Started by `auditor.live.fast_path` (the hooks' fast path) as `auditor hook AGENT --worker DIR`, one per
+session, detached from the agent. It holds DIR/worker.lock while it runs, follows
+DIR/events.jsonl, and for each thread of the session:
+
+- on `PostToolUse` or `PostToolUseFailure` (a tool call came back) it reads the new tail of
+  the transcript into the store and audits the tool round as an every-inference checkpoint;
+  on `Stop`/`SubagentStop` it audits the end of the turn. The client writes its transcript
+  after it runs the hook, so the worker waits, a bounded time, for what the event names: the
+  result of the event's `tool_use_id`, the stop's `last_assistant_message`. Events that arrive
+  while an audit is under way are coalesced: the latest one is audited next;
+- on `UserPromptSubmit` it cancels the audits under way (each recorded as a `cancelled`
+  verdict with the time it had run, and its cost when the answer came in anyway) and holds
+  back every correction not yet handed over, unless the client wrote the prompt itself (a
+  task notification), which changes nothing;
+- on `SessionEnd` it finishes the audits under way and exits;
+- a correction the loop guards let through is written to DIR/outbox, where the next hook
+  event of the thread picks it up; hand-overs (DIR/sent) and take-backs (DIR/dropped) are
+  recorded in the `injections` table like any other delivery.
+
+It exits when the session ended or has been idle for `idle` seconds. Every audit is a run in the store,
+recorded exactly as `auditor run` records it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import AuditorError
+from . import fast_path as live
+
+if TYPE_CHECKING:
+    from ..audit.run import Auditor, Job
+
+POLL = 0.05  # seconds between looks at the spool
+WATCH = 0.05  # seconds between looks at a transcript the worker waits on
+IDLE = 120.0  # seconds without an event before the worker exits
+LAG = 5.0  # at most, seconds to wait for the transcript to hold what a hook event names
+
+
+@dataclass
+class WorkerOptions:
+    deadline: float = 30.0  # seconds an observer call may take
+    max_corrections: int = 2
+    idle: float = IDLE
+    lag: float = LAG
+
+
+@dataclass
+class _Audit:
+    event: dict
+    start: int  # where the event's line starts in events.jsonl
+    offset: int  # where it ends: a prompt recorded from here on came after it
+    task: asyncio.Task | None = None
+    auditor: Auditor | None = None
+    job: Job | None = None
+    started: float = 0.0
+    cancelled: bool = False
+    why: str = ""
+
+
+@dataclass
+class _Thread:
+    current: _Audit | None = None
+    waiting: _Audit | None = None  # the latest event that came in during `current`
+    corrected: bool = False  # a correction went out since the user last wrote
+    skipped: list = field(default_factory=list)
+
+
+class Worker:
+    """One session's worker (see the module docstring)."""
+
+    def __init__(
+        self,
+        sdir: str,
+        agent: str,
+        engine,
+        plugins,
+        run_config,
+        options: WorkerOptions | None = None,
+        log=print,
+    ):
+        from .sync_hook import AGENTS
+
+        self.sdir, self.agent = sdir, agent
+        self.format_name, self.injector_name = AGENTS[agent]
+        self.engine, self.plugins = engine, plugins
+        # Live audits follow seed 002: every completed tool round is a checkpoint, and an end
+        # of turn the user already answered is never audited.
+        self.run_config = replace(
+            run_config, gate={**run_config.gate, "mode": "every-inference"}, concurrency=1
+        )
+        self.options = options or WorkerOptions()
+        self.log = log
+        self.threads: dict[str, _Thread] = {}
+        self.offset, corrected = self._load_state()
+        for thread in corrected:
+            self.threads[thread] = _Thread(corrected=True)
+        self.last_event = time.monotonic()
+        self.done: dict[str, int] = {}
+        self.ending = False  # the session ended (SessionEnd)
+
+    # -- the spool ------------------------------------------------------------------------
+    def _path(self, *parts: str) -> str:
+        return os.path.join(self.sdir, *parts)
+
+    def _load_state(self) -> tuple[int, list[str]]:
+        try:
+            state = json.loads(Path(self._path("worker.state")).read_text())
+            return int(state["offset"]), [str(t) for t in state.get("corrected", [])]
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0, []
+
+    def _save_state(self) -> None:
+        """Persist how far the events are handled (before any audit still under way, so that
+        a worker started after a crash takes it up again) and the threads just corrected."""
+        under_way = [
+            a.start for t in self.threads.values() for a in (t.current, t.waiting) if a is not None
+        ]
+        state = {
+            "offset": min([self.offset, *under_way]),
+            "corrected": sorted(n for n, t in self.threads.items() if t.corrected),
+        }
+        if state == getattr(self, "_saved", None):
+            return
+        tmp = self._path("worker.state.tmp")
+        Path(tmp).write_text(json.dumps(state))
+        os.replace(tmp, self._path("worker.state"))
+        self._saved = state
+
+    def _read_events(self) -> list[tuple[dict, int, int]]:
+        try:
+            with open(self._path(live.EVENTS), "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next look
+        out = []
+        pos = self.offset
+        for line in data[:end].splitlines(keepends=True):
+            start, pos = pos, pos + len(line)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                out.append((event, start, pos))
+        self.offset += end
+        return out
+
+    # -- recording hand-overs -------------------------------------------------------------
+    def fold(self) -> None:
+        """Record the hand-overs (sent/) and take-backs (dropped/) the hooks made."""
+        from . import delivery as inject
+
+        for where, status in (("sent", inject.DELIVERED), ("dropped", inject.SKIPPED)):
+            try:
+                names = sorted(os.listdir(self._path(where)))
+            except FileNotFoundError:
+                continue
+            for name in names:
+                path = self._path(where, name)
+                try:
+                    entry = json.loads(Path(path).read_text())
+                except (OSError, ValueError):
+                    continue
+                event = name.rsplit(".", 2)[-2] if name.count(".") >= 2 else "?"
+                self._record_injection(entry, status, event)
+                os.unlink(path)
+                if status == inject.DELIVERED:
+                    self.threads.setdefault(entry["thread"], _Thread()).corrected = True
+
+    def _record_injection(self, entry: dict, status: str, event: str) -> None:
+        from ..store.threads import load_messages
+        from . import delivery as inject
+
+        c = self._correction(entry)
+        turn_key, _ = inject.turn_facts(
+            load_messages(self.engine, c.thread_id), c.checkpoint_message
+        )
+        with self.engine.begin() as conn:
+            if status == inject.DELIVERED:
+                inject._record(
+                    conn, c, self.injector_name, status, turn_key, target=f"hook {event}"
+                )
+            else:
+                inject._record(
+                    conn,
+                    c,
+                    self.injector_name,
+                    status,
+                    turn_key,
+                    error=f"user-wrote-again: the user wrote ({event}) before it was handed over",
+                )
+        self.log(f"verdict {c.verdict_id}: {status} at {event}")
+
+    def _correction(self, entry: dict):
+        from . import delivery as inject
+
+        return inject.Correction(
+            entry["verdict_id"],
+            entry["checkpoint_id"],
+            entry["thread_id"],
+            entry["thread"],
+            self.agent,
+            entry["message"],
+            entry["checkpoint"],
+            entry["observer"],
+            entry["model"],
+        )
+
+    # -- events ---------------------------------------------------------------------------
+    def handle(self, events: list[tuple[dict, int, int]]) -> None:
+        for event, start, end in events:
+            name = event.get("hook_event_name")
+            thread = str(event.get("thread") or event.get("session_id") or "")
+            if name == live.PROMPT:
+                if not live.typed(event):
+                    continue  # the client's own (a task notification): the user did not write
+                self.cancel_all(f"the user wrote ({live.PROMPT})")
+                live.drop_all(self.sdir)
+                for t in self.threads.values():
+                    t.corrected = False
+                continue
+            if name == live.SESSION_END:
+                self.ending = True  # exit once the audits under way are finished
+                continue
+            if name not in (*live.TOOL_EVENTS, *live.STOPS):
+                continue
+            t = self.threads.setdefault(thread, _Thread())
+            audit = _Audit(event, start, end)
+            if t.current is None:
+                self._start(thread, t, audit)
+            else:
+                t.waiting = audit  # the latest event wins; it runs when the current one ends
+
+    def _start(self, thread: str, t: _Thread, audit: _Audit) -> None:
+        t.current = audit
+        audit.task = asyncio.get_running_loop().create_task(self._audit(thread, t, audit))
+
+    def cancel_all(self, why: str) -> None:
+        for t in self.threads.values():
+            t.waiting = None
+            a = t.current
+            if a is not None and a.task is not None and not a.task.done():
+                a.cancelled = True
+                a.why = why
+                a.task.cancel()
+
+    # -- one audit ------------------------------------------------------------------------
+    async def _audit(self, thread: str, t: _Thread, audit: _Audit) -> None:
+        try:
+            await self._audit_inner(thread, t, audit)
+        except asyncio.CancelledError:
+            self._record_cancel(audit)
+        except Exception as exc:  # noqa: BLE001 - one failed audit must not end the worker
+            self.log(
+                f"audit at {audit.event.get('hook_event_name')} failed: {type(exc).__name__}: {exc}"
+            )
+            if audit.auditor is not None and audit.auditor.summary.run_id is not None:
+                try:
+                    audit.auditor.finish_run("failed", f"{type(exc).__name__}: {exc}")
+                except Exception:  # noqa: BLE001
+                    pass
+        finally:
+            t.current = None
+            self._mark_done(thread, audit.offset)
+            nxt, t.waiting = t.waiting, None
+            if nxt is not None:
+                self._start(thread, t, nxt)
+
+    def _mark_done(self, thread: str, offset: int) -> None:
+        """Say how far the audits of `thread` are finished (`--rewake` waits on it)."""
+        self.done[thread] = max(offset, self.done.get(thread, 0))
+        tmp = self._path("done.json.tmp")
+        Path(tmp).write_text(json.dumps(self.done))
+        os.replace(tmp, self._path("done.json"))
+
+    def _record_cancel(self, audit: _Audit) -> None:
+        """Record a cancelled audit: its call as a `cancelled` verdict, its run as done."""
+        a, job = audit.auditor, audit.job
+        why = getattr(audit, "why", "cancelled")
+        if a is None:
+            return
+        took = time.monotonic() - audit.started if audit.started else 0.0
+        if job is not None and audit.started:
+            error = f"cancelled: {why}, {took:.1f}s into the call"
+            vid = a.abandon(job, error, took, status="cancelled")
+            self.log(f"verdict {vid}: cancelled {took:.1f}s into the call ({why})")
+        a.finish_run("done")
+
+    async def _audit_inner(self, thread_native: str, t: _Thread, audit: _Audit) -> None:
+        from ..audit.run import Auditor
+
+        event = audit.event
+        name = event.get("hook_event_name")
+        if t.corrected:
+            self.log(f"{name}: no audit right after a course correction (after-correction)")
+            return
+        path = event.get("transcript_path")
+        if name == "SubagentStop" and event.get("agent_transcript_path"):
+            path = event["agent_transcript_path"]
+        found = await self._wait_for(thread_native, event, path)
+        if found is None:
+            self.log(f"{name}: nothing to audit (the transcript has no matching checkpoint)")
+            return
+        thread, messages, cp = found
+        a = audit.auditor = Auditor(self.engine, self.plugins, self.run_config)
+        a.start_run({"hook": {"agent": self.agent, "live": True, **_trigger(event)}})
+        with self.engine.begin() as conn:
+            job = a.plan_checkpoint(conn, cp, thread, messages)
+        if job is None:
+            a.finish_run("done")
+            self.log(f"{name}: gate: {next(iter(a.summary.gated_out), 'gated out')}")
+            return
+        verdict_id = job.answered
+        if verdict_id is None:
+            try:
+                a.ensure_usable()
+            except AuditorError as exc:
+                a.finish_run("failed", str(exc))
+                self.log(str(exc))
+                return
+            audit.job, audit.started = job, time.monotonic()
+            verdict_id = await a.call(job, deadline=self.options.deadline)
+            audit.job = None
+            if verdict_id is None:
+                a.finish_run("done")
+                return
+        a.finish_run("done")
+        self._stage(thread, messages, cp, verdict_id, audit)
+
+    async def _wait_for(self, thread_native: str, event: dict, path):
+        """(thread, messages, checkpoint) once the transcript holds what `event` names, or None
+        when it does not within `lag` seconds.
+
+        A tool event names its call (`tool_use_id`): the checkpoint is the tool round holding
+        its result, once every call of that round is answered. A stop names the final message
+        (`last_assistant_message`): the checkpoint is the end of turn, once the thread ends
+        with that message. The file is read again only when it grew."""
+        from ..audit.checkpoints import END_TURN, checkpoint_at, find_checkpoints
+        from ..store.threads import load_messages
+
+        name = event.get("hook_event_name")
+        until = time.monotonic() + self.options.lag
+        size = -1
+        while True:
+            now_size = _size(path)
+            if now_size != size:
+                size = now_size
+                self._ingest(path)
+                thread = self._thread(thread_native)
+                if thread is not None:
+                    messages = load_messages(self.engine, thread.id)
+                    cp = None
+                    if name in live.STOPS:
+                        cp = _end_of_turn(thread.id, messages, event, find_checkpoints, END_TURN)
+                    else:
+                        at = _round_answered(messages, event.get("tool_use_id"))
+                        if at is not None:
+                            cp = checkpoint_at(thread.id, messages, at, "every-inference")
+                    if cp is not None:
+                        return thread, messages, cp
+            if time.monotonic() >= until:
+                return None
+            await asyncio.sleep(WATCH)
+
+    def _ingest(self, path) -> None:
+        from ..ingest.ingester import Ingester
+
+        if isinstance(path, str) and path and os.path.isfile(path):
+            Ingester(self.engine, self.plugins, self.format_name).run([path])
+
+    def _thread(self, native_id: str):
+        from sqlalchemy import select
+
+        from ..store import schema as s
+
+        t = s.Thread.__table__
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(t).where(t.c.agent == self.agent, t.c.native_id == native_id)
+            ).first()
+
+    def _stage(self, thread, messages: list, cp, verdict_id: int, audit: _Audit) -> None:
+        """Put a correction the loop guards let through into the outbox."""
+        from ..store import schema as s
+        from . import delivery as inject
+
+        with self.engine.connect() as conn:
+            v = conn.execute(s.Verdict.__table__.select().where(s.Verdict.id == verdict_id)).one()
+        if v.status != "ok" or not v.needs_correction or not v.message:
+            self.log(f"verdict {verdict_id}: {v.status}, no correction")
+            return
+        entry = {
+            "verdict_id": verdict_id,
+            "checkpoint_id": v.checkpoint_id,
+            "thread_id": thread.id,
+            "thread": thread.native_id,
+            "message": v.message,
+            "checkpoint": cp.message_id,
+            "kind": cp.kind,
+            "observer": v.observer,
+            "model": v.model,
+            "offset": audit.offset,
+        }
+        c = self._correction(entry)
+        entry["text"] = c.text
+        self.fold()
+        if self.threads.setdefault(thread.native_id, _Thread()).corrected:
+            self.log(f"verdict {verdict_id}: held back (after-correction: one went out meanwhile)")
+            return
+        turn_key, wrote_after = inject.turn_facts(messages, cp.message_id)
+        outbox = self._path("outbox")
+        os.makedirs(outbox, exist_ok=True)
+        if os.path.exists(os.path.join(outbox, f"{verdict_id:012d}.json")):
+            return  # staged already (the same checkpoint, audited once, seen again)
+        with self.engine.begin() as conn:
+            held = inject._guard(conn, c, turn_key, wrote_after, self.options.max_corrections)
+            if held is None and live.prompt_since(self.sdir, audit.offset):
+                held = "user-wrote-again: the user wrote while the observer thought"
+            if held is None and any(n.endswith(".json") for n in os.listdir(outbox)):
+                held = "one-per-gap: a correction is already waiting to go out"
+            if held:
+                inject._record(conn, c, self.injector_name, inject.SKIPPED, turn_key, error=held)
+                self.log(f"verdict {verdict_id}: held back ({held})")
+                return
+        tmp = os.path.join(outbox, f".{verdict_id}.tmp")
+        Path(tmp).write_text(json.dumps(entry, ensure_ascii=False))
+        os.replace(tmp, os.path.join(outbox, f"{verdict_id:012d}.json"))
+        if live.prompt_since(self.sdir, audit.offset):  # the user wrote while it was staged
+            live.drop_all(self.sdir)
+        self.log(f"verdict {verdict_id}: correction ready for the next {thread.native_id} event")
+
+    # -- the loop -------------------------------------------------------------------------
+    async def serve(self) -> None:
+        while True:
+            events = self._read_events()
+            self.fold()  # first: a hand-over made at one of these events counts already
+            if events:
+                self.last_event = time.monotonic()
+                self.handle(events)
+            self._save_state()
+            busy = any(t.current is not None for t in self.threads.values())
+            if not busy and (self.ending or time.monotonic() - self.last_event > self.options.idle):
+                return
+            await asyncio.sleep(POLL)
+
+
+def _trigger(event: dict) -> dict:
+    """The fields of a hook event worth keeping with the run it started."""
+    keep = ("session_id", "hook_event_name", "turn_id", "agent_id", "cwd")
+    return {k: event[k] for k in keep if k in event}
+
+
+def _size(path) -> int:
+    try:
+        return os.stat(path).st_size if isinstance(path, str) and path else -1
+    except OSError:
+        return -1
+
+
+def _end_of_turn(thread_id: int, messages: list, event: dict, find_checkpoints, end_turn: str):
+    """The end of turn the stop is about, once the stored thread ends with it, else None."""
+    from .sync_hook import _caught_up
+
+    last = event.get("last_assistant_message")
+    if isinstance(last, str) and last.strip() and not _caught_up(messages, last):
+        return None  # the file has not caught up with the stop yet
+    cps = find_checkpoints(thread_id, messages, end_turn)
+    final = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    if cps and cps[-1].index == final and not cps[-1].user_wrote_after:
+        return cps[-1]
+    return None
+
+
+def _round_answered(messages: list, tool_use_id) -> str | None:
+    """The native id of the message that completes the tool round holding the result of
+    `tool_use_id` (every call of the round answered), else None. Without an id (an older
+    client), the thread's last message when it is a tool result."""
+    from ..audit.checkpoints import _is_tool_result
+
+    if not isinstance(tool_use_id, str) or not tool_use_id:
+        return messages[-1].native_id if messages and _is_tool_result(messages[-1]) else None
+    calls: set[str] = set()
+    for i, m in enumerate(messages):
+        if m.role == "assistant" and any(
+            b.kind == "tool_use" and b.tool_use_id == tool_use_id for b in m.blocks
+        ):
+            calls = {b.tool_use_id for b in m.blocks if b.kind == "tool_use" and b.tool_use_id}
+            answered: set[str] = set()
+            for later in messages[i + 1 :]:
+                if not _is_tool_result(later):
+                    if (
+                        later.role == "assistant"
+                        and later.blocks
+                        and all(b.kind == "tool_use" for b in later.blocks)
+                    ):
+                        # Claude Code writes each parallel call as a message of its own.
+                        calls |= {b.tool_use_id for b in later.blocks if b.tool_use_id}
+                        continue
+                    break
+                answered |= {b.tool_use_id for b in later.blocks if b.kind == "tool_result"}
+                if calls <= answered:
+                    return later.native_id
+            return None
+    return None
+
+
+def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_config, options) -> int:
+    """Serve the session in `sdir` unless another worker does; return the exit status."""
+    import fcntl
+
+    os.makedirs(sdir, exist_ok=True)
+    path = os.path.join(sdir, "worker.lock")
+    fd = _inherited_lock(path)
+    if fd is None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0  # another worker serves this session
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())  # who serves it, for people and tests
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    print(f"{stamp} worker {os.getpid()} serving {sdir}", flush=True)
+
+    def log(text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+
+    worker = Worker(sdir, agent, engine_factory(), plugins_factory(), run_config, options, log)
+    asyncio.run(worker.serve())
+    log("idle: exiting")
+    pruned = prune(os.path.dirname(sdir))
+    if pruned:
+        log(f"removed the spools of {pruned} session(s) idle for {KEEP_DAYS} days")
+    return 0
+
+
+def _inherited_lock(path: str) -> int | None:
+    """The session's worker lock as the hook that started this worker handed it over (an fd
+    already holding the lock), or None."""
+    raw = os.environ.pop(live.LOCK_FD_ENV, None)
+    if not raw:
+        return None
+    try:
+        fd = int(raw)
+        same = os.fstat(fd).st_ino == os.stat(path).st_ino
+    except (ValueError, OSError):
+        return None
+    if not same:
+        return None
+    os.set_inheritable(fd, False)
+    return fd
+
+
+KEEP_DAYS = 7
+
+
+def prune(agent_dir: str, days: float = KEEP_DAYS) -> int:
+    """Remove the spools of sessions without an event for `days` and with no worker."""
+    import shutil
+
+    from .fast_path import worker_alive
+
+    cutoff = time.time() - days * 86400
+    n = 0
+    for name in os.listdir(agent_dir):
+        path = os.path.join(agent_dir, name)
+        try:
+            newest = max(os.path.getmtime(os.path.join(path, f)) for f in os.listdir(path))
+        except (OSError, ValueError):
+            continue
+        if newest < cutoff and not worker_alive(path):
+            shutil.rmtree(path, ignore_errors=True)
+            n += 1
+    return n

@@ -1,0 +1,282 @@
+"""The one door to the database: find it, open it, set pragmas, migrate it to head."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from datetime import UTC, datetime
+from functools import lru_cache, partial
+from pathlib import Path
+
+import orjson
+from sqlalchemy import Connection, Engine, Table, create_engine, event, text
+from sqlalchemy.engine import make_url
+
+from ..errors import DatabaseError
+
+ENV_VAR = "AUDITOR_DB"
+
+
+def utcnow() -> datetime:
+    """Return the current time in UTC, as the store's timestamps are written."""
+    return datetime.now(UTC)
+
+
+def upsert(conn: Connection, table: Table):
+    """Return an INSERT into `table` in the connection's dialect, which takes
+    `on_conflict_do_update` / `on_conflict_do_nothing` (SQLite and PostgreSQL)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
+
+
+def default_path() -> Path:
+    """Return the per-user default database file."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("auditor", appauthor=False)) / "auditor.db"
+
+
+def resolve_url(db: str | os.PathLike | None = None) -> str:
+    """Turn `--db`, else `$AUDITOR_DB`, else the default path, into a SQLAlchemy URL.
+
+    A value containing `://` is taken as a URL (e.g. `postgresql+psycopg://...`); anything
+    else is a file path for SQLite.
+    """
+    value = db if db not in (None, "") else os.environ.get(ENV_VAR) or None
+    if value is None:
+        value = default_path()
+    value = str(value)
+    if "://" in value:
+        scheme, rest = value.split("://", 1)
+        if scheme == "postgres":  # as Heroku and many hosts write it
+            return f"postgresql://{rest}"
+        if scheme.split("+")[0] not in ("sqlite", "postgresql"):
+            raise DatabaseError(
+                f"auditor keeps its store in SQLite or PostgreSQL, not {scheme.split('+')[0]}: "
+                "give a file path or postgresql+psycopg://USER:PASSWORD@HOST:5432/DBNAME"
+            )
+        return value
+    return "sqlite:///" + str(Path(value).expanduser().resolve())
+
+
+def location(url: str) -> str:
+    """Say where the database at `url` is: a file path for a SQLite file, else the URL with
+    any password hidden (so `sqlite3 "$(auditor db path)"` opens the store)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        return parsed.database
+    return parsed.render_as_string(hide_password=True)
+
+
+def _script_location() -> str:
+    import auditor_migrations
+
+    return str(Path(auditor_migrations.__file__).parent)
+
+
+def alembic_config(url: str):
+    """Return the Alembic Config of the store at `url`: auditor's migrations, no alembic.ini."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", _script_location())
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+BUSY_TIMEOUT = 30.0  # seconds a statement waits for another writer's lock
+LOCK_MARGIN_MS = 500  # PostgreSQL: lock waits end this long before a `wait_until`
+
+
+def _wait_ms(wait_until: float | None) -> int:
+    """The busy timeout in ms: BUSY_TIMEOUT, or the time left until `wait_until`."""
+    if wait_until is None:
+        return int(BUSY_TIMEOUT * 1000)
+    return max(0, min(int(BUSY_TIMEOUT * 1000), int((wait_until - time.monotonic()) * 1000)))
+
+
+def _on_sqlite_connect(dbapi_conn, _record, wait_until: float | None = None) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout={_wait_ms(wait_until)}")  # first: the next ones may wait
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA cache_size=-65536")  # 64 MiB: index inserts stay in memory on big stores
+    cur.close()
+
+
+def create(url: str, wait_until: float | None = None) -> Engine:
+    """Create an engine for `url` with auditor's connection settings, without migrating.
+
+    With `wait_until` (a `time.monotonic()` instant), no statement waits for another writer's
+    lock past that instant: the busy timeout is set from the time left before each one.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        timeout = _wait_ms(wait_until) / 1000
+        engine = create_engine(url, connect_args={"timeout": timeout}, json_serializer=_dumps)
+        event.listen(engine, "connect", partial(_on_sqlite_connect, wait_until=wait_until))
+        if wait_until is not None:
+
+            def _bound_wait(conn, cursor, *_args) -> None:
+                cursor.connection.execute(f"PRAGMA busy_timeout={_wait_ms(wait_until)}")
+
+            event.listen(engine, "before_cursor_execute", _bound_wait)
+        return engine
+    # PostgreSQL: times compared and cut into days in UTC, as SQLite stores them; room for
+    # a run's leases, each held by a connection of its own (auditor.store.leases.hold).
+    engine = create_engine(
+        url,
+        json_serializer=_dumps,
+        max_overflow=100,
+        connect_args={"options": "-c timezone=UTC"},
+    )
+    if wait_until is not None:
+
+        def _bound_lock_wait(conn, cursor, *_args) -> None:
+            # Ended by the server LOCK_MARGIN before `wait_until`, the statement fails cleanly
+            # instead of being cut short by the caller's own deadline (hook.Watchdog), which
+            # leaves the connection unusable; lock_timeout 0 would mean no limit: 1 ms at least.
+            ms = max(1, _wait_ms(wait_until) - LOCK_MARGIN_MS)
+            cursor.connection.execute(f"SET lock_timeout = {ms}")
+
+        event.listen(engine, "before_cursor_execute", _bound_lock_wait)
+    return engine
+
+
+def _dumps(value) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def head_revision() -> str | None:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+
+
+@lru_cache(maxsize=1)
+def _quick_head() -> str | None:
+    """The head revision read from the migration files without Alembic, or None if unsure."""
+    revisions, parents = set(), set()
+    for path in Path(_script_location(), "versions").glob("*.py"):
+        found = dict(_REVISION.findall(path.read_text(encoding="utf-8")))
+        if "revision" in found:
+            revisions.add(found["revision"])
+            if "down_revision" in found:
+                parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _is_current(engine: Engine) -> bool:
+    """The fast path of `upgrade`: True when the database is at head, decided without Alembic."""
+    head = _quick_head()
+    if head is None:
+        return False
+    try:
+        with engine.connect() as conn:
+            return conn.execute(
+                text("SELECT version_num FROM alembic_version")
+            ).scalars().all() == [head]
+    except Exception:  # no table yet, or not readable: let Alembic decide
+        return False
+
+
+def upgrade(engine: Engine) -> None:
+    """Migrate the database to head (a no-op when it already is)."""
+    if _is_current(engine):
+        return
+    from alembic import command
+    from alembic.script import ScriptDirectory
+
+    url = engine.url.render_as_string(hide_password=False)
+    cfg = alembic_config(url)
+    script = ScriptDirectory.from_config(cfg)
+    current = current_revision(engine)
+    if current == script.get_current_head():
+        return
+    if current is not None:
+        try:
+            script.get_revision(current)
+        except Exception:
+            raise DatabaseError(
+                f"The database {engine.url.render_as_string(hide_password=True)} is at schema "
+                f"revision {current}, which this version of auditor does not know: it was "
+                "written by a newer auditor. Upgrade auditor (pip install -U auditor) or point "
+                "--db at another database."
+            ) from None
+    with engine.begin() as conn:
+        _lock_for_migration(conn)
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")  # under the lock Alembic reads the version again
+    engine.dispose()  # the migration's connection had foreign keys off: open fresh ones
+
+
+MIGRATION_LOCK = 0x61756469  # PostgreSQL advisory lock key of migrations ("audi")
+
+
+def _lock_for_migration(conn) -> None:
+    """Hold the database's write lock for the whole migration, so that commands started at the
+    same time on a new database wait for the first one to migrate instead of racing it."""
+    if conn.dialect.name == "sqlite":
+        # Foreign keys off while tables are rebuilt (batch migrations): dropping the old copy of
+        # a table would otherwise run its children's ON DELETE actions. Only outside a
+        # transaction does this take effect; `upgrade` drops the connection afterwards.
+        conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        # pysqlite opens no transaction before DDL: begin one that takes the write lock now
+        # (waiting up to the busy timeout), so the migration's DDL is one atomic step.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif conn.dialect.name == "postgresql":
+        # A lock of the whole database for this transaction, taken by every auditor migrating.
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+
+
+def open_db(
+    db: str | os.PathLike | None = None, *, migrate: bool = True, wait_until: float | None = None
+) -> Engine:
+    """Open the database named by `db`/`$AUDITOR_DB`/the default, migrated to head.
+
+    `wait_until`: a `time.monotonic()` instant past which no wait for a lock goes on (see
+    `create`); the Stop hook passes its deadline.
+    """
+    url = resolve_url(db)
+    try:
+        engine = create(url, wait_until)
+        if migrate:
+            upgrade(engine)
+    except DatabaseError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("psycopg", "psycopg2"):
+            raise
+        if exc.name == "psycopg2":
+            raise DatabaseError(
+                "postgresql+psycopg2:// needs psycopg2, which auditor does not install: use "
+                "postgresql+psycopg://... (psycopg 3: pip install 'auditor[postgres]')"
+            ) from exc
+        raise DatabaseError(
+            "A PostgreSQL store needs the psycopg driver: pip install 'auditor[postgres]'"
+        ) from exc
+    except Exception as exc:
+        # The driver's own words on one line, without SQLAlchemy's statement and link.
+        orig = getattr(exc, "orig", None)
+        reason = " ".join(str(orig if isinstance(orig, Exception) else exc).split())
+        raise DatabaseError(
+            f"Cannot open the database {make_url(url).render_as_string(hide_password=True)}: "
+            f"{reason}"
+        ) from exc
+    return engine
