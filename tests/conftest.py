@@ -95,8 +95,13 @@ def store_url(request, tmp_path):
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch, store_url):
-    """Point HOME, the data directory and AUDITOR_DB at tmp_path so no test touches real files."""
+def isolated(tmp_path, tmp_path_factory, monkeypatch, store_url):
+    """Point HOME, the data directory and AUDITOR_DB at tmp_path so no test touches real files.
+
+    Each test also runs in a directory of its own: a file a test or a command it starts names
+    by a bare relative path (a PostgreSQL database's name taken for a SQLite file, as `t3` and
+    `t4` once were) lands there, not in the checkout."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
