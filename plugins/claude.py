@@ -34,6 +34,7 @@ from auditor.api import (
     ClientCache,
     ObserveRequest,
     ObserveResult,
+    ObserverNeeds,
     ObserverUsage,
     hookimpl,
 )
@@ -148,6 +149,7 @@ class ClaudeObserver:
     name = "claude"
     default_model = DEFAULT_MODEL
     description = "Anthropic Claude (Messages API); key in ANTHROPIC_API_KEY"
+    needs = ObserverNeeds(vendor="anthropic", key_env=(KEY_ENV,), rank=20)
 
     def __init__(self) -> None:
         # One client per (event loop, key, endpoint, retries): an async HTTP pool must not

@@ -37,6 +37,7 @@ from auditor.api import (
     TOOL_SCHEMA,
     ObserveRequest,
     ObserveResult,
+    ObserverNeeds,
     UnknownName,
     hookimpl,
 )
@@ -283,6 +284,11 @@ class EmbeddedObserver:
     name = "embedded"
     default_model = DEFAULT_MODEL
     description = "Gemma 3 270M in-process via llama-cpp-python; free, offline, toy verdicts"
+    needs = ObserverNeeds(
+        vendor="local",
+        offline=True,
+        caveat="the offline embedded model's verdicts are for trying the pipeline",
+    )
     concurrency = 1  # one call at a time: the CPU is the limit, calls queued behind only wait
     # What a prompt may take of the window: the answer's room and the tool's description
     # (added to the system prompt, about 160 tokens) left out. The run renders to fit it.

@@ -37,6 +37,7 @@ from auditor.api import (
     ClientCache,
     ObserveRequest,
     ObserveResult,
+    ObserverNeeds,
     ObserverUsage,
     hookimpl,
 )
@@ -103,6 +104,7 @@ class GeminiObserver:
     name = "gemini"
     default_model = DEFAULT_MODEL
     description = "Google Gemini (Developer API); key in GEMINI_API_KEY"
+    needs = ObserverNeeds(vendor="google", key_env=KEY_ENV, rank=10)
 
     def __init__(self) -> None:
         # One client per (event loop, key, endpoint): `Client.__del__` closes its transport, and

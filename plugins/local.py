@@ -38,6 +38,7 @@ from auditor.api import (
     ClientCache,
     ObserveRequest,
     ObserveResult,
+    ObserverNeeds,
     ObserverUsage,
     UnknownName,
     hookimpl,
@@ -176,6 +177,8 @@ class LocalObserver:
 
     name = "local"
     description = "any OpenAI-compatible server (Ollama by default); free"
+    # Chosen only by name: it needs a server, which nothing here can tell is running.
+    needs = ObserverNeeds(vendor="local")
 
     def __init__(self) -> None:
         self._clients = ClientCache()

@@ -80,8 +80,26 @@ class Verdict:
     problem: str | None = None
 
 
+@dataclass(frozen=True)
+class ObserverNeeds:
+    """What an observer needs to be chosen without being named (`Observer.needs`).
+
+    The core reads these instead of knowing backends: with no `--observer` and no
+    AUDITOR_OBSERVER, it takes the observer of the lowest `rank` whose key is set (one of
+    `key_env`), else an `offline` one (saying its `caveat`), else the first installed.
+    """
+
+    vendor: str  # whose models it calls: "google", "anthropic"...; "local" for this machine's
+    key_env: tuple[str, ...] = ()  # environment variables that hold its key; one set suffices
+    offline: bool = False  # needs neither a key nor a server: the fallback when no key is set
+    caveat: str = ""  # said when it is chosen as that fallback (what its verdicts are worth)
+    rank: int = 100  # among the observers whose key is set, the lowest is chosen
+
+
 class Observer(Protocol):
-    """An observer backend. Optional attributes, read with getattr: `concurrency` (calls in
+    """An observer backend. Optional attributes, read with getattr: `needs` (an `ObserverNeeds`:
+    its vendor, and what it needs to be chosen when no observer is named; without it, it is
+    chosen only by name or as the only one installed), `concurrency` (calls in
     flight that suit it when the user gives none; 4 when absent), `timeout` (seconds per call
     when the user gives none; 120 when absent), `seconds_per_call` (how
     long an answer takes; `auditor hook install` warns when it is past the hook's deadline) and

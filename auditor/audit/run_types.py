@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import AuditorError
 from ..plugins import Plugins
 from . import critique
+from .observe import ObserverNeeds
 
 
 @dataclass
@@ -121,6 +122,11 @@ class RunInterrupted(KeyboardInterrupt):
         self.summary = summary
 
 
+def _key_set(need: ObserverNeeds) -> str | None:
+    """Return the first of the observer's key variables that is set, if any."""
+    return next((k for k in need.key_env if os.environ.get(k)), None)
+
+
 def choose_observer(plugins: Plugins, name: str | None) -> tuple[str, str]:
     """Return (observer name, why it was chosen) following the documented fallback order."""
     if name:
@@ -131,20 +137,23 @@ def choose_observer(plugins: Plugins, name: str | None) -> tuple[str, str]:
         plugins.observer(configured)
         return configured, "from AUDITOR_OBSERVER"
     available = plugins.observers()
-    if "gemini" in available and (
-        os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-    ):
-        return "gemini", "GEMINI_API_KEY is set"
-    if "claude" in available and os.environ.get("ANTHROPIC_API_KEY"):
-        return "claude", "ANTHROPIC_API_KEY is set"
-    if "embedded" in available:
-        return (
-            "embedded",
-            "no API key is set; the offline embedded model's verdicts are for trying the pipeline",
-        )
     if not available:
         raise AuditorError(
             "No observer backend is installed. Install one: pip install 'auditor[gemini]'"
         )
+    # Each observer says what it needs (`Observer.needs`); the core knows no backend by name.
+    needs = {
+        n: need
+        for n, o in available.items()
+        if isinstance(need := getattr(o, "needs", None), ObserverNeeds)
+    }
+    keyed = sorted((need.rank, n) for n, need in needs.items() if _key_set(need))
+    if keyed:
+        name = keyed[0][1]
+        return name, f"{_key_set(needs[name])} is set"
+    offline = sorted((need.rank, n) for n, need in needs.items() if need.offline)
+    if offline:
+        name = offline[0][1]
+        return name, f"no API key is set; {needs[name].caveat or f'{name} runs offline'}"
     first = sorted(available)[0]
     return first, "the only installed observer"
