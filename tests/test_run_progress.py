@@ -148,3 +148,37 @@ def test_progress_shows_done_of_total_cost_and_eta(monkeypatch):
     assert "0/3+ calls" in seen
     assert "1/3 calls" in seen and "1 corrections" in seen and "$0.2500" in seen
     assert "ETA 0:00:0" in seen  # two calls left at the pace of the first (well under a second)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_background_run_whose_observer_never_answers(store):
+    """Started as `auditor run &` is (SIGINT ignored), against an observer that takes the
+    connection and never answers: SIGTERM ends the run at once, not when its calls time out."""
+    hung = Stub(Reply(body=openai_response(CORRECTING), delay=600))
+    hung.queue.append(Reply(body={"object": "list", "data": []}))  # the backend's check: at once
+    args = ["run", "-j", "2", *observer(hung), "--timeout", "300"]
+    try:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "auditor", "--db", str(store), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
+        deadline = time.monotonic() + 60
+        calls = lambda: [r for r in hung.log if r["path"].endswith("/chat/completions")]  # noqa: E731
+        while time.monotonic() < deadline and not calls():
+            time.sleep(0.05)
+        assert calls(), "no call was made"
+        run.send_signal(signal.SIGTERM)
+        try:
+            out, err = run.communicate(timeout=30)  # the calls would hang for 300 s
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.communicate()
+            raise AssertionError("SIGTERM did not stop the run within 30 s") from None
+        assert run.returncode == 130, err
+        assert "Interrupted: run 1 stopped after 0 of" in err
+        assert "Traceback" not in err
+    finally:
+        hung.close()

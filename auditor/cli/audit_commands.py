@@ -199,9 +199,15 @@ def run(
         sys.exit(0)
 
     def _terminate(signum, frame):
-        # As Ctrl-C: inside the event loop, asyncio's SIGINT handler cancels the run cleanly.
+        # As Ctrl-C: inside the event loop, asyncio's SIGINT handler cancels the run cleanly,
+        # the calls in flight with it (an observer that never answers must not hold it up).
         signal.raise_signal(signal.SIGINT)
 
+    # A run started in the background (`auditor run &`, a service manager) inherits SIGINT
+    # ignored; asyncio then installs no handler of its own and SIGTERM, passed on as SIGINT,
+    # would be dropped: the run went on until its calls timed out.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _terminate)
     interrupted = None
     with run_progress(
