@@ -220,6 +220,11 @@ def test_codex_hooks_file(tmp_path):
         assert "asyncRewake" not in handler
     # Codex reads a project's .codex/ only once the project is trusted: the install says so.
     assert "codex exec --trust" in result.stdout
+    # --no-wait: the Stop handler returns at once (corrections only at the next tool round).
+    run_cli("hook", "install", "codex", "--dir", str(tmp_path / "proj"), "--no-wait")
+    settings = json.loads((tmp_path / "proj" / ".codex" / "hooks.json").read_text())
+    [[stop]] = [g["hooks"] for g in settings["hooks"]["Stop"]]
+    assert shlex.split(stop["command"])[-2:] == ["hook", "codex"] and stop["timeout"] == 10
 
 
 def codex_state(home: Path) -> dict:

@@ -264,6 +264,12 @@ def _store_if_any(ctx: Context):
     "the non-blocking hooks).",
 )
 @click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Codex: a Stop handler that does not wait for the end-of-turn audit (the turn ends at "
+    "once; corrections then reach Codex only at its next tool round).",
+)
+@click.option(
     "--no-trust",
     is_flag=True,
     help="Codex: do not record your trust in the handlers (Codex skips them until you review "
@@ -282,6 +288,7 @@ def install(
     model,
     deadline: float,
     sync: bool,
+    no_wait: bool,
     no_trust: bool,
     print_only: bool,
 ) -> None:
@@ -292,7 +299,8 @@ def install(
     (asyncRewake) to wake Claude with an end-of-turn correction. Codex: PostToolUse and
     UserPromptSubmit run the non-blocking hook, and Stop runs `auditor hook codex --wait`,
     which holds the end of the turn until its audit is done (up to --deadline) and answers
-    with the correction; Codex runs only hooks you have reviewed, so the install records that
+    with the correction (--no-wait: it does not wait); Codex runs only hooks you have
+    reviewed, so the install records that
     trust in Codex's config.toml as its /hooks screen does (--no-trust: it does not). Merges
     into the file: other settings and hooks are kept, an auditor entry already there is
     updated in place, so installing twice changes nothing. The waiting handlers' timeout is
@@ -326,9 +334,10 @@ def install(
     timeout = int(deadline + 15)
     if print_only:
         current = json.loads(path.read_text()) if path.exists() else {}
-        click.echo(json.dumps(merge(current, agent, command, timeout, sync)[0], indent=2))
+        merged = merge(current, agent, command, timeout, sync, not no_wait)[0]
+        click.echo(json.dumps(merged, indent=2))
     else:
-        changed = install_hook(path, agent, command, timeout, sync)
+        changed = install_hook(path, agent, command, timeout, sync, not no_wait)
         click.echo(f"{'installed in' if changed else 'already installed in'} {path}: {command}")
         if agent == "codex":
             _codex_trust(path, no_trust)

@@ -30,7 +30,8 @@ What each event does:
   the message on stderr) unless the user wrote first; else at the next event, if the user
   has not written since (Codex: its next Stop);
 - `UserPromptSubmit`: take back every correction not yet handed over; the worker cancels the
-  audits under way (recorded as cancelled, with what the call had cost). A prompt the client
+  audits under way (recorded as cancelled, with what the call had cost), and a worker is
+  started, so that it is ready by the turn's first audit. A prompt the client
   wrote itself (Claude Code's `<task-notification>` when a background task or a re-wake
   finishes; see `auditor.client_texts`) is recorded as not typed and does none of this;
 - `SessionEnd`: the worker finishes the audits under way and exits.
@@ -391,7 +392,10 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
         if not record["typed"]:
             return "", f"{PROMPT}: written by the client, not typed: nothing taken back", {}
         n = drop_all(sdir)
-        return "", f"{PROMPT}: {n} correction(s) taken back" if n else f"{PROMPT}: recorded", {}
+        did = f"{PROMPT}: {n} correction(s) taken back" if n else f"{PROMPT}: recorded"
+        # The worker starts with the turn, so that it is ready when the turn's first round or
+        # its end is audited (Codex's Stop handler waits for that audit).
+        return "", did + _ensure_worker(sdir, head, agent, rest), {}
     if event == SESSION_END:
         _append(os.path.join(sdir, EVENTS), line)  # the worker finishes and exits
         return "", f"{SESSION_END}: recorded", {}
@@ -406,16 +410,22 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
             printed = answer(agent, event, entry["message"])
             did = f"{event}: handed over verdict {entry.get('verdict_id')}"
     end = _append(os.path.join(sdir, EVENTS), line) + len(line)
-    # One start attempt per session while a worker lives or is starting: whoever takes the
-    # lock starts the worker and hands the lock over; the others see it held.
+    did += _ensure_worker(sdir, head, agent, rest)
+    active = event in STOPS and data.get("stop_hook_active") is True
+    return printed, did, {"sdir": sdir, "thread": thread, "end": end, "active": active}
+
+
+def _ensure_worker(sdir: str, head: list[str], agent: str, rest: list[str]) -> str:
+    """Start the session's worker unless one lives or is starting; say what was done.
+
+    One start attempt per session while a worker lives or is starting: whoever takes the lock
+    starts the worker and hands the lock over; the others see it held."""
     lock = take_lock(sdir)
     if lock is None and worker_dying(sdir):
         lock = take_lock(sdir)
-    if lock is not None:
-        pid = start_worker(sdir, head, agent, rest, lock)
-        did += f"; worker {pid} started"
-    active = event in STOPS and data.get("stop_hook_active") is True
-    return printed, did, {"sdir": sdir, "thread": thread, "end": end, "active": active}
+    if lock is None:
+        return ""
+    return f"; worker {start_worker(sdir, head, agent, rest, lock)} started"
 
 
 def wait(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str]:

@@ -17,7 +17,7 @@ A group without `matcher` applies to every tool. Installed (see docs/live-hooks.
   `auditor hook codex --wait`, which waits (up to the deadline) for the end-of-turn audit and
   blocks with its correction: Codex has no way to wake the model once the turn has ended.
   Codex runs only hooks the user has reviewed; the install records that trust in Codex's
-  config (see `hook_trust`);
+  config (see `codex_trust`);
 - with `--sync`: only the stops, running the hook that audits while the agent waits.
 
 The file is merged, never clobbered: other keys, other events and other hooks stay as they
@@ -72,8 +72,11 @@ def guarded(agent: str, command: str, rewake: bool = False) -> str:
     return command + (GUARD.format(deliver=DELIVER) if rewake else GUARD_FAST)
 
 
-def entries(agent: str, command: str, timeout: int, sync: bool = False) -> dict[str, list[dict]]:
-    """The handlers auditor installs for `agent`, by event."""
+def entries(
+    agent: str, command: str, timeout: int, sync: bool = False, wait: bool = True
+) -> dict[str, list[dict]]:
+    """The handlers auditor installs for `agent`, by event (`wait`: Codex's Stop handler waits
+    for the end-of-turn audit)."""
     if sync:
         entry = {
             "type": "command",
@@ -83,7 +86,7 @@ def entries(agent: str, command: str, timeout: int, sync: bool = False) -> dict[
         return {event: [entry] for event in SYNC_EVENTS[agent]}
     fast = {"type": "command", "command": guarded(agent, command), "timeout": FAST_TIMEOUT}
     out = {event: [fast] for event in EVENTS[agent]}
-    if agent == "codex":
+    if agent == "codex" and wait:
         # Codex cannot be woken once a turn has ended: its Stop handler waits for the audit.
         out["Stop"] = [{"type": "command", "command": f"{command} --wait", "timeout": timeout}]
     if agent == "claude-code":
@@ -196,7 +199,7 @@ def _variant(handler: object, agent: str) -> str | None:
 
 
 def merge(
-    settings: dict, agent: str, command: str, timeout: int, sync: bool = False
+    settings: dict, agent: str, command: str, timeout: int, sync: bool = False, wait: bool = True
 ) -> tuple[dict, bool]:
     """Return `settings` with auditor's hook entries, and whether anything changed.
 
@@ -208,7 +211,7 @@ def merge(
     if not isinstance(hooks, dict):
         raise AuditorError("the settings file's 'hooks' is not an object; fix it by hand first")
     changed = False
-    wanted = entries(agent, command, timeout, sync)
+    wanted = entries(agent, command, timeout, sync, wait)
     for event in dict.fromkeys([*wanted, *EVENTS[agent], *SYNC_EVENTS[agent]]):
         if event not in wanted and event not in hooks:
             continue
@@ -267,9 +270,11 @@ def read_settings(path: Path) -> dict:
     return settings
 
 
-def install(path: Path, agent: str, command: str, timeout: int, sync: bool = False) -> bool:
+def install(
+    path: Path, agent: str, command: str, timeout: int, sync: bool = False, wait: bool = True
+) -> bool:
     """Merge auditor's hook into the settings file at `path`; return whether it changed."""
-    settings, changed = merge(read_settings(path), agent, command, timeout, sync)
+    settings, changed = merge(read_settings(path), agent, command, timeout, sync, wait)
     if not changed:
         return False
     Path(os.path.realpath(path)).parent.mkdir(parents=True, exist_ok=True)  # through a link, too

@@ -219,9 +219,20 @@ class Worker:
 
     # -- events ---------------------------------------------------------------------------
     def handle(self, events: list[tuple[dict, int, int]]) -> None:
-        for event, start, end in events:
+        # A tool round whose turn has already ended in the same batch is left to that stop's
+        # audit, which covers it (and which an agent may be waiting for at its Stop).
+        stopped = {
+            i: str(e.get("thread") or e.get("session_id") or "")
+            for i, (e, _, _) in enumerate(events)
+            if e.get("hook_event_name") in live.STOPS
+        }
+        for i, (event, start, end) in enumerate(events):
             name = event.get("hook_event_name")
             thread = str(event.get("thread") or event.get("session_id") or "")
+            if name in live.TOOL_EVENTS and any(
+                j > i and th == thread for j, th in stopped.items()
+            ):
+                continue
             if name == live.PROMPT:
                 if not live.typed(event):
                     continue  # the client's own (a task notification): the user did not write
@@ -309,6 +320,11 @@ class Worker:
         if name == "SubagentStop" and event.get("agent_transcript_path"):
             path = event["agent_transcript_path"]
         found = await self._wait_for(thread_native, event, path)
+        if found is not None and name not in live.STOPS and _stop_waiting(t):
+            # The turn has ended meanwhile: its stop's audit covers this round, and the agent
+            # (Codex's Stop handler) may be waiting for that one.
+            self.log(f"{name}: the turn ended meanwhile; its end is audited instead")
+            return
         if found is None:
             self.log(f"{name}: nothing to audit (the transcript has no matching checkpoint)")
             return
@@ -441,7 +457,24 @@ class Worker:
         self.log(f"verdict {verdict_id}: correction ready for the next {thread.native_id} event")
 
     # -- the loop -------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        """Load the observer's SDK in the background while the first events are read: its
+        import takes seconds on a loaded machine, and an agent may be waiting at its Stop."""
+        import threading
+
+        def load() -> None:
+            from ..audit.run_types import choose_observer
+
+            try:
+                name, _ = choose_observer(self.plugins, self.run_config.observer)
+                self.plugins.observer(name).check({})
+            except Exception:  # noqa: BLE001 - the audit itself says what is wrong
+                pass
+
+        threading.Thread(target=load, daemon=True).start()
+
     async def serve(self) -> None:
+        self.warm_up()
         while True:
             events = self._read_events()
             self.fold()  # first: a hand-over made at one of these events counts already
@@ -453,6 +486,11 @@ class Worker:
             if not busy and (self.ending or time.monotonic() - self.last_event > self.options.idle):
                 return
             await asyncio.sleep(POLL)
+
+
+def _stop_waiting(t: _Thread) -> bool:
+    """True when the thread's turn ended while this audit was getting ready."""
+    return t.waiting is not None and t.waiting.event.get("hook_event_name") in live.STOPS
 
 
 def _trigger(event: dict) -> dict:
@@ -534,7 +572,11 @@ def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_confi
     print(f"{stamp} worker {os.getpid()} serving {sdir}", flush=True)
 
     def log(text: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+        now = time.time()
+        print(
+            f"{time.strftime('%H:%M:%S', time.localtime(now))}.{int(now % 1 * 1000):03d} {text}",
+            flush=True,
+        )
 
     worker = Worker(sdir, agent, engine_factory(), plugins_factory(), run_config, options, log)
     asyncio.run(worker.serve())
