@@ -35,7 +35,7 @@ def decide(checkpoint, thread, config: dict, signals: Sequence = ()) -> GateDeci
     cfg = {**DEFAULTS, **{k: v for k, v in config.items() if v is not None}}
     agents = cfg.get("agents")
     if agents and thread.agent not in agents:
-        return GateDecision(False, f"agent-not-allowed ({thread.agent})")
+        return GateDecision(False, f"agent-not-allowed ({thread.agent})", "agent-not-allowed")
     projects = cfg.get("projects")
     if projects and not any((thread.cwd or "").startswith(p) for p in projects):
         return GateDecision(False, "project-not-allowed")
@@ -45,20 +45,22 @@ def decide(checkpoint, thread, config: dict, signals: Sequence = ()) -> GateDeci
     # The reason names the signal only where it changed the outcome.
     if checkpoint.tool_calls < cfg["min_tool_calls"]:
         if forcing:
-            return GateDecision(True, f"signal ({forcing[0]})")
+            return GateDecision(True, f"signal ({forcing[0]})", "signal")
         return GateDecision(
-            False, f"too-few-tool-calls ({checkpoint.tool_calls} < {cfg['min_tool_calls']})"
+            False,
+            f"too-few-tool-calls ({checkpoint.tool_calls} < {cfg['min_tool_calls']})",
+            "too-few-tool-calls",
         )
     if cfg["require_edit"] and checkpoint.file_edits == 0:
         return (
-            GateDecision(True, f"signal ({forcing[0]})")
+            GateDecision(True, f"signal ({forcing[0]})", "signal")
             if forcing
             else GateDecision(False, "no-file-edit")
         )
     quiet_below = cfg["skip_quiet_below_edits"] or 0
     if quiet_below and not signals and checkpoint.file_edits < quiet_below:
         return GateDecision(
-            False, f"quiet ({checkpoint.file_edits} < {quiet_below} edits, no signal)"
+            False, f"quiet ({checkpoint.file_edits} < {quiet_below} edits, no signal)", "quiet"
         )
     return GateDecision(True, "passed")
 

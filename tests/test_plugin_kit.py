@@ -175,6 +175,24 @@ def test_hook_gate_checkpoint(engine, script_file):
     }  # None: the built-in gate decided
 
 
+def test_a_gate_decisions_are_counted_by_their_code_and_recorded_with_their_reason(
+    engine, script_file
+):
+    class Gate:
+        @hookimpl
+        def gate_checkpoint(self, checkpoint):
+            reason = f"costly ({checkpoint.tool_calls} tool calls)"
+            return GateDecision(False, reason, "costly")
+
+    pm = get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(FakeObserver()), Gate()])
+    ingest(engine, pm, [script_file])
+    summary = run(engine, pm, RunConfig(observer="fake"), announce=quiet)
+    assert summary.gated_out == {"costly": 2}
+    with engine.connect() as conn:
+        reasons = conn.execute(select(s.Checkpoint.gate_reason)).scalars().all()
+    assert sorted(reasons) == ["costly (2 tool calls)", "costly (6 tool calls)"]
+
+
 def test_hook_format_checkpoint(engine, script_file):
     fake = FakeObserver(trigger="CUSTOM")
 

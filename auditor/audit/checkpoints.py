@@ -30,8 +30,20 @@ class Checkpoint:
 
 @dataclass
 class GateDecision:
+    """A gate's answer at a checkpoint: whether to audit it, and why.
+
+    `reason` is what a person reads and the store keeps ("too-few-tool-calls (3 < 5)");
+    `code` is the same reason without its particulars ("too-few-tool-calls"), what counts of
+    decisions group by. A gate whose reasons carry no particulars may leave `code` out: it is
+    then the reason itself.
+    """
+
     audit: bool
-    reason: str  # e.g. "passed", "too-few-tool-calls (3 < 5)", "no-file-edit"
+    reason: str
+    code: str = ""
+
+    def __post_init__(self) -> None:
+        self.code = self.code or self.reason
 
 
 def loop_guard(checkpoint: Checkpoint, config: dict) -> GateDecision | None:

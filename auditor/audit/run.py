@@ -194,8 +194,8 @@ class Auditor(RunRecords, ThreadSharing):
                 signals=p.signals,
             )
         if not p.decision.audit or p.user is None:
-            key = p.decision.reason.split(" (")[0]
-            self.summary.gated_out[key] = self.summary.gated_out.get(key, 0) + 1
+            code = p.decision.code
+            self.summary.gated_out[code] = self.summary.gated_out.get(code, 0) + 1
             return None
         self.summary.gated_in += 1
         job = Job(
