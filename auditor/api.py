@@ -92,7 +92,8 @@ from .store.signal_rows import Evidence, Signal
 from .store.threads import StoredMessage, StoredThread
 
 if TYPE_CHECKING:
-    from .audit.run import RunConfig, run
+    from .audit.run import run
+    from .audit.run_types import RunConfig
     from .ingest.ingester import ingest
     from .plugins import Plugins, get_plugin_manager
     from .store.db import open_db
@@ -104,7 +105,7 @@ _LAZY = {
     "open_db": "store.db",
     "ingest": "ingest.ingester",
     "run": "audit.run",
-    "RunConfig": "audit.run",
+    "RunConfig": "audit.run_types",
 }
 
 

@@ -85,7 +85,8 @@ class BenchPlugin:
 
 
 def build_base(db: Path, corpus: Path) -> None:
-    from auditor.audit.run import RunConfig, run
+    from auditor.audit.run import run
+    from auditor.audit.run_types import RunConfig
     from auditor.ingest.ingester import ingest
     from auditor.plugins import get_plugin_manager
     from auditor.store.db import open_db

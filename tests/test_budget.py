@@ -16,7 +16,8 @@ from sqlalchemy import func, select
 from auditor.audit.budget import Budget, estimate_usd
 from auditor.audit.observe import MAX_OUTPUT_TOKENS, ObserverUsage
 from auditor.audit.prompt import load_prompt
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.errors import AuditorError
 from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager

@@ -14,7 +14,8 @@ import click
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from helpers.cli import invoke
 
-from auditor.audit.run import RunConfig, choose_observer, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig, choose_observer
 from auditor.cli.main import cli
 from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager

@@ -9,7 +9,8 @@ from sqlalchemy import select
 
 from auditor.audit.critique import critique_summary, load_critique_prompt, render
 from auditor.audit.prompt import load_prompt
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.hookspecs import hookimpl
 from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager

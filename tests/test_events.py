@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.cli import main as cli_mod
 from auditor.errors import AuditorError, UnknownName
 from auditor.ingest.ingester import ingest

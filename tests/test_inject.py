@@ -12,7 +12,8 @@ from helpers.live import rows, run_cli
 from helpers.wire import Reply, Stub
 
 from auditor.audit.observe import ObserveResult, ObserverUsage
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.errors import UnknownName
 from auditor.hookspecs import hookimpl
 from auditor.ingest.ingester import ingest

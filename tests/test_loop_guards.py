@@ -21,7 +21,8 @@ from helpers.wire import Reply, Stub, anthropic_response
 
 from auditor.audit.checkpoints import GateDecision
 from auditor.audit.observe import ObserveResult, ObserverUsage
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.hookspecs import hookimpl
 from auditor.ingest.ingester import ingest
 from auditor.live import delivery as inject

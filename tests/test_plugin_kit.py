@@ -35,7 +35,8 @@ from sqlalchemy import select
 
 from auditor import hookspecs
 from auditor.audit.checkpoints import GateDecision
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.hookspecs import hookimpl
 from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager

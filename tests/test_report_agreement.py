@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 from helpers.reports import ObserversPlugin, TwoFaced, UsagePlugin, write_thread
 
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.cli.main import cli
 from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager

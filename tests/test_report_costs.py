@@ -23,7 +23,8 @@ from helpers.reports import (
 )
 from sqlalchemy import select, text
 
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.cli.main import cli
 from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager

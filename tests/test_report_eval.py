@@ -12,7 +12,7 @@ from helpers.reports import COUNTS_ONLY, ObserversPlugin, TwoFaced, UsagePlugin,
 
 from auditor import plugins as plugins_module
 from auditor.audit.evaluate import evaluate
-from auditor.audit.run import RunConfig
+from auditor.audit.run_types import RunConfig
 from auditor.cli.main import cli
 from auditor.errors import AuditorError
 from auditor.ingest.ingester import ingest

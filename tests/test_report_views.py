@@ -8,7 +8,8 @@ import pytest
 from alembic import command
 from helpers.reports import ObserversPlugin, TwoFaced, UsagePlugin, price_file, write_thread
 
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.reports import cost_report

@@ -8,7 +8,8 @@ import pytest
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
 from sqlalchemy import select
 
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.store import schema as s

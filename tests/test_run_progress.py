@@ -22,7 +22,7 @@ import pytest
 from helpers.wire import CORRECTION, Reply, Stub, openai_response
 from rich.console import Console
 
-from auditor.audit.run import RunSummary
+from auditor.audit.run_types import RunSummary
 from auditor.cli import render
 
 SESSION = "claude-code/daaain-claude-code-log/-Users-dain-workspace-claude-code-log-sample/37f83ec9-f2ea-42a9-925e-0d5c105cb6e8.jsonl"

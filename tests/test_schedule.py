@@ -14,7 +14,8 @@ from helpers.live import auditor_argv, copy_lines, rows, run_cli
 from helpers.wire import Reply, Stub, anthropic_response
 from sqlalchemy import func, select
 
-from auditor.audit.run import Auditor, RunConfig, run
+from auditor.audit.run import Auditor, run
+from auditor.audit.run_types import RunConfig
 from auditor.audit.schedule import Stopper, repeat
 from auditor.durations import format_duration, parse_duration, parse_since
 from auditor.errors import AuditorError

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, write_script_thread
 from rich.console import Console
 
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.cli import render
 from auditor.cli.main import cli
 from auditor.ingest.ingester import ingest

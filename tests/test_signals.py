@@ -17,7 +17,8 @@ from helpers.audit import (
 from sqlalchemy import select
 
 from auditor.audit.checkpoints import find_checkpoints
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.errors import AuditorError, PluginError
 from auditor.hookspecs import hookimpl
 from auditor.ingest.ingester import ingest

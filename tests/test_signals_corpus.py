@@ -249,7 +249,8 @@ def test_a_password_in_a_read_file_is_secret_and_never_stored_in_clear(at, engin
     assert sig.evidence[0].message_id == "6c7463fd-48af-4f60-8f67-9ccc51771e8c"
     assert 'PASSWORD: "[REDACTED:password]"' in sig.evidence[0].excerpt
     # Through a real (dry) run, into the store: the password is nowhere in the signals table.
-    from auditor.audit.run import RunConfig, run
+    from auditor.audit.run import run
+    from auditor.audit.run_types import RunConfig
 
     thread = find_thread(engine, "8fd119a6-9ab8-407b-810f-329cfb6153e0")
     run(

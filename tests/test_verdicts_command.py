@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 from helpers.audit import FakeObserver, FakeObserverPlugin, ScriptPlugin, quiet, write_script_thread
 
-from auditor.audit.run import RunConfig, run
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
 from auditor.cli.main import cli
 from auditor.ingest.ingester import ingest
 from auditor.live import delivery as inj

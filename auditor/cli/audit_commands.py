@@ -21,7 +21,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..audit.run import RunConfig
+    from ..audit.run_types import RunConfig
 
 
 @click.command()
@@ -163,8 +163,8 @@ def run(
     import shlex
     import signal
 
-    from ..audit.run import RunInterrupted
     from ..audit.run import run as run_audit
+    from ..audit.run_types import RunInterrupted
     from .render import interrupted_lines, run_progress, run_summary
 
     config.threads, config.since, config.limit = list(threads), since, limit

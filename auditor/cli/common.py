@@ -14,7 +14,7 @@ import orjson
 from ..errors import AuditorError
 
 if TYPE_CHECKING:
-    from ..audit.run import RunConfig
+    from ..audit.run_types import RunConfig
 
 
 class Context:
@@ -285,7 +285,7 @@ def run_config(
     max_prompt_tokens: int | None,
 ) -> RunConfig:
     """Return the RunConfig of the observer, gate and formatter options."""
-    from ..audit.run import RunConfig
+    from ..audit.run_types import RunConfig
 
     options: dict[str, Any] = {"max_retries": max_retries}
     if api_key:

@@ -301,7 +301,7 @@ def trust_codex(path: Path) -> tuple[int, bool]:
 
 def readiness_warning(plugins, observer: str | None, model: str | None) -> str | None:
     """A warning when the observer the hook will use cannot be called now (no key, no SDK)."""
-    from ..audit.run import choose_observer
+    from ..audit.run_types import choose_observer
 
     try:
         name, _ = choose_observer(plugins, observer)
@@ -320,7 +320,7 @@ def readiness_warning(plugins, observer: str | None, model: str | None) -> str |
 
 def deadline_warning(engine, plugins, observer: str | None, model: str | None, deadline: float):
     """A warning when the observer the hook will use cannot answer inside `deadline`, or None."""
-    from ..audit.run import choose_observer
+    from ..audit.run_types import choose_observer
 
     try:
         name, _ = choose_observer(plugins, observer)

@@ -37,7 +37,8 @@ from ..errors import AuditorError
 from . import fast_path as live
 
 if TYPE_CHECKING:
-    from ..audit.run import Auditor, Job
+    from ..audit.run import Auditor
+    from ..audit.run_types import Job
 
 POLL = 0.05  # seconds between looks at the spool
 WATCH = 0.05  # seconds between looks at a transcript the worker waits on
