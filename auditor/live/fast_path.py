@@ -59,6 +59,7 @@ PROMPT = "UserPromptSubmit"
 STOPS = ("Stop", "SubagentStop")
 TOOL_EVENTS = ("PostToolUse", "PostToolUseFailure")  # a tool call came back (or failed)
 SESSION_END = "SessionEnd"
+NO_WORKER_GRACE = 3.0  # seconds a waiting Stop handler goes on without a live worker
 DELIVER = 42  # `--rewake`'s exit status for "wake the agent with this" (see the docstring)
 # auditor.live.delivery.CORRECTION_MARKER, which the fast path does not import (a test keeps them equal)
 CORRECTION_MARKER = "[auditor course-correction]"
@@ -495,6 +496,7 @@ def _await_audit(sdir: str, thread: str, stop_end, seconds: float, label: str) -
     (DELIVER, the correction's message) when one is due and nobody wrote since, else (0, what
     happened)."""
     until = time.monotonic() + seconds
+    gone_since: float | None = None
     while time.monotonic() < until:
         end = stop_end()
         if end is not None and prompt_since(sdir, end):
@@ -504,8 +506,32 @@ def _await_audit(sdir: str, thread: str, stop_end, seconds: float, label: str) -
             return DELIVER, entry["message"]
         if end is not None and _done(sdir, thread) >= end:
             return 0, "the end of the turn needs no correction"
+        # A worker that cannot start (a store out of reach, a broken install) leaves nobody
+        # to answer: give up after a grace period instead of holding the handler to the end.
+        if end is None or _worker_running(sdir):
+            gone_since = None
+        elif gone_since is None:
+            gone_since = time.monotonic()
+        elif time.monotonic() - gone_since > NO_WORKER_GRACE:
+            return 0, "no worker serves the session (see its worker.log)"
         time.sleep(0.05)
     return 0, f"no answer within {seconds:g}s"
+
+
+def _worker_running(sdir: str) -> bool:
+    """True when the pid in worker.lock is a live process (read only: never takes the lock,
+    which a hook starting a worker may be taking at this moment)."""
+    try:
+        with open(os.path.join(sdir, "worker.lock"), "rb") as fh:
+            pid = int(fh.read().split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is gone
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): kill(0) answered
 
 
 def _find_stop(events: str, since: int, thread: str, data: dict) -> int | None:

@@ -314,8 +314,13 @@ class Worker:
 
         event = audit.event
         name = event.get("hook_event_name")
+        self.fold()  # a hand-over made since this audit was queued counts already
         if t.corrected:
             self.log(f"{name}: no audit right after a course correction (after-correction)")
+            return
+        if self._waiting(thread_native):
+            # The correction would be held back anyway (one-per-gap): no call for it.
+            self.log(f"{name}: no audit while a correction waits to go out (one-per-gap)")
             return
         path = event.get("transcript_path")
         if name == "SubagentStop" and event.get("agent_transcript_path"):
@@ -354,6 +359,21 @@ class Worker:
                 return
         a.finish_run("done")
         self._stage(thread, messages, cp, verdict_id, audit)
+
+    def _waiting(self, thread_native: str) -> bool:
+        """True when a correction for `thread_native` waits in the outbox."""
+        try:
+            names = [n for n in os.listdir(self._path("outbox")) if n.endswith(".json")]
+        except FileNotFoundError:
+            return False
+        for name in names:
+            try:
+                entry = json.loads(Path(self._path("outbox", name)).read_text())
+            except (OSError, ValueError):
+                continue
+            if entry.get("thread") == thread_native:
+                return True
+        return False
 
     async def _wait_for(self, thread_native: str, event: dict, path):
         """(thread, messages, checkpoint) once the transcript holds what `event` names, or None

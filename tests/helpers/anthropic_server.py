@@ -163,19 +163,22 @@ class AnthropicServer:
     """Answer Claude Code's model calls from `script`; record every request.
 
     A step of the script is a `Turn`, or a function of the request body that returns one (or
-    None to leave the request to the next step). `side` decides which requests are not the
+    None to leave the request to the next step); `script` may also be one function that
+    answers every request. `side` decides which requests are not the
     agent's own turns (default: calls without tools, such as a title); they get `side_reply`.
     """
 
     def __init__(
         self,
-        script: list[Step] | None = None,
+        script: list[Step] | Callable[[dict], Turn] | None = None,
         *,
         side: Callable[[dict], bool] | None = None,
         side_reply: str = "A title",
         fallback: Turn | None = None,
     ):
-        self.script: list[Step] = list(script or [])
+        # A function instead of a list answers every request itself (a model that reads).
+        self.answer = script if callable(script) else None
+        self.script: list[Step] = [] if callable(script) else list(script or [])
         self.side = side or (lambda body: not body.get("tools"))
         self.side_reply = side_reply
         self.fallback = fallback or Turn([Text("Done.")])
@@ -281,6 +284,8 @@ class AnthropicServer:
         """The scripted answer to `body`, or None for a side request."""
         if self.side(body):
             return None
+        if self.answer is not None:
+            return self.answer(body)
         with self.lock:
             while self.script:
                 step = self.script[0]

@@ -31,10 +31,12 @@ class Reply:
 
 
 class Stub:
-    """Record every request; answer from `queue` (FIFO of Reply) or else `default`."""
+    """Record every request; answer from `queue` (FIFO of Reply) or else `default`, unless
+    `answer` (a function of the request body) returns a Reply for it."""
 
-    def __init__(self, default: Reply):
+    def __init__(self, default: Reply, answer=None):
         self.default = default
+        self.answer = answer
         self.queue: list[Reply] = []
         # Or a reply chosen from each request's body (a stand-in that answers by what it reads).
         self.choose: Callable[[Any], Reply] | None = None
@@ -70,7 +72,8 @@ class Stub:
                     if stub.choose is not None:
                         reply = stub.choose(body)
                     else:
-                        reply = stub.queue.pop(0) if stub.queue else stub.default
+                        chosen = stub.answer(body) if stub.answer is not None else None
+                    reply = chosen or (stub.queue.pop(0) if stub.queue else stub.default)
                     stub.in_flight += 1
                     stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
                 if reply.delay:
