@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 
 import pytest
+from auditor.db import open_db
+from auditor.inject import CORRECTION_MARKER
 from helpers.agents import CLAUDE_CODE, require
 from helpers.anthropic_server import (
     AnthropicServer,
@@ -46,8 +48,6 @@ from helpers.store import stored_thread
 from helpers.wire import Reply, Stub, gemini_response
 
 from auditor import schema as s
-from auditor.db import open_db
-from auditor.inject import CORRECTION_MARKER
 from auditor.live import session_dir, state_root
 
 MID = "The test run failed twice and you keep rerunning it; read the failure before going on."
