@@ -12,7 +12,8 @@ plugins and of `examples/` to keep it so.
   texts nobody typed (`CLAUDE_CODE_*_PREFIXES`, shared with the live hook).
 - **Observers** (`register_observers`): the `Observer` protocol, `ObserveRequest`,
   `ObserveResult`, `ObserverUsage`, the one tool (`TOOL_NAME`, `TOOL_DESCRIPTION`,
-  `TOOL_SCHEMA`), `validate` (the core's check of an answer) and `ClientCache`; for the
+  `TOOL_SCHEMA`), `validate` (the core's check of an answer), `ClientCache` and `installed` (whether an SDK
+  is there, without importing it); for the
   providers' batch APIs (optional), `BatchObserver` with `BatchItem`, `BatchStatus` and
   `BatchAnswer`.
 - **Signals, gate, formatter** (`compute_signals`, `gate_checkpoint`, `format_checkpoint`): the
@@ -47,6 +48,7 @@ from .audit.observe import (
     ObserverNeeds,
     ObserverUsage,
     Verdict,
+    installed,
     validate,
 )
 from .client_texts import (
@@ -179,6 +181,7 @@ __all__ = [
     "hookimpl",
     "ingest",
     "inject_pending",
+    "installed",
     "is_typed_user",
     "open_db",
     "parse_time",

@@ -37,6 +37,7 @@ from auditor.api import (
     ObserverNeeds,
     ObserverUsage,
     hookimpl,
+    installed,
 )
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
@@ -159,9 +160,7 @@ class ClaudeObserver:
 
     def check(self, options: dict[str, Any]) -> str | None:
         """Return None when the SDK and a key are present, else what to install or set."""
-        try:
-            import anthropic  # noqa: F401
-        except ImportError:
+        if not installed("anthropic"):
             return f"The claude observer needs the anthropic SDK: {INSTALL_HINT}"
         if not _api_key(options):
             return f"The claude observer needs an API key: set {KEY_ENV} (or pass --key)."

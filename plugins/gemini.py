@@ -40,6 +40,7 @@ from auditor.api import (
     ObserverNeeds,
     ObserverUsage,
     hookimpl,
+    installed,
 )
 
 DEFAULT_MODEL = "gemini-3.1-pro-preview"
@@ -114,9 +115,7 @@ class GeminiObserver:
 
     def check(self, options: dict[str, Any]) -> str | None:
         """Return None when the SDK and a key are present, else what to install or set."""
-        try:
-            import google.genai  # noqa: F401
-        except ImportError:
+        if not installed("google.genai"):
             return f"The gemini observer needs the google-genai SDK: {INSTALL_HINT}"
         if not _api_key(options):
             return "The gemini observer needs an API key: set GEMINI_API_KEY (or pass --key)."

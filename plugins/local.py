@@ -42,6 +42,7 @@ from auditor.api import (
     ObserverUsage,
     UnknownName,
     hookimpl,
+    installed,
 )
 
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
@@ -190,9 +191,7 @@ class LocalObserver:
 
     def check(self, options: dict[str, Any]) -> str | None:
         """Return None when the SDK is present and the server answers, else how to fix it."""
-        try:
-            import openai  # noqa: F401
-        except ImportError:
+        if not installed("openai"):
             return f"The local observer needs the openai SDK: {INSTALL_HINT}"
         choice = options.get("tool_choice") or "function"
         if choice not in TOOL_CHOICES:

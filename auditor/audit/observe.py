@@ -212,6 +212,20 @@ def validate(result: ObserveResult) -> Verdict:
     return Verdict(True, needs, message if needs else None)
 
 
+def installed(module: str) -> bool:
+    """Tell whether `module` (an SDK, `google.genai`) can be imported, without importing it.
+
+    An observer's `check` says whether its SDK is there; importing the SDK to see (the
+    Anthropic one takes seconds) made `auditor observers` slow for nothing.
+    """
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module set to None
+        return False
+
+
 class ClientCache:
     """SDK clients kept per event loop and settings, for backends to reuse across calls.
 
