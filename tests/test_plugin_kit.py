@@ -153,7 +153,7 @@ def test_hook_compute_signals(engine, script_file):
     run(
         engine,
         pm,
-        RunConfig(observer="fake", dry_run=True, signals={"mine": {"on": True}}),
+        RunConfig(observer="fake", signals={"mine": {"on": True}}),
         announce=quiet,
     )
     with engine.connect() as conn:

@@ -149,8 +149,8 @@ def test_a_run_stores_signals_per_checkpoint_redacted_and_passes_options(store):
 
 def test_signals_are_replaced_when_the_checkpoint_is_gated_again(store):
     pm = get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(FakeObserver()), Planted()])
-    run(store, pm, RunConfig(observer="fake", dry_run=True), announce=lambda line: None)
-    run(store, pm, RunConfig(observer="fake", dry_run=True), announce=lambda line: None)
+    run(store, pm, RunConfig(observer="fake"), announce=lambda line: None)
+    run(store, pm, RunConfig(observer="fake"), announce=lambda line: None)
     with store.connect() as conn:
         assert len(conn.execute(select(s.Signal.id).where(s.Signal.name == "planted")).all()) == 2
 

@@ -248,15 +248,18 @@ def test_a_password_in_a_read_file_is_secret_and_never_stored_in_clear(at, engin
     assert sig.detail == {"level": "SECRET", "kinds": {"password": 2}} and sig.score == 1.0
     assert sig.evidence[0].message_id == "6c7463fd-48af-4f60-8f67-9ccc51771e8c"
     assert 'PASSWORD: "[REDACTED:password]"' in sig.evidence[0].excerpt
-    # Through a real (dry) run, into the store: the password is nowhere in the signals table.
+    # Through a real run, into the store: the password is nowhere in the signals table.
+    from helpers.audit import FakeObserver, FakeObserverPlugin
+
     from auditor.audit.run import run
     from auditor.audit.run_types import RunConfig
+    from auditor.plugins import get_plugin_manager
 
     thread = find_thread(engine, "8fd119a6-9ab8-407b-810f-329cfb6153e0")
     run(
         engine,
-        plugins,
-        RunConfig(observer="embedded", dry_run=True, threads=[str(thread.id)]),
+        get_plugin_manager(extra=[FakeObserverPlugin(FakeObserver())]),
+        RunConfig(observer="fake", threads=[str(thread.id)]),
         announce=lambda line: None,
     )
     with engine.connect() as conn:

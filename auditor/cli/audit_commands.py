@@ -343,6 +343,15 @@ def events(ctx: Context, as_json: bool, types, limit: int, thread, run_id, since
         return
     for row in rows:
         click.echo(format_event(row))
+    if not rows:
+        from .threads import empty_store_hint
+
+        filtered = any((types, thread, run_id, since))
+        click.echo(
+            empty_store_hint(ctx.engine)
+            or ("No event matches these filters." if filtered else "No events yet."),
+            err=True,
+        )
 
 
 @click.command()
@@ -430,6 +439,12 @@ def runs(ctx: Context, as_json: bool, limit: int, wide: bool) -> None:
     rows = list_runs(ctx.engine, limit or None)
     if as_json:
         echo_json(rows)
+        return
+    if not rows:
+        from .threads import empty_store_hint
+
+        hint = empty_store_hint(ctx.engine)
+        click.echo(hint or "No runs yet: `auditor run` audits the stored threads.", err=True)
         return
     from .render import runs_table
 

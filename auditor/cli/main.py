@@ -131,10 +131,12 @@ def threads(ctx: Context, as_json: bool, limit: int | None, agent: str | None, w
     rows = list_threads(ctx.engine, limit=limit, agent=agent)
     if as_json:
         echo_json(rows)
-    else:
+    elif rows:
         threads_table(rows, wide=wide)
-    if not rows and (hint := empty_store_hint(ctx.engine)):
-        click.echo(hint, err=True)
+    if not rows:
+        hint = empty_store_hint(ctx.engine)
+        if hint or not as_json:
+            click.echo(hint or "No thread matches these filters.", err=True)
 
 
 @cli.command()
