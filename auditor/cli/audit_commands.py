@@ -344,7 +344,7 @@ def events(ctx: Context, as_json: bool, types, limit: int, thread, run_id, since
     for row in rows:
         click.echo(format_event(row))
     if not rows:
-        from .threads import empty_store_hint
+        from ..store.threads import empty_store_hint
 
         filtered = any((types, thread, run_id, since))
         click.echo(
@@ -441,7 +441,7 @@ def runs(ctx: Context, as_json: bool, limit: int, wide: bool) -> None:
         echo_json(rows)
         return
     if not rows:
-        from .threads import empty_store_hint
+        from ..store.threads import empty_store_hint
 
         hint = empty_store_hint(ctx.engine)
         click.echo(hint or "No runs yet: `auditor run` audits the stored threads.", err=True)
