@@ -67,3 +67,17 @@ def test_layout_gives_cut_columns_what_is_left():
     assert [COLS[i].header for i in shown] == ["day", "cache read", "project", "agents $", "note"]
     assert sum(widths) + 2 * (len(widths) - 1) <= 60
     assert widths[:2] == [10, 5] and widths[3] == 7  # uncut columns keep their natural width
+
+
+def test_piped_tables_end_their_lines_without_spaces():
+    """`auditor threads | ...` carried the padding of the last column to every line's end."""
+    from pathlib import Path
+
+    from helpers.cli import invoke
+
+    samples = Path(__file__).resolve().parent.parent / "data" / "samples"
+    invoke("ingest", "-q", str(samples), ok=True)
+    for command in (["threads"], ["threads", "--wide"], ["report", "costs", "--by", "project"]):
+        out = invoke(*command, ok=True).stdout
+        assert len(out.splitlines()) > 3
+        assert [line for line in out.splitlines() if line != line.rstrip()] == [], command

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from rich.box import Box
 from rich.cells import cell_len
 from rich.console import Console
-from rich.segment import Segments
+from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
@@ -176,12 +176,12 @@ def print_table(
         table.add_section()
         table.add_row(*cells(total), style="bold")
     full = sum(widths) + GAP * max(0, len(widths) - 1)
-    if full > console.width:  # only with wide: lay it out at its own width, lines run on
-        options = console.options.update(width=full)
-        lines = console.render_lines(table, options, pad=False, new_lines=True)
-        console.print(Segments(seg for line in lines for seg in line), crop=False)
-    else:
-        console.print(table)
+    # With wide, a table past the terminal is laid out at its own width and its lines run on.
+    options = console.options.update(width=max(full, console.width))
+    lines = console.render_lines(table, options, pad=False, new_lines=True)
+    # A cell is padded to its column's width: the last one's padding would end every line
+    # with spaces, which a pipe (grep, diff, a file) keeps.
+    console.print(Segments(seg for line in lines for seg in _trimmed(line)), crop=False)
     left_out = [c.header for i, c in enumerate(cols) if i not in shown and not c.wide]
     if left_out:
         console.print(
@@ -190,6 +190,17 @@ def print_table(
             soft_wrap=True,
         )
     return left_out
+
+
+def _trimmed(line: list[Segment]) -> list[Segment]:
+    """`line` (ending in a newline segment) without the spaces before its end."""
+    body, end = line[:-1], line[-1:]
+    while body and not body[-1].control and not body[-1].text.rstrip(" "):
+        body.pop()
+    if body and not body[-1].control:
+        last = body[-1]
+        body[-1] = Segment(last.text.rstrip(" "), last.style)
+    return body + end
 
 
 def short_thread_id(native_id: str) -> str:
