@@ -60,6 +60,7 @@ class Session:
         self.tmp = tmp_path
         self.took: list[float] = []
         self.did: list[str] = []  # what each event said it did (--verbose)
+        self.env = dict(KEY)  # what the agent's environment adds
 
     def grow(self, upto: int) -> None:
         append_lines(self.path, self.src, self.lines, upto)
@@ -135,7 +136,7 @@ class Session:
             input=json.dumps(data),
             capture_output=True,
             text=True,
-            env={**os.environ, **KEY},
+            env={**os.environ, **self.env},
             timeout=60,
             check=False,
         )
@@ -332,6 +333,31 @@ def test_the_worker_ends_with_the_session(cc, tmp_path):
     cc.wait_until(lambda: not worker_alive(str(cc.sdir)), timeout=10, why="the worker to exit")
     [verdict] = verdicts(tmp_path)  # the audit under way was finished first
     assert (verdict.status, verdict.needs_correction) == ("ok", False)
+
+
+def test_a_changed_key_reaches_the_audits_of_a_running_session(cc, tmp_path):
+    """The worker outlives the event that started it: a key (or store) the user changed since
+    reaches the next audit, through a worker started with the new environment."""
+    cc.stub.default = Reply(200, anthropic_response({"needsCorrection": False}), delay=0)
+    cc.grow(WRITE)
+    assert cc.event("PostToolUse") == ""
+    cc.wait_until(lambda: len(verdicts(tmp_path)) == 1, why="the first audit")
+    first = cc.worker_pid()
+    cc.env["ANTHROPIC_API_KEY"] = "sk-ant-TEST-rotated"
+    cc.grow(LAST_ROUND)
+    assert cc.event("PostToolUse", tool_name="TodoWrite") == ""
+    cc.wait_until(lambda: len(verdicts(tmp_path)) == 2, timeout=30, why="the second audit")
+    keys = [r["headers"].get("authorization") for r in cc.stub.log]
+    assert keys == ["Bearer sk-ant-TEST-dummy", "Bearer sk-ant-TEST-rotated"]
+    assert cc.worker_pid() != first
+    assert no_key_in_spool(cc.sdir)
+
+
+def no_key_in_spool(sdir: Path) -> bool:
+    """No key is written into the spool: the events carry a digest of the environment."""
+    return not any(
+        "sk-ant-TEST" in p.read_text(errors="replace") for p in sdir.rglob("*") if p.is_file()
+    )
 
 
 def test_an_end_of_turn_correction_goes_out_only_if_the_user_has_not_written(cc, tmp_path):

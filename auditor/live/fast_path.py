@@ -54,6 +54,12 @@ from ..client_texts import written_by_client
 AGENTS = ("claude-code", "codex")
 STATE_ENV = "AUDITOR_STATE_DIR"
 LOCK_FD_ENV = "AUDITOR_WORKER_LOCK_FD"  # the worker lock a starting worker inherits
+TAKEOVER_ENV = "AUDITOR_WORKER_TAKEOVER"  # set: wait for the lock the outgoing worker holds
+# What a worker reads from its environment: the observers' keys and endpoints, the store, the
+# PostgreSQL driver's password, auditor's own settings. Each event records a digest of them;
+# a worker started with other values hands the session over (see `env_mark`).
+ENV_PREFIXES = ("AUDITOR_", "GEMINI_", "GOOGLE_", "ANTHROPIC_", "OPENAI_", "PG")
+ENV_OWN = (LOCK_FD_ENV, TAKEOVER_ENV)
 EVENTS = "events.jsonl"
 PROMPT = "UserPromptSubmit"
 STOPS = ("Stop", "SubagentStop")
@@ -80,6 +86,20 @@ KEEP = (
 )
 # Options of `auditor hook AGENT` that take a value (so that their value is not read as a flag).
 GLOBAL_VALUE_OPTIONS = ("--db",)
+
+
+def env_mark(environ=None) -> str:
+    """A digest of the environment a worker depends on (never the values themselves: the
+    events file is no place for a key). A hook event whose digest differs from its worker's
+    means the user changed a key or the store: that worker finishes and a new one, started
+    by the event with the new environment, takes the session over."""
+    import hashlib
+
+    env = os.environ if environ is None else environ
+    items = sorted(
+        f"{k}={v}" for k, v in env.items() if k.startswith(ENV_PREFIXES) and k not in ENV_OWN
+    )
+    return hashlib.sha256("\0".join(items).encode()).hexdigest()[:16]
 
 
 def split_argv(argv: list[str]) -> tuple[list[str], str, list[str]] | None:
@@ -382,6 +402,7 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
     record["hook_event_name"] = event
     record["thread"] = thread
     record["t"] = time.time()
+    record["env"] = env_mark()
     if event == PROMPT:
         given = data.get("prompt")
         prompt = given if isinstance(given, str) else ""
@@ -425,8 +446,31 @@ def _ensure_worker(sdir: str, head: list[str], agent: str, rest: list[str]) -> s
     if lock is None and worker_dying(sdir):
         lock = take_lock(sdir)
     if lock is None:
-        return ""
+        return _take_over(sdir, head, agent, rest)
     return f"; worker {start_worker(sdir, head, agent, rest, lock)} started"
+
+
+def _take_over(sdir: str, head: list[str], agent: str, rest: list[str]) -> str:
+    """The worker that holds the session runs with another environment (a key or the store
+    changed since it started): start one with this event's, which waits for the lock while
+    the outgoing worker finishes what it has under way. One per new environment."""
+    mark = env_mark()
+    try:
+        with open(os.path.join(sdir, "worker.env")) as fh:
+            serving = fh.read().split()
+    except OSError:
+        return ""  # a worker from before the digests, or one still starting
+    if not serving or mark in serving:
+        return ""
+    with open(os.path.join(sdir, "worker.env"), "a") as fh:
+        fh.write(f" {mark}")  # the successor's, so that the next events start no other
+    os.environ[TAKEOVER_ENV] = "1"
+    try:
+        return (
+            f"; the environment changed: worker {start_worker(sdir, head, agent, rest)} takes over"
+        )
+    finally:
+        del os.environ[TAKEOVER_ENV]
 
 
 def wait(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str]:

@@ -106,7 +106,8 @@ class Worker:
             self.threads[thread] = _Thread(corrected=True)
         self.last_event = time.monotonic()
         self.done: dict[str, int] = {}
-        self.ending = False  # the session ended (SessionEnd)
+        self.ending = False  # the session ended (SessionEnd), or the environment changed
+        self.env_mark = live.env_mark()
 
     # -- the spool ------------------------------------------------------------------------
     def _path(self, *parts: str) -> str:
@@ -230,6 +231,14 @@ class Worker:
         for i, (event, start, end) in enumerate(events):
             name = event.get("hook_event_name")
             thread = str(event.get("thread") or event.get("session_id") or "")
+            if event.get("env") not in (None, self.env_mark):
+                # A key or the store changed: this event and those after it are the next
+                # worker's (its hook started it); this one finishes what is under way.
+                self.offset = start
+                if not self.ending:
+                    self.log(f"{name}: the environment changed; handing the session over")
+                self.ending = True
+                return
             if name in live.TOOL_EVENTS and any(
                 j > i and th == thread for j, th in stopped.items()
             ):
@@ -576,19 +585,19 @@ def _round_answered(messages: list, tool_use_id) -> str | None:
 
 def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_config, options) -> int:
     """Serve the session in `sdir` unless another worker does; return the exit status."""
-    import fcntl
 
     os.makedirs(sdir, exist_ok=True)
     path = os.path.join(sdir, "worker.lock")
     fd = _inherited_lock(path)
+    takeover = os.environ.pop(live.TAKEOVER_ENV, None) is not None
     if fd is None:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _lock(fd, TAKEOVER_WAIT if takeover else 0.0):
             return 0  # another worker serves this session
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())  # who serves it, for people and tests
+    with open(os.path.join(sdir, "worker.env"), "w") as fh:
+        fh.write(live.env_mark())  # the hooks compare their environment with it
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     print(f"{stamp} worker {os.getpid()} serving {sdir}", flush=True)
 
@@ -606,6 +615,24 @@ def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_confi
     if pruned:
         log(f"removed the spools of {pruned} session(s) idle for {KEEP_DAYS} days")
     return 0
+
+
+TAKEOVER_WAIT = 120.0  # seconds a successor waits for the outgoing worker's lock
+
+
+def _lock(fd: int, wait: float) -> bool:
+    """Take the lock on `fd`, waiting up to `wait` seconds for it."""
+    import fcntl
+
+    until = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= until:
+                return False
+            time.sleep(0.1)
 
 
 def _inherited_lock(path: str) -> int | None:
