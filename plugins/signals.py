@@ -22,6 +22,8 @@ after the last message a person typed (or the last course correction).
 
 from __future__ import annotations
 
+from typing import Any
+
 from auditor.api import hookimpl
 
 from .signals_common import calls_since, options, turn_start
@@ -36,7 +38,7 @@ from .signals_tools import (
     tool_loop,
 )
 
-DEFAULTS = {
+DEFAULTS: dict[str, dict[str, Any]] = {
     "goal-drift": GOAL_DRIFT,
     "tool-loop": TOOL_LOOP,
     "error-cascade": ERROR_CASCADE,

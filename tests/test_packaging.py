@@ -45,6 +45,14 @@ def test_wheel_install_runs_ingest_from_another_directory(tmp_path):
         text=True,
     ).stdout
     assert str(ROOT) not in where and "site-packages" in where
+    # Every module of the source tree is installed (a package missing from pyproject.toml's
+    # list is not), and py.typed says the annotations are for type checkers: a plugin
+    # author's mypy checks their code against auditor.api.
+    installed = Path(where.strip()).parent
+    source = ROOT / "auditor"
+    modules = {p.relative_to(source) for p in source.rglob("*.py")}
+    assert {p.relative_to(installed) for p in installed.rglob("*.py")} >= modules
+    assert (installed / "py.typed").is_file()
     transcript = elsewhere / "chat.json"
     transcript.write_text(
         json.dumps(

@@ -14,7 +14,10 @@ import orjson
 from ..errors import AuditorError
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from ..audit.run_types import RunConfig
+    from ..plugins import Plugins
 
 
 class Context:
@@ -23,13 +26,13 @@ class Context:
     def __init__(self, db: str | None, debug: bool):
         self.db_option = db
         self.debug = debug
-        self._engine = None
-        self._plugins = None
+        self._engine: Engine | None = None
+        self._plugins: Plugins | None = None
         self.config = None  # the config file (auditor.config.Config), read at start-up
         self.config_error = None  # why it could not be read, for commands that must not fail
 
     @property
-    def engine(self):
+    def engine(self) -> Engine:
         if self._engine is None:
             from ..store.db import open_db
 
@@ -37,7 +40,7 @@ class Context:
         return self._engine
 
     @property
-    def plugins(self):
+    def plugins(self) -> Plugins:
         if self._plugins is None:
             from ..plugins import get_plugin_manager
 

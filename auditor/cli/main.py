@@ -8,6 +8,7 @@ them share cli_common.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -176,7 +177,7 @@ def show(ctx: Context, thread: str, full: bool, no_pager: bool, no_redact: bool)
 @pass_ctx
 def observers(ctx: Context, as_json: bool) -> None:
     """List installed observer backends, their default models, and whether each is usable now."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, obs in sorted(ctx.plugins.observers().items()):
         try:
             problem = obs.check({})
