@@ -40,3 +40,21 @@ def test_runs_before_any_run_say_how_to_start_one(tmp_path):
         "",
         "No runs yet: `auditor run` audits the stored threads.\n",
     )
+
+
+def test_ingest_to_a_pipe_says_how_far_it_got(monkeypatch):
+    from pathlib import Path
+
+    from auditor.cli import render
+
+    monkeypatch.setenv(render.PROGRESS_EVERY_VAR, "0")
+    samples = Path(__file__).resolve().parent.parent / "data" / "samples"
+    result = invoke("ingest", str(samples), ok=True)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ingest: ")]
+    files = int(result.stdout.split(" files:")[0])  # the summary: "4 files: 3 new, ..."
+    assert [line.split(",")[0] for line in lines] == [
+        f"ingest: {n} files" for n in range(1, files + 1)
+    ]
+    added = result.stdout.split(" messages added")[0].rsplit(" ", 1)[-1]
+    assert f", {added} messages added, " in lines[-1]
+    assert lines[-1].endswith(".json") or lines[-1].endswith(".jsonl")  # the file it read last

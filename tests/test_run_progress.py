@@ -182,3 +182,45 @@ def test_sigterm_stops_a_background_run_whose_observer_never_answers(store):
         assert "Traceback" not in err
     finally:
         hung.close()
+
+
+def test_a_run_piped_to_a_file_writes_progress_lines(store):
+    """Output to a pipe (a log, `| tee`) showed nothing for minutes: no bar, no line."""
+    stub = Stub(Reply(body=openai_response(CORRECTING)))
+    try:
+        env = {**os.environ, "COLUMNS": "200", render.PROGRESS_EVERY_VAR: "0"}
+        done = subprocess.run(
+            [sys.executable, "-m", "auditor", "--db", str(store), "run", *observer(stub)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+    finally:
+        stub.close()
+    assert done.returncode == 0, done.stderr
+    calls = sum(r["path"].endswith("/chat/completions") for r in stub.log)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("audit: ")]
+    assert len(lines) >= calls
+    assert lines[-1].startswith(f"audit: {calls}/{calls} calls, {calls} corrections, $")
+    assert "\x1b" not in done.stderr  # plain lines, no bar drawn over itself
+
+
+def test_line_progress_waits_its_interval_between_lines(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(render, "err_console", Console(file=out, force_terminal=False, width=140))
+    clock = iter([0.0, 1.0, 4.0, 11.0, 12.0, 12.5])
+    monkeypatch.setattr(render, "monotonic", lambda: next(clock))
+    summary = RunSummary(1, "local", "m")
+    with render.run_progress(every=10.0) as progress:  # started at 0.0
+        summary.queued, summary.finished = 4, 1
+        progress(summary)  # 1.0: too soon
+        summary.finished = 2
+        progress(summary)  # 4.0: too soon
+        summary.finished, summary.planning = 3, False
+        progress(summary)  # 11.0: a line
+        summary.finished = 4
+        progress(summary)  # 12.0: the last call: a line at once
+    lines = out.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == ["audit: 3/4 calls", "audit: 4/4 calls"]
+    assert lines[0].endswith("0:00:11 elapsed, ETA 0:00:04")

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from time import monotonic
 
 import orjson
 from rich.console import Console
@@ -24,12 +25,60 @@ if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
     console = Console(width=180)  # piped output: do not squeeze tables into 80 columns
 err_console = Console(stderr=True)
 
+# Where stderr is no terminal (a log file, `| tee`), progress is a plain line at most this
+# often (seconds), and one when the work is done; the variable changes it (0: every step).
+PROGRESS_EVERY_VAR = "AUDITOR_PROGRESS_EVERY"
+PROGRESS_EVERY = 10.0
+
+
+def _progress_every(every: float | None) -> float:
+    if every is not None:
+        return every
+    try:
+        return float(os.environ.get(PROGRESS_EVERY_VAR, PROGRESS_EVERY))
+    except ValueError:
+        return PROGRESS_EVERY
+
+
+class _Lines:
+    """Progress as plain lines on stderr: one when `every` seconds have passed since the last
+    (or since the start), and one at the end, however soon."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.started = self.last = monotonic()
+        self.said = ""
+
+    def line(self, text: str, final: bool = False, now: float | None = None) -> None:
+        """Print `text` ({elapsed} filled in) if it is time to, or `final`."""
+        now = monotonic() if now is None else now
+        if text == self.said or (now - self.last < self.every and not final):
+            return
+        self.last, self.said = now, text
+        text = text.format(elapsed=_clock(now - self.started))
+        err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+
 
 @contextlib.contextmanager
 def ingest_progress(enabled: bool = True) -> Iterator:
-    """Yield a per-file progress callback; draw a bar only when stderr is a terminal."""
-    if not (enabled and err_console.is_terminal):
+    """Yield a per-file progress callback: a bar where stderr is a terminal, else a line every
+    `PROGRESS_EVERY` seconds."""
+    if not enabled:
         yield None
+        return
+    if not err_console.is_terminal:
+        lines = _Lines(_progress_every(None))
+        seen = {"files": 0, "messages": 0}
+
+        def as_line(result) -> None:
+            seen["files"] += 1
+            seen["messages"] += result.messages
+            lines.line(
+                f"ingest: {seen['files']} files, {seen['messages']} messages added, "
+                f"{{elapsed}} elapsed; {printable(result.path)[-80:]}"
+            )
+
+        yield as_line
         return
     with Progress(
         TextColumn("[bold]ingest"),
@@ -291,14 +340,36 @@ def write_err(line: str) -> None:
 
 
 @contextlib.contextmanager
-def run_progress(enabled: bool = True) -> Iterator:
-    """Yield a callback drawing calls done of those planned, corrections, cost so far and ETA.
+def run_progress(enabled: bool = True, every: float | None = None) -> Iterator:
+    """Yield a callback showing calls done of those planned, corrections, cost so far and ETA.
 
-    Only when stderr is a terminal. While checkpoints are still being gated the total is shown
-    as `N+`; the ETA is the remaining calls at the run's own pace so far.
+    A bar where stderr is a terminal, else a line every `every` seconds (`PROGRESS_EVERY`).
+    While checkpoints are still being gated the total is shown as `N+`; the ETA is the
+    remaining calls at the run's own pace so far.
     """
-    if not (enabled and err_console.is_terminal):
+    if not enabled:
         yield None
+        return
+    if not err_console.is_terminal:
+        lines = _Lines(_progress_every(every))
+
+        def as_line(summary) -> None:
+            done, total = summary.finished, summary.queued
+            if not done:
+                return
+            now = monotonic()
+            eta = "-:--:--"
+            if not summary.planning:
+                eta = _clock((now - lines.started) / done * (total - done))
+            lines.line(
+                f"audit: {done}/{total}{'+' if summary.planning else ''} calls, "
+                f"{summary.corrections + summary.critique_corrections} corrections, "
+                f"${summary.cost_usd:.4f}, {{elapsed}} elapsed, ETA {eta}",
+                final=not summary.planning and done == total,
+                now=now,
+            )
+
+        yield as_line
         return
     with Progress(
         TextColumn("[bold]audit"),
