@@ -278,7 +278,7 @@ def get_plugin_manager(extra: list[object] | None = None) -> Plugins:
         try:
             plugin = ep.load()
             pm.register(plugin, name=ep.name)
-        except Exception as exc:  # a broken plugin must not take the CLI down
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not take the CLI down
             error = f"{type(exc).__name__}: {exc}"
             failures.append(PluginFailure(ep.name, error))
             warnings.warn(

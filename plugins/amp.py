@@ -265,7 +265,7 @@ class AmpFormat:
                 continue
             try:
                 yield from self._message(thread, index, msg)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - one odd message must not stop the file; it is reported as a Problem
                 yield Problem(f"cannot read Amp message {index}: {type(exc).__name__}: {exc}")
 
     def _message(self, thread: str, index: int, msg: dict) -> Iterator[Record]:

@@ -69,7 +69,7 @@ class CodexExecFormat:
                 continue
             try:
                 yield from self._event(line, obj, st)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - one odd event must not stop the file; it is reported as a Problem
                 yield Problem(
                     f"cannot read codex exec {obj.get('type')!r} event: {type(exc).__name__}: {exc}",
                     line,

@@ -212,7 +212,7 @@ class CodexFormat:
                     if isinstance(rec, Message) and st.get("subagent"):
                         rec.is_sidechain = True
                     yield rec
-            except Exception as exc:  # noqa: BLE001  # one odd line must not stop the file
+            except Exception as exc:  # noqa: BLE001 - one odd line must not stop the file
                 yield Problem(
                     f"cannot read Codex {obj.get('type')!r} record: {type(exc).__name__}: {exc}",
                     line,

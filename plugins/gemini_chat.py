@@ -96,7 +96,7 @@ class GeminiChatFormat:
                     if isinstance(rec, Message):
                         seq = rec.seq + 1
                     yield rec
-            except Exception as exc:  # noqa: BLE001  # one odd message must not stop the file
+            except Exception as exc:  # noqa: BLE001 - one odd message must not stop the file
                 yield Problem(
                     f"cannot read Gemini CLI message {index}: {type(exc).__name__}: {exc}"
                 )

@@ -125,7 +125,7 @@ class GeminiStreamFormat:
                 continue
             try:
                 yield from self._event(path, line, obj, st)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - one odd event must not stop the file; it is reported as a Problem
                 yield Problem(
                     f"cannot read Gemini stream-json {obj.get('type')!r} event: {type(exc).__name__}: {exc}",
                     line,

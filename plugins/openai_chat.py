@@ -329,7 +329,7 @@ class OpenAIChatFormat:
                 continue
             try:
                 yield from self._message(index, None, msg, state, tools)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - one odd message must not stop the file; it is reported as a Problem
                 yield Problem(f"cannot read message {index}: {type(exc).__name__}: {exc}")
         usage = _usage(thread, "total", doc.get("usage"), model, None)
         if usage is not None and not state.get("per_message_usage"):  # else it would count twice
@@ -351,7 +351,7 @@ class OpenAIChatFormat:
                 continue
             try:
                 yield from self._message(line, line, msg, state, tools)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - one odd message must not stop the file; it is reported as a Problem
                 yield Problem(f"cannot read message: {type(exc).__name__}: {exc}", line)
 
     def _message(

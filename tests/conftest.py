@@ -70,7 +70,7 @@ def pg_server():
         _unavailable("the psycopg driver is not installed (pip install 'auditor[postgres]')")
     try:
         server = pg.Server(found)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever stops the server, the PostgreSQL leg is skipped with it
         _unavailable(f"the PostgreSQL server could not start: {exc}")
     try:
         server.make_template()

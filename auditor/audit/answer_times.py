@@ -33,7 +33,7 @@ def answer_seconds(
                 ),
                 {"o": name, "m": model},
             ).all()
-    except Exception:  # no store yet, or one that cannot be read: use the declared figure
+    except Exception:  # noqa: BLE001 - no store yet, or one that cannot be read: use the declared figure
         rows = []
     if len(rows) >= MIN_RECORDED:
         figure = nearest_rank(sorted(r.latency_ms for r in rows), percentile) / 1000

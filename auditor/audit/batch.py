@@ -386,7 +386,7 @@ def _submit_chunk(auditor, jobs: list, report: BatchReport) -> None:
                 leases.release(conn, job.claim_key, auditor.owner)
     try:
         provider_id = _observer(auditor).submit_batch(items, label, _options(auditor))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the SDK raised, the run stops with one line
         # The provider may have the batch all the same: the next run asks it by label.
         raise AuditorError(
             f"batch {label}: submitting {len(jobs)} requests failed ({type(exc).__name__}: "

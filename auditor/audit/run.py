@@ -404,7 +404,7 @@ class Auditor(RunRecords, ThreadSharing):
             result = await asyncio.wait_for(self.observer.observe(request, options), timeout=limit)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # recorded as an error verdict; the run goes on
+        except Exception as exc:  # noqa: BLE001 - recorded as an error verdict; the run goes on
             took = time.monotonic() - started
             error = answers.cut_text(f"{type(exc).__name__}: {exc}", answers.PROBLEM_LIMIT)
             if isinstance(exc, TimeoutError) and took >= limit * 0.99:

@@ -181,7 +181,7 @@ def observers(ctx: Context, as_json: bool) -> None:
     for name, obs in sorted(ctx.plugins.observers().items()):
         try:
             problem = obs.check({})
-        except Exception as exc:  # a backend's check must not hide the others
+        except Exception as exc:  # noqa: BLE001 - a backend's check must not hide the others
             problem = f"{type(exc).__name__}: {exc}"
         rows.append(
             {

@@ -298,7 +298,7 @@ class Ingester:
                 try:
                     if fmt.detect(path, attempt):
                         yield fmt
-                except Exception:  # a detector bug must not stop the walk
+                except Exception:  # noqa: BLE001 - a detector bug must not stop the walk
                     continue
 
     def _detect(self, path: Path, head: bytes):
@@ -489,7 +489,7 @@ class Ingester:
                     errors.append((spath, cursor.line or None, f"{fmt.name} parser: {exc}"))
                     result.status, unfinished = "failed", True
                     break
-                except Exception as exc:  # a parser bug: keep what was read, say where it stopped
+                except Exception as exc:  # noqa: BLE001 - a parser bug: keep what was read, say where it stopped
                     errors.append(
                         (
                             spath,
@@ -517,7 +517,7 @@ class Ingester:
                         self._thread_id(conn, fmt.agent, rec, rec.native_id, file_id)
                 except DBAPIError:
                     raise  # the store itself failed: undo the file
-                except Exception as exc:  # this record cannot be stored (nested too deeply...)
+                except Exception as exc:  # noqa: BLE001 - this record cannot be stored (nested too deeply...)
                     line = getattr(rec, "line", None) or cursor.line or None
                     errors.append((spath, line, f"could not store this record: {_why(exc)}"))
                     unfinished = True
@@ -553,7 +553,7 @@ class Ingester:
             else:
                 self._remember(spath, st, fmt.name, cursor, conn, errors=len(errors))
             savepoint.commit()
-        except Exception as exc:  # the store refused the file (disk full, locked...): undo it alone
+        except Exception as exc:  # noqa: BLE001 - the store refused the file (disk full, locked...): undo it alone
             if savepoint.is_active:
                 savepoint.rollback()
             self._forget_threads()  # threads it created are undone with it

@@ -118,7 +118,7 @@ def _load(path: Path):
         return tomlkit.document()
     try:
         return tomlkit.parse(path.read_text(encoding="utf-8"))
-    except Exception as exc:  # tomlkit's parse errors have no common public base
+    except Exception as exc:  # noqa: BLE001 - tomlkit's parse errors have no common public base
         raise AuditorError(
             f"{path} is not valid TOML ({exc}); fix it first, Codex's hook trust was not recorded"
         ) from None

@@ -289,7 +289,7 @@ class Worker:
             if audit.auditor is not None and audit.auditor.summary.run_id is not None:
                 try:
                     audit.auditor.finish_run("failed", f"{type(exc).__name__}: {exc}")
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - the audit's own failure is being reported; recording it must not hide it
                     pass
         finally:
             t.current = None

@@ -192,7 +192,7 @@ def _is_current(engine: Engine) -> bool:
             return conn.execute(
                 text("SELECT version_num FROM alembic_version")
             ).scalars().all() == [head]
-    except Exception:  # no table yet, or not readable: let Alembic decide
+    except Exception:  # noqa: BLE001 - no table yet, or not readable: let Alembic decide
         return False
 
 
@@ -212,7 +212,7 @@ def upgrade(engine: Engine) -> None:
     if current is not None:
         try:
             script.get_revision(current)
-        except Exception:
+        except Exception:  # noqa: BLE001 - Alembic's unknown-revision errors share no narrower public base
             raise DatabaseError(
                 f"The database {engine.url.render_as_string(hide_password=True)} is at schema "
                 f"revision {current}, which this version of auditor does not know: it was "
