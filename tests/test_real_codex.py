@@ -3,15 +3,16 @@
 The model is a scripted Responses API server on 127.0.0.1 (helpers/openai_responses_server.py),
 the observer a stand-in Gemini server answering by what it reads (helpers/wire.py), and the hooks
 are installed by `auditor hook install codex --user` exactly as a user would, trust included.
-Three prompts make one session (`codex exec`, then `codex exec resume` twice):
+Five prompts make one session (`codex exec`, then `codex exec resume`):
 
 1. a tool round with five commands and an edit, audited while the model goes on: its correction
    reaches the model once, as hook context at the next tool round;
 2. an edit and a final answer: the Stop handler waits for the end-of-turn audit and the model is
    handed its correction once, as the Stop hook's block;
-3. a tool round whose correction is ready but not yet handed over and a second round still being
-   audited when the user, having interrupted Codex, types again: the correction is taken back
-   and the audit cancelled.
+3. a tool round whose correction is ready but not yet handed over when the user, having
+   interrupted Codex, types again (4.): the correction is taken back;
+4. a tool round still being audited when the user interrupts and types again (5.): the audit
+   is cancelled.
 
 Then the rollout is ingested: the tool calls and the tokens are those the model server reported,
 and each correction the model was handed is stored as auditor's course correction.
@@ -47,10 +48,13 @@ PROMPTS = (
     "Also handle negative numbers.",
     "Refactor calc.py.",
     "Stop, leave calc.py as it was.",
+    "Never mind, carry on.",
 )
 FIX = "*** Begin Patch\n*** Update File: calc.py\n@@\n-    return a - b\n+    return a + b\n*** End Patch\n"
 NEG = "*** Begin Patch\n*** Update File: calc.py\n@@\n-    return a + b\n+    return int(a) + int(b)\n*** End Patch\n"
 REFACTOR = "*** Begin Patch\n*** Add File: ops.py\n+ADD = 1\n*** End Patch\n"
+# (Each patch applies: Codex 0.169 fires no PostToolUse for an apply_patch that fails.)
+NOTES = "*** Begin Patch\n*** Add File: notes.txt\n+negatives: int()\n*** End Patch\n"
 
 
 def round_of(tag: str, edit: str) -> list[dict]:
@@ -198,39 +202,38 @@ def observer():
 
 
 def test_the_real_codex_runs_the_hooks_and_is_handed_each_correction_once(tmp_path, observer):
-    interrupted = threading.Event()
-    audits_a, audits_b = threading.Event(), threading.Event()
+    interrupted = [threading.Event(), threading.Event()]
+    slow_audit = threading.Event()
 
     def judge(body) -> Reply:
         seen = observer_text(body)
         ok = Reply(200, gemini_response({"needsCorrection": False, "message": ""}))
-        if "t3b-" in seen:  # the second round of prompt 3: still being audited when the user types
-            audits_b.set()
+        if "t4-" in seen:  # prompt 4's round: still being audited when the user types
+            slow_audit.set()
             return Reply(
                 200, gemini_response({"needsCorrection": True, "message": TAKEN}), delay=20
             )
-        if "t3a-" in seen:  # answered once the round after it is under way
-            audits_a.set()
-            return Reply(200, gemini_response({"needsCorrection": True, "message": TAKEN}), delay=3)
+        if "t3-" in seen:  # prompt 3's round: its correction waits when the user types
+            return Reply(200, gemini_response({"needsCorrection": True, "message": TAKEN}))
         if "Negatives handled" in seen:
             return Reply(200, gemini_response({"needsCorrection": True, "message": END}))
         if "t1-" in seen and "t2-" not in seen and CORRECTION_MARKER not in seen:
             return Reply(200, gemini_response({"needsCorrection": True, "message": MID}))
         return ok
 
-    observer.choose = judge
+    observer.answer = judge
     session: Session | None = None
 
     def until_staged() -> None:
         assert session is not None
         wait_for(session.staged, "the tool round's correction to be staged")
 
-    def until_audited() -> None:
-        wait_for(audits_a.is_set, "prompt 3's first round to be under audit")
+    def until_interrupted(n: int):
+        def wait() -> bool:
+            interrupted[n].wait(60)
+            return False  # Codex was interrupted: this call is never answered
 
-    def until_interrupted() -> bool:
-        interrupted.wait(60)
-        return False  # Codex was interrupted: this call is never answered
+        return wait
 
     script = [
         # prompt 1: a round audited while the model goes on, its correction at the next round
@@ -241,12 +244,13 @@ def test_the_real_codex_runs_the_hooks_and_is_handed_each_correction_once(tmp_pa
         Turn(round_of("t2", NEG)),
         Turn([say("Negatives handled.")]),
         Turn([say("Added a test for negatives; it passes.")]),  # after the Stop hook's block
-        # prompt 3: interrupted with one correction staged and one audit under way
-        Turn(round_of("t3a", REFACTOR)),
-        Turn([shell("t3b", "echo t3b-0")], before=until_audited),
-        Turn([say("(never sent)")], before=until_interrupted),
-        # prompt 4, typed after the interrupt
-        Turn([say("Left calc.py as it was.")]),
+        # prompt 3: interrupted with a correction staged; prompt 4 takes it back
+        Turn(round_of("t3", REFACTOR)),
+        Turn([say("(never sent)")], before=until_interrupted(0)),
+        # prompt 4: interrupted with an audit under way; prompt 5 cancels it
+        Turn(round_of("t4", NOTES)),
+        Turn([say("(never sent)")], before=until_interrupted(1)),
+        Turn([say("Carrying on.")]),
     ]
     model = ResponsesServer(script)
     try:
@@ -266,14 +270,20 @@ def test_the_real_codex_runs_the_hooks_and_is_handed_each_correction_once(tmp_pa
         assert developer_notes(after_block) == [f"{CORRECTION_MARKER} {MID}"]  # history only
 
         third = session.start(PROMPTS[2])
-        wait_for(lambda: len(model.requests) >= 9, "prompt 3's last model call", 60)
-        wait_for(session.staged, "prompt 3's first correction to be staged")
-        wait_for(audits_b.is_set, "prompt 3's second round to be under audit")
+        wait_for(lambda: len(model.requests) >= 8, "prompt 3's last model call", 60)
+        wait_for(session.staged, "prompt 3's correction to be staged")
         third.send_signal(signal.SIGINT)  # the user interrupts Codex...
         third.wait(30)
-        interrupted.set()
-        session.run(PROMPTS[3])  # ...and types again
-        # The worker records what the prompt took back and cancelled, then may go.
+        interrupted[0].set()
+        fourth = session.start(PROMPTS[3])  # ...and types again
+        wait_for(lambda: len(model.requests) >= 10, "prompt 4's last model call", 60)
+        wait_for(slow_audit.is_set, "prompt 4's round to be under audit")
+        assert not session.staged()  # taken back
+        fourth.send_signal(signal.SIGINT)
+        fourth.wait(30)
+        interrupted[1].set()
+        session.run(PROMPTS[4])
+        # The worker records what the prompts took back and cancelled, then may go.
         wait_for(lambda: not list((session.sdir / "dropped").glob("*.json")), "the take-back")
         wait_for(
             lambda: any(v.status == "cancelled" for v in rows(open_db(), s.Verdict)),
@@ -291,8 +301,8 @@ def test_the_real_codex_runs_the_hooks_and_is_handed_each_correction_once(tmp_pa
             if item.get("type") in ("function_call_output", "custom_tool_call_output")
         }
         assert {e["tool_use_id"] for e in events if e["hook_event_name"] == "PostToolUse"} == calls
-        assert names.count("UserPromptSubmit") == 4
-        assert names.count("PostToolUse") == len(calls) == 6 + 1 + 6 + 6 + 1
+        assert names.count("UserPromptSubmit") == 5
+        assert names.count("PostToolUse") == len(calls) == 6 + 1 + 6 + 6 + 6
         # No model call was made that the script did not plan.
         assert model.unscripted == 0
 
@@ -350,7 +360,69 @@ def test_the_real_codex_runs_the_hooks_and_is_handed_each_correction_once(tmp_pa
         assert held_back["why"].startswith("user-wrote-again")
         assert activity["sessions"][0]["session"] == session.id
     finally:
-        interrupted.set()
+        for gate in interrupted:
+            gate.set()
         if session is not None and session.id is not None:
             session.stop_worker()
+        model.close()
+
+
+def test_project_hooks_run_once_codex_trusts_the_project_and_stay_trusted_on_reinstall(
+    tmp_path, observer
+):
+    """A project install: Codex reads the project's .codex/ only once the project is trusted
+    (`codex exec --trust`), and a reinstall with other options changes the handlers, whose trust
+    the install records again."""
+    script = [
+        Turn([shell(f"p{n}", "echo hi")]) if n % 2 == 0 else Turn([say("Done.")]) for n in range(6)
+    ]
+    model = ResponsesServer(script)
+    session = None
+    try:
+        session = Session(tmp_path, model, observer)
+        # --no-wait: these turns are not what is checked here, and need not wait for audits
+        install = [*auditor_argv(), "hook", "install", "codex", "-o", "gemini", "--no-wait"]
+        said = subprocess.run(
+            install,
+            capture_output=True,
+            text=True,
+            env=session.env,
+            cwd=session.project,
+            check=True,
+        ).stdout
+        assert "codex exec --trust" in said  # the project is not trusted yet, and that is said
+
+        def prompt(*extra: str) -> list[str]:
+            done = subprocess.run(
+                [str(session.codex), "exec", "--json", "--skip-git-repo-check", *extra, "Say hi."],
+                capture_output=True,
+                text=True,
+                env=session.env,
+                cwd=session.project,
+                stdin=subprocess.DEVNULL,
+                timeout=90,
+                check=True,
+            )
+            sid = json.loads(done.stdout.splitlines()[0])["thread_id"]
+            log = Path(session_dir(state_root(), "codex", sid)) / "events.jsonl"
+            if not log.exists():
+                return []
+            return [json.loads(x)["hook_event_name"] for x in log.read_text().splitlines()]
+
+        assert prompt() == []  # an untrusted project: Codex runs none of its hooks
+        assert prompt("--trust") == ["UserPromptSubmit", "PostToolUse", "Stop"]
+        subprocess.run(
+            [*install, "--deadline", "20"],
+            env=session.env,
+            cwd=session.project,
+            check=True,
+            capture_output=True,
+        )
+        assert prompt() == ["UserPromptSubmit", "PostToolUse", "Stop"]
+    finally:
+        for lock in Path(state_root()).glob("codex/*/worker.lock"):
+            try:
+                os.kill(int(lock.read_text().split()[0]), signal.SIGTERM)
+            except (OSError, ValueError, IndexError):
+                pass
         model.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -38,8 +37,6 @@ class Stub:
         self.default = default
         self.answer = answer
         self.queue: list[Reply] = []
-        # Or a reply chosen from each request's body (a stand-in that answers by what it reads).
-        self.choose: Callable[[Any], Reply] | None = None
         self.log: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.in_flight = self.max_in_flight = 0  # requests being answered at once
@@ -69,10 +66,7 @@ class Stub:
                             "headers": {k.lower(): v for k, v in self.headers.items()},
                         }
                     )
-                    if stub.choose is not None:
-                        reply = stub.choose(body)
-                    else:
-                        chosen = stub.answer(body) if stub.answer is not None else None
+                    chosen = stub.answer(body) if stub.answer is not None else None
                     reply = chosen or (stub.queue.pop(0) if stub.queue else stub.default)
                     stub.in_flight += 1
                     stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
