@@ -32,8 +32,6 @@ import time
 from pathlib import Path
 
 import pytest
-from auditor.db import open_db
-from auditor.inject import CORRECTION_MARKER
 from helpers.agents import CLAUDE_CODE, require
 from helpers.anthropic_server import (
     AnthropicServer,
@@ -47,8 +45,10 @@ from helpers.live import auditor_argv, rows
 from helpers.store import stored_thread
 from helpers.wire import Reply, Stub, gemini_response
 
-from auditor import schema as s
-from auditor.live import session_dir, state_root
+from auditor.live.delivery import CORRECTION_MARKER
+from auditor.live.fast_path import session_dir, state_root
+from auditor.store import schema as s
+from auditor.store.db import open_db
 
 MID = "The test run failed twice and you keep rerunning it; read the failure before going on."
 END = "You say both tests pass, but the empty-input test was never run; run it."
@@ -406,7 +406,10 @@ def test_the_real_claude_code_runs_every_hook_and_is_handed_each_correction_once
             ("ok", END),
             ("ok", None),
             ("cancelled", None),
-        ], [(v.status, v.message, v.problem, runs[v.run_id].config["hook"]) for v in verdicts]
+        ], (
+            [(v.status, v.message, v.problem, runs[v.run_id].config["hook"]) for v in verdicts],
+            (claude.sdir / "worker.log").read_text(),
+        )
         assert verdicts[-1].problem.startswith("cancelled: the user wrote")
         assert runs[verdicts[0].run_id].config["hook"]["hook_event_name"] == "PostToolUseFailure"
         delivered = [
