@@ -9,6 +9,18 @@ class DatabaseError(AuditorError):
     """The database cannot be opened or is at a schema this code does not know."""
 
 
+class StoreLost(DatabaseError):
+    """The store's server went away mid-command and did not come back in time."""
+
+
+class ObserverDown(AuditorError):
+    """A run stopped calling an observer that could not be reached several times in a row."""
+
+
+class StoreGone(DatabaseError):
+    """The SQLite store's file was deleted while a command wrote to it."""
+
+
 class FormatError(AuditorError):
     """A transcript could not be read: unknown format, or a format forced on the wrong file."""
 

@@ -16,7 +16,7 @@ from ..store import events
 from ..store import raw_answers as answers
 from ..store import run_rows as runs
 from ..store import schema as s
-from ..store.db import utcnow
+from ..store.db import retry_lost, utcnow
 from .observe import ObserveResult, validate
 from .run_types import Job, RunConfig, RunSummary
 
@@ -106,8 +106,12 @@ class RunRecords:
         if self._heartbeat is not None:
             self._heartbeat.stop()
         self.summary.status = status
-        with self.engine.begin() as conn:
-            runs.record_end(conn, self.summary, error)
+
+        def record() -> None:
+            with self.engine.begin() as conn:
+                runs.record_end(conn, self.summary, error)
+
+        retry_lost(record)
 
     def abandon(self, job: Job, error: str, took: float, status: str = "error") -> int:
         """Record the call of `job`, cut short after `took` seconds, and release its lease.
@@ -192,11 +196,18 @@ class RunRecords:
                 )
         if error and result is None:
             sm.messages.append(f"thread {job.thread_id} at {job.message_id}: {error}")
-        with self.engine.begin() as conn:
-            verdict_id = conn.execute(
-                s.Verdict.__table__.insert().values(**row).returning(s.Verdict.id)
-            ).scalar_one()
-            events.record_verdict(conn, verdict_id, row)
+
+        def insert() -> int:
+            with self.engine.begin() as conn:
+                new_id = conn.execute(
+                    s.Verdict.__table__.insert().values(**row).returning(s.Verdict.id)
+                ).scalar_one()
+                events.record_verdict(conn, new_id, row)
+            return new_id
+
+        # A paid answer is kept through a restart of the store's server (PostgreSQL): lost
+        # here, it would be paid again by the next run.
+        verdict_id = retry_lost(insert)
         if row.get("needs_correction") and row["status"] == "ok":
             sm.found.append(
                 {

@@ -19,18 +19,28 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
+from ..errors import ObserverDown, StoreGone
 from ..plugins import Plugins
 from ..store import events, leases
 from ..store import raw_answers as answers
 from ..store import run_rows as runs
 from ..store import schema as s
-from ..store.db import upsert, utcnow
+from ..store.db import (
+    connection_lost,
+    file_gone,
+    file_identity,
+    lost_store,
+    retry_lost,
+    upsert,
+    utcnow,
+)
 from ..store.signal_rows import store_signals
 from ..store.threads import find_thread, load_messages
 from . import budget, critique
 from .checkpoint_plan import formatter_for, gate_config, plan
 from .checkpoints import Checkpoint, find_checkpoints
 from .observe import MAX_OUTPUT_TOKENS, ObserveRequest
+from .reachability import Reachability
 from .recorder import RunRecords, price_of
 from .run_types import Job, RunConfig, RunInterrupted, RunSummary, choose_observer
 from .sharing import HELD, PLAN_CHUNK, TAKEN, ThreadSharing
@@ -72,6 +82,8 @@ class Auditor(RunRecords, ThreadSharing):
         self._lock = threading.Lock()
         # PostgreSQL, in `execute`: threads and calls shared with other workers by row locks.
         self._share_threads = False
+        self.reachability = Reachability(self.observer_name)
+        self.store_file = file_identity(engine)  # SQLite: noticed if deleted mid-run
         self._heartbeat: runs.Heartbeat | None = None
         self.budget: budget.Budget | None = None
         # A CPU model on a busy machine takes minutes where an API answers in seconds.
@@ -141,12 +153,7 @@ class Auditor(RunRecords, ThreadSharing):
         for start in range(0, len(checkpoints), PLAN_CHUNK):
             chunk = checkpoints[start : start + PLAN_CHUNK]
             skip = self._passed_over(chunk, known) if shared else set()
-            with self.engine.begin() as conn:
-                planned = [
-                    self.plan_checkpoint(conn, cp, thread, messages)
-                    for cp in chunk
-                    if (cp.message_id, cp.kind) not in skip
-                ]
+            planned = retry_lost(self._plan_chunk, chunk, skip, thread, messages)
             for job in planned:
                 if job is None or job.answered is not None:
                     continue
@@ -157,6 +164,20 @@ class Auditor(RunRecords, ThreadSharing):
                 yield job
         if shared:  # not when the run stopped early: `let_go_all` gives the lease back
             self._done_with(key)
+
+    def _plan_chunk(self, chunk: list[Checkpoint], skip: set, thread, messages: list) -> list:
+        """Plan `chunk` in one transaction (run again whole if the store's server went away)."""
+        counts = self.summary.counts()
+        try:
+            with self.engine.begin() as conn:
+                return [
+                    self.plan_checkpoint(conn, cp, thread, messages)
+                    for cp in chunk
+                    if (cp.message_id, cp.kind) not in skip
+                ]
+        except Exception:
+            self.summary.restore_counts(counts)  # nothing of the chunk was committed
+            raise
 
     def plan_checkpoint(self, conn, cp: Checkpoint, thread, messages: list) -> Job | None:
         """Plan one checkpoint with `auditor.audit.checkpoint_plan.plan`, record the decision, return its job.
@@ -314,6 +335,9 @@ class Auditor(RunRecords, ThreadSharing):
         The answer is checked again under the lease, because another run may have recorded
         it since this one planned.
         """
+        return retry_lost(self._claim, job)
+
+    def _claim(self, job: Job) -> bool:
         with self.engine.begin() as conn:
             if not leases.take(conn, job.claim_key, job.checkpoint_id, self.owner, self.lease):
                 self.summary.busy += 1
@@ -329,10 +353,20 @@ class Auditor(RunRecords, ThreadSharing):
         """Give up the lease on `job`'s call (taken by `claim`)."""
         conn = self._held.pop(job.claim_key, None)
         if conn is not None:  # taken by `_hold`
-            leases.let_go(conn, job.claim_key)
+            try:
+                leases.let_go(conn, job.claim_key)
+            except Exception as exc:
+                if not connection_lost(exc):
+                    raise
+                # The server ended the connection, and with it the row lock that was the
+                # lease: nothing is left to give back (the row goes with `forget_old`).
             return
-        with self.engine.begin() as conn:
-            leases.release(conn, job.claim_key, self.owner)
+
+        def give_back() -> None:
+            with self.engine.begin() as conn:
+                leases.release(conn, job.claim_key, self.owner)
+
+        retry_lost(give_back)
 
     async def call(self, job: Job, deadline: float | None = None) -> int | None:
         """Make the observer call of `job` under a lease and record it; return the verdict id.
@@ -415,15 +449,26 @@ class Auditor(RunRecords, ThreadSharing):
                     f"{type(exc).__name__}: the {self.observer_name} call {what} after "
                     f"{took:.1f}s (--timeout {self.timeout:g}s), saying nothing more"
                 )
+            self.reachability.failed(exc, error)
             return self.record_verdict(job, None, error, took)
+        self.reachability.answered()
         return self.record_verdict(job, result, None, time.monotonic() - started)
 
     async def execute(
         self,
         progress: Callable[[RunSummary], None] | None = None,
-        should_stop: Callable[[], bool] = lambda: False,
+        asked_to_stop: Callable[[], bool] = lambda: False,
     ) -> RunSummary:
-        """Make the calls of `jobs()`; once `should_stop()` is true, no new call starts."""
+        """Make the calls of `jobs()`; once `asked_to_stop()` is true, the observer is found
+        down (`reachability`) or the store's file deleted, no new call starts."""
+
+        def should_stop() -> bool:
+            return (
+                asked_to_stop()
+                or self.reachability.down is not None
+                or file_gone(self.engine, self.store_file)
+            )
+
         queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=max(2, self.concurrency * 2))
         workers_n = self.concurrency
         self._share_threads = self.engine.dialect.name == "postgresql"
@@ -580,10 +625,29 @@ def run(
                 run_batch(auditor, collect_only=config.collect)
             else:
                 asyncio.run(auditor.execute(progress, should_stop))
+                if (down := auditor.reachability.down) is not None:
+                    raise ObserverDown(down)  # the run is recorded failed, with this line
             if auditor.budget is not None:
                 summary.budget_note = auditor.budget.report(summary.unpriced)
             if should_stop():
                 summary.status = "interrupted"
     except KeyboardInterrupt:  # recorded as interrupted; the caller gets what was done
         raise RunInterrupted(auditor.summary) from None
+    except Exception as exc:
+        if file_gone(engine, auditor.store_file):
+            raise store_gone(engine, auditor.summary) from exc
+        if connection_lost(exc):  # after `retry_lost` waited for the server to come back
+            raise lost_store(exc) from exc
+        raise
+    if file_gone(engine, auditor.store_file):
+        raise store_gone(engine, summary)
     return summary
+
+
+def store_gone(engine: Engine, summary: RunSummary) -> StoreGone:
+    """The one line for a SQLite store deleted while the run wrote to it."""
+    return StoreGone(
+        f"The store {engine.url.database} was deleted during the run: the {summary.audited} "
+        f"answers of run {summary.run_id} (cost ${summary.cost_usd:.4f}) went with it. Keep the "
+        "store where nothing cleans it up, then run again"
+    )

@@ -89,6 +89,17 @@ class RunSummary:
     # The corrections this run got: verdict id, thread, checkpoint message and the message.
     found: list[dict[str, Any]] = field(default_factory=list)
 
+    _PLANNING = ("checkpoints", "gated_in", "reused", "critique_candidates")
+
+    def counts(self) -> dict[str, Any]:
+        """The planning counts, to put back with `restore_counts` when a transaction that
+        counted was rolled back."""
+        return {k: getattr(self, k) for k in self._PLANNING} | {"gated_out": dict(self.gated_out)}
+
+    def restore_counts(self, counts: dict[str, Any]) -> None:
+        for key, value in counts.items():
+            setattr(self, key, value)
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from ..store import leases
 from ..store import schema as s
+from ..store.db import retry_lost
 from ..store.threads import load_messages
 from .checkpoints import find_checkpoints
 from .run_types import Job, RunSummary
@@ -154,7 +155,7 @@ class ThreadSharing:
         """TAKEN (its lease is ours now), HELD (another worker has it) or DONE (by another
         worker, a moment ago)."""
         key = self._thread_key(thread)
-        conn = leases.hold(self.engine, key, None, self.owner)
+        conn = retry_lost(leases.hold, self.engine, key, None, self.owner)
         if conn is None:
             return HELD
         if leases.is_done(conn, key, self._started):
@@ -188,7 +189,7 @@ class ThreadSharing:
         """`claim` for a call on PostgreSQL: a row lock taken with SKIP LOCKED, held through the call
         (see `leases.hold`). A job another worker holds waits in `_waiting` and is tried again
         once the rest is done: answered by then, or freed by a worker that died."""
-        conn = leases.hold(self.engine, job.claim_key, job.checkpoint_id, self.owner)
+        conn = retry_lost(leases.hold, self.engine, job.claim_key, job.checkpoint_id, self.owner)
         if conn is None:
             self.summary.busy += 1
             if not job.helping:  # the holder of a thread being helped makes what is left

@@ -13,7 +13,7 @@ import orjson
 from sqlalchemy import Connection, Engine, Table, create_engine, event, text
 from sqlalchemy.engine import make_url
 
-from ..errors import DatabaseError
+from ..errors import DatabaseError, StoreLost
 
 ENV_VAR = "AUDITOR_DB"
 
@@ -133,6 +133,9 @@ def create(url: str, wait_until: float | None = None) -> Engine:
         url,
         json_serializer=_dumps,
         max_overflow=100,
+        # A restarted server ends every pooled connection: each is tested before use, so a
+        # run that goes on after the restart starts from live ones.
+        pool_pre_ping=True,
         connect_args={"options": "-c timezone=UTC"},
     )
     if wait_until is not None:
@@ -146,6 +149,80 @@ def create(url: str, wait_until: float | None = None) -> Engine:
 
         event.listen(engine, "before_cursor_execute", _bound_lock_wait)
     return engine
+
+
+STORE_WAIT = 60.0  # seconds a run waits for a PostgreSQL server that went away to come back
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """True when `exc` says the PostgreSQL server ended the connection or cannot take one now
+    (restarted, shut down, starting up, unreachable): SQLSTATE classes 08 and 57, or a
+    connection the driver found closed. A lock timeout or a bad statement is not."""
+    from sqlalchemy.exc import DBAPIError, PendingRollbackError
+
+    if isinstance(exc, PendingRollbackError):  # a transaction whose connection was cut
+        return "connection" in str(exc).lower() or "closed" in str(exc).lower()
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    orig = exc.orig
+    if not type(orig).__module__.startswith("psycopg"):
+        return False
+    import psycopg
+
+    if not isinstance(orig, psycopg.OperationalError):
+        return False
+    state = getattr(orig, "sqlstate", None)
+    return state is None or state[:2] in ("08", "57")
+
+
+def retry_lost(fn, *args, wait: float = STORE_WAIT, **kwargs):
+    """Call `fn(*args, **kwargs)`; while it fails because the store's server went away
+    (`connection_lost`), call it again after a growing pause, for up to `wait` seconds.
+
+    `fn` must be safe to run again: one transaction that either committed or did not.
+    """
+    delay, end = 0.25, time.monotonic() + wait
+    while True:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            if not connection_lost(exc) or time.monotonic() + delay > end:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+def file_identity(engine: Engine) -> tuple[int, int] | None:
+    """A SQLite store's file as (device, inode), to tell later whether it is still the same
+    file; None for PostgreSQL or an in-memory store."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or database in (None, "", ":memory:"):
+        return None
+    try:
+        found = os.stat(database)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
+
+
+def file_gone(engine: Engine, identity: tuple[int, int] | None) -> bool:
+    """True when the SQLite file that had `identity` was deleted or replaced since: writes go
+    on into the deleted file's open handle and are lost with it, without an error."""
+    if identity is None:
+        return False
+    return file_identity(engine) != identity
+
+
+def lost_store(exc: BaseException) -> StoreLost:
+    """The one-line error for a command cut off by `connection_lost` `exc`."""
+    orig = getattr(exc, "orig", None) or exc
+    first = (str(orig).strip().splitlines() or [""])[0]
+    return StoreLost(
+        f"The store's server ended the connection ({type(orig).__name__}: {first}): every "
+        "answer received is stored; once the server is up, run the same command again to resume"
+    )
 
 
 def _dumps(value) -> str:

@@ -129,6 +129,16 @@ class Server:
         name = url.rsplit("/", 1)[1]
         self.admin().execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
+    def restart(self) -> None:
+        """Restart the server as an operator would (`pg_ctl restart -m fast`): every open
+        connection is ended (AdminShutdown) and the server is back on the same port."""
+        if self._admin is not None:
+            self._admin.close()
+        self._run(
+            [self.bin / "pg_ctl", "-D", self.data, "-l", self.dir / "log", "-m", "fast", "-w"]
+            + ["restart"]
+        )
+
     def stop(self) -> None:
         if self._admin is not None:
             self._admin.close()

@@ -1,0 +1,83 @@
+"""A PostgreSQL server restarted under running workers (`pg_ctl restart -m fast`, as an operator
+or a package upgrade does): the workers reconnect and go on, or stop with one line saying how to
+resume; no traceback, and only the calls in flight at the restart are ever paid twice.
+
+The server is one of the test's own (restarting the session's would end other tests'
+connections); the observer is Gemini's real SDK against a stub on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+from helpers.wire import Reply, Stub, gemini_response
+from test_workers import GATE, SESSIONS, verdicts
+
+pytestmark = [pytest.mark.corpus, pytest.mark.slow]
+
+WORKERS, CONCURRENCY = 2, 2
+
+
+@pytest.fixture
+def own_server(pg_server):  # pg_server: skips (or fails under CI) where PostgreSQL is missing
+    from helpers import pg_server as pg
+
+    server = pg.Server(pg_server.bin)
+    yield server
+    server.stop()
+
+
+def test_workers_go_on_after_the_server_restarts(corpus, tmp_path, own_server):
+    for rel in SESSIONS:
+        shutil.copy(corpus / rel, tmp_path / os.path.basename(rel))
+    own_server.admin().execute("CREATE DATABASE store")
+    db = own_server.url_base + "store"
+    base = [sys.executable, "-m", "auditor", "--db", db]
+    subprocess.run([*base, "ingest", "-q", str(tmp_path)], check=True, timeout=300)
+    env = {**os.environ, "GEMINI_API_KEY": "AIza-TEST-dummy"}
+    stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": None}), delay=0.3))
+    env["GOOGLE_GEMINI_BASE_URL"] = stub.url
+    run = [*base, "run", "--observer", "gemini", "--max-retries", "0", "-j", str(CONCURRENCY)]
+    try:
+        workers = [
+            subprocess.Popen(
+                [*run, *GATE], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(WORKERS)
+        ]
+        deadline = time.monotonic() + 120
+        while len(verdicts(db)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        own_server.restart()
+        ended = [w.communicate(timeout=300) for w in workers]
+        codes = [w.returncode for w in workers]
+        # What a worker that stopped says to do: run the same command again.
+        again = subprocess.run(
+            [*run, *GATE], env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+    finally:
+        stub.close()
+    for (_, err), code in zip(ended, codes, strict=True):
+        assert "Traceback" not in err, err[-3000:]
+        if code != 0:  # stopped: one line on the store, then how to resume
+            assert "run the same command again" in err, err[-2000:]
+            assert len(err.strip().splitlines()) <= 8, err[-3000:]
+    assert again.returncode == 0, again.stderr[-3000:]
+    rows = verdicts(db)
+    answered = Counter(cp for cp, status, _ in rows if status == "ok")
+    assert set(answered.values()) == {1}  # none recorded twice
+    assert not [r for r in rows if r[1] == "error"]  # no call failed for the store's sake
+    sent = Counter(json.dumps(r["body"], sort_keys=True) for r in stub.log)
+    resent = sum(n - 1 for n in sent.values())
+    # Paid twice: at most the calls in flight when the server went away.
+    assert resent <= WORKERS * CONCURRENCY, resent
+    print(f"calls {len(stub.log)}, paid twice {resent}, exit codes {codes}")
+    for _, err in ended:
+        print(err.strip().splitlines()[-1])
