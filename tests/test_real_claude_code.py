@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -212,6 +213,7 @@ class Claude:
         }
         self.out: list[dict] = []
         self.proc: subprocess.Popen | None = None
+        self.debug_log = tmp_path / "claude-debug.log"  # the client's own log of its hooks
 
     def install(self, *extra: str) -> subprocess.CompletedProcess:
         """`auditor hook install claude-code` in the project, as the README says."""
@@ -229,6 +231,8 @@ class Claude:
             str(self.binary),
             "-p",
             *extra,
+            "--debug-file",
+            str(self.debug_log),
             "--output-format",
             "stream-json",
             "--verbose",
@@ -298,19 +302,23 @@ def notes(body: dict) -> list[str]:
     return found
 
 
-def hook_timings(transcript: Path) -> dict[str, list[int]]:
-    """The client's own measure of each auditor hook it ran (ms), by event, from its transcript."""
-    out: dict[str, list[int]] = {}
-    for line in transcript.read_text().splitlines():
-        rec = json.loads(line)
-        att = rec.get("attachment") or {}
-        if "auditor hook" in str(att.get("command")) and "durationMs" in att:
-            out.setdefault(att.get("hookEvent", "?"), []).append(att["durationMs"])
-        if rec.get("subtype") == "stop_hook_summary":
-            for info in rec.get("hookInfos") or []:
-                if "auditor hook" in info.get("command", "") and "durationMs" in info:
-                    out.setdefault("Stop", []).append(info["durationMs"])
+HOOK_RUN = re.compile(r"Hooks: (\w+)(?::\S+)? \[(.*?)\] finished with status (\d+) \((\d+)ms\)")
+
+
+def hook_runs(debug_log: Path) -> list[tuple[str, str, int, int]]:
+    """Each run of an auditor hook as the client logged it (`--debug-file`): (event, command,
+    exit status, milliseconds the client measured)."""
+    out = []
+    for m in HOOK_RUN.finditer(debug_log.read_text(errors="replace")):
+        event, command, status, ms = m.groups()
+        if "auditor hook" in command:
+            out.append((event, command, int(status), int(ms)))
     return out
+
+
+def median(values: list[int]) -> int:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
 
 
 @pytest.fixture
@@ -441,11 +449,18 @@ def test_the_real_claude_code_runs_every_hook_and_is_handed_each_correction_once
         assert "0 with problems" in problems.stdout, problems
 
         # What the client measured of the hooks (printed for the record; -s shows it).
-        timings = hook_timings(claude.transcript())
-        summary = {k: sorted(v) for k, v in timings.items()}
-        print(f"\nClaude Code {CLAUDE_CODE.version}: session {took:.1f}s; hook ms: {summary}")
+        runs_seen = hook_runs(claude.debug_log)
+        by_event: dict[str, list[int]] = {}
+        for event, _, status, ms in runs_seen:
+            assert status in (0, 2), runs_seen  # 2: the re-wake, and only that
+            by_event.setdefault(event, []).append(ms)
+        assert [r for r in runs_seen if r[2] == 2] == [
+            r for r in runs_seen if r[2] == 2 and "--rewake" in r[1]
+        ]
+        summary = {k: (len(v), median(v), max(v)) for k, v in sorted(by_event.items())}
+        print(f"\nClaude Code {CLAUDE_CODE.version}: session {took:.1f}s")
+        print(f"hook runs (count, median ms, max ms) as the client measured: {summary}")
         print(f"events: {by_name}; model requests: {steps}")
-        assert timings and all(ms < 10_000 for v in timings.values() for ms in v)
     finally:
         engine.dispose()
 
@@ -544,16 +559,6 @@ def test_a_hook_whose_auditor_cannot_start_never_wakes_the_model(
     assert len(answered) - 2 <= 1, [
         content_text(r.body["messages"][-1]["content"]) for r in answered
     ]
-    out = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
-    session = next(e["session_id"] for e in out if e.get("session_id"))
-    [path] = (Path(os.environ["HOME"]) / ".claude" / "projects").glob(f"*/{session}.jsonl")
-    statuses = []
-    for line in path.read_text().splitlines():
-        rec = json.loads(line)
-        att = rec.get("attachment") or {}
-        if "auditor hook" in str(att.get("command")):
-            statuses.append(att.get("exitCode"))
-    assert 2 not in statuses, statuses
-    print(
-        f"\n{how}: {len(answered) - 2} model request(s) after the turn; hook exit codes {statuses}"
-    )
+    statuses = sorted({status for _, _, status, _ in hook_runs(claude.debug_log)})
+    assert statuses and 2 not in statuses, statuses
+    print(f"\n{how}: {len(answered) - 2} model request(s) after the turn; hook statuses {statuses}")
