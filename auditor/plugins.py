@@ -7,6 +7,7 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pluggy
@@ -19,8 +20,6 @@ from .model import TranscriptFormat
 from .store.threads import StoredThread
 
 if TYPE_CHECKING:
-    from types import FrameType
-
     from .audit.checkpoints import Checkpoint, GateDecision
     from .store.signal_rows import Signal
     from .store.threads import StoredMessage
@@ -61,13 +60,16 @@ class Registry(Generic[T]):
         self._found: dict[str, T] | None = None
 
     def all(self) -> dict[str, T]:
-        """Return every registered object by name (the hook is called the first time)."""
+        """Return every registered object by name (the hook is called the first time).
+
+        Each plugin's implementation is called on its own, with a `register` that knows whose
+        it is, so that a duplicate or a bad object is blamed on the plugin that registered it.
+        """
         if self._found is None:
             found: dict[str, T] = {}
             owners: dict[str, str] = {}
 
-            def register(obj: T) -> None:
-                plugin = self._calling_plugin()
+            def register(obj: T, plugin: str) -> None:
                 name = self._check(obj, plugin)
                 if name in found:
                     raise PluginError(
@@ -77,7 +79,11 @@ class Registry(Generic[T]):
                     )
                 found[name], owners[name] = obj, plugin
 
-            getattr(self.pm.hook, self.hook)(register=register)
+            everyone = self.pm.get_plugins()
+            # In the order pluggy calls them: the last registered first, tryfirst/trylast kept.
+            for impl in reversed(getattr(self.pm.hook, self.hook).get_hookimpls()):
+                alone = self.pm.subset_hook_caller(self.hook, everyone - {impl.plugin})
+                alone(register=partial(register, plugin=self._plugin_name(impl.plugin_name)))
             self._found = found
         return self._found
 
@@ -107,16 +113,8 @@ class Registry(Generic[T]):
             )
         return str(name)
 
-    def _calling_plugin(self) -> str:
-        """Return the name of the plugin whose hook implementation is calling `register`."""
-        impls = getattr(self.pm.hook, self.hook).get_hookimpls()
-        codes = {getattr(i.function, "__code__", None): i.plugin_name for i in impls}
-        frame: FrameType | None = sys._getframe(2)
-        while frame is not None and frame.f_code not in codes:
-            frame = frame.f_back
-        if frame is None:
-            return "?"
-        name = codes[frame.f_code]
+    def _plugin_name(self, name: str) -> str:
+        """Return how messages name the plugin pluggy knows as `name`."""
         if name.isdigit():  # registered without a name (`extra`): pluggy names it by its id
             plugin = self.pm.get_plugin(name)
             return f"{type(plugin).__module__}.{type(plugin).__name__}"

@@ -154,6 +154,26 @@ def test_two_plugins_registering_one_name_are_both_named(monkeypatch):
     )
 
 
+def test_two_plugins_sharing_one_hook_function_are_told_apart(monkeypatch):
+    """The plugin to blame is the one whose implementation was called, even where two plugins
+    share the very same function (a helper package's hook, re-exported by two plugins)."""
+
+    class Dup(HalfObserver):
+        name, default_model = "dup", "d-1"
+
+        async def observe(self, request, options):
+            raise NotImplementedError
+
+    def register_observers(register):
+        register(Dup())
+
+    _plugin_module(monkeypatch, "first", register_observers=register_observers)
+    _plugin_module(monkeypatch, "second", register_observers=register_observers)
+    with pytest.raises(PluginError) as err:
+        plugins_mod.get_plugin_manager().observers()
+    assert "'dup': 'second' and 'first'" in str(err.value)
+
+
 def test_the_built_in_plugins_fill_every_registry():
     pm = plugins_mod.get_plugin_manager()
     assert {"claude-code", "codex", "amp"} <= set(pm.formats())
