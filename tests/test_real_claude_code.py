@@ -461,6 +461,9 @@ def test_the_real_claude_code_runs_every_hook_and_is_handed_each_correction_once
         print(f"\nClaude Code {CLAUDE_CODE.version}: session {took:.1f}s")
         print(f"hook runs (count, median ms, max ms) as the client measured: {summary}")
         print(f"events: {by_name}; model requests: {steps}")
+        log = (claude.sdir / "worker.log").read_text()
+        lagged = re.findall(r"(\w+): the transcript caught up after (\d+) ms", log)
+        print(f"audits that waited for the transcript: {lagged}")
     finally:
         engine.dispose()
 

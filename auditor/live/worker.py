@@ -396,8 +396,10 @@ class Worker:
         from ..store.threads import load_messages
 
         name = event.get("hook_event_name")
-        until = time.monotonic() + self.options.lag
+        began = time.monotonic()
+        until = began + self.options.lag
         size = -1
+        looks = 0
         while True:
             now_size = _size(path)
             if now_size != size:
@@ -414,9 +416,14 @@ class Worker:
                         if at is not None:
                             cp = checkpoint_at(thread.id, messages, at, "every-inference")
                     if cp is not None:
+                        if looks:  # how far the transcript lagged the hook (docs/live-hooks.md)
+                            waited = (time.monotonic() - began) * 1000
+                            self.log(f"{name}: the transcript caught up after {waited:.0f} ms")
                         return thread, messages, cp
             if time.monotonic() >= until:
+                self.log(f"{name}: the transcript did not catch up in {self.options.lag:g} s")
                 return None
+            looks += 1
             await asyncio.sleep(WATCH)
 
     def _ingest(self, path) -> None:
