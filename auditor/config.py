@@ -21,6 +21,7 @@ NUMBER = (int, float)
 KEYS: dict[str, dict[str, Any]] = {
     "observer": {
         "observer": str,
+        "allow_same_vendor": bool,
         "model": str,
         "base_url": str,
         "max_retries": int,
@@ -64,7 +65,8 @@ EXAMPLE = """\
 sources = ["~/.claude/projects", "~/.codex/sessions"]
 
 [observer]              # for every command that calls an observer (run, hook)
-observer = "gemini"
+observer = "gemini"     # unset: per agent, a ready observer of another vendor
+# allow_same_vendor = false  # true: the agent's own vendor audits it when no other is ready
 # model = "gemini-3.1-pro-preview"
 # timeout = 120
 

@@ -34,7 +34,9 @@ def register_formats(register: Callable[[TranscriptFormat], None]) -> None:
     Called once when the plugin manager is first used. Call `register(fmt)` once per format;
     `fmt` is an object with the attributes and methods of `TranscriptFormat`:
     `name` (what `--format NAME` selects), `agent`, `appendable`, `detect(path, head)` (cheap:
-    looks at the path and the first 64 KiB only) and `parse(path, cursor)` (yields records).
+    looks at the path and the first 64 KiB only) and `parse(path, cursor)` (yields records);
+    optionally `vendor`, who made the agent's model ("anthropic", "google", "openai"): its
+    threads then get an observer of another vendor (`auditor.audit.observer_choice`).
 
     Two plugins registering the same name is an error reported by `auditor plugins`.
     """
@@ -51,8 +53,12 @@ def register_observers(register: Callable[[Observer], None]) -> None:
     reason with the fix: missing SDK, key or server) and `async observe(request, options)`
     returning an `ObserveResult`; optionally `concurrency` (calls in flight that suit it, when
     `-j` is not given), `timeout` (seconds per call, when `--timeout` is not given),
-    `seconds_per_call` (how long an answer takes, for `hook install`) and `context_tokens`
-    (the tokens a prompt may take, when the window is small: the thread is rendered to fit).
+    `seconds_per_call` (how long an answer takes, for `hook install`), `context_tokens`
+    (the tokens a prompt may take, when the window is small: the thread is rendered to fit),
+    and `needs` (an `ObserverNeeds`: its vendor, and the key, login or offline model that makes
+    it ready). An observer with `needs` may be chosen for a thread without being named, when
+    it is ready and its vendor is not the agent's (see `auditor.audit.observer_choice`); one
+    without is used only when named with `--observer`, or as the only one installed.
     """
 
 

@@ -90,6 +90,7 @@ class ClaudeCodeFormat:
 
     name = "claude-code"
     agent = AGENT
+    vendor = "anthropic"  # whose model the agent runs: an observer of another is chosen
     appendable = True
 
     def detect(self, path: Path, head: bytes) -> bool:

@@ -40,6 +40,7 @@ class CodexExecFormat:
 
     name = "codex-exec"
     agent = AGENT
+    vendor = "openai"  # whose model the agent runs: an observer of another is chosen
     appendable = True
 
     def detect(self, path: Path, head: bytes) -> bool:

@@ -179,6 +179,7 @@ class CodexFormat:
 
     name = "codex"
     agent = AGENT
+    vendor = "openai"  # whose model the agent runs: an observer of another is chosen
     appendable = True
 
     def detect(self, path: Path, head: bytes) -> bool:

@@ -61,6 +61,7 @@ class GeminiChatFormat:
 
     name = "gemini-cli"
     agent = AGENT
+    vendor = "google"  # whose model the agent runs: an observer of another is chosen
     appendable = False
 
     def detect(self, path: Path, head: bytes) -> bool:

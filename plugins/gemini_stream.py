@@ -94,6 +94,7 @@ class GeminiStreamFormat:
 
     name = "gemini-stream"
     agent = AGENT
+    vendor = "google"  # whose model the agent runs: an observer of another is chosen
     appendable = True
 
     def detect(self, path: Path, head: bytes) -> bool:

@@ -264,6 +264,7 @@ class OpenAIChatFormat:
 
     name = "openai"
     agent = AGENT
+    vendor = "openai"  # whose model the agent runs: an observer of another is chosen
     appendable = False  # JSON documents are rewritten; a grown JSONL log is simply read again
     detect_priority = 100  # generic: tried after the formats of specific agents
 

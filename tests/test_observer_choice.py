@@ -62,7 +62,10 @@ def test_a_name_or_auditor_observer_still_wins_over_every_declaration(plugins, m
 
 
 def test_an_observer_that_declares_nothing_is_taken_only_by_name_or_as_the_only_one(monkeypatch):
-    monkeypatch.setenv("AUDITOR_DISABLE_PLUGINS", "gemini,claude,local,embedded")
+    monkeypatch.setenv(
+        "AUDITOR_DISABLE_PLUGINS",
+        "gemini,claude,local,embedded,claude_cli,codex_cli,gemini_cli_observer",
+    )
     silent = FakeObserver(name="silent")
     alone = get_plugin_manager(extra=[FakeObserverPlugin(silent)])
     assert choose_observer(alone, None) == ("silent", "the only installed observer")

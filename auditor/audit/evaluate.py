@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,8 @@ def evaluate(engine: Engine, plugins, labels_path: str, config) -> Report:
     from .run import Auditor
 
     labels = read_labels(engine, labels_path)
+    if config.agents is None:  # an observer of another vendor than every labelled thread's
+        config = replace(config, agents=sorted({label.thread.agent for label in labels}))
     auditor = Auditor(engine, plugins, config)
     auditor.ensure_usable()
     mode = auditor.gate_config["mode"]

@@ -48,7 +48,11 @@ class ObserveRequest:
 
 @dataclass
 class ObserverUsage:
-    """Raw tokens of one observer call. `input` includes `cached`; `output` excludes `thinking`."""
+    """Raw tokens of one observer call. `input` includes `cached`; `output` excludes `thinking`.
+
+    `cost_usd` is the call's cost as the provider or CLI reported it (`claude -p` does); when
+    set, the core records it instead of pricing the tokens at list price.
+    """
 
     input: int = 0
     output: int = 0
@@ -56,6 +60,7 @@ class ObserverUsage:
     thinking: int = 0
     cache_write: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    cost_usd: float | None = None
 
 
 @dataclass
@@ -85,12 +90,16 @@ class ObserverNeeds:
     """What an observer needs to be chosen without being named (`Observer.needs`).
 
     The core reads these instead of knowing backends: with no `--observer` and no
-    AUDITOR_OBSERVER, it takes the observer of the lowest `rank` whose key is set (one of
-    `key_env`), else an `offline` one (saying its `caveat`), else the first installed.
+    AUDITOR_OBSERVER, each agent's threads get the ready observer of the lowest `rank` whose
+    key is set (one of `key_env`), else a `login` one whose CLI is logged in, else an `offline`
+    one (saying its `caveat`), never one whose `vendor` is the agent's own unless allowed
+    (see `auditor.audit.observer_choice`).
     """
 
     vendor: str  # whose models it calls: "google", "anthropic"...; "local" for this machine's
     key_env: tuple[str, ...] = ()  # environment variables that hold its key; one set suffices
+    # An agent CLI the user logs in to: ready when `check()` finds it installed and logged in.
+    login: bool = False
     offline: bool = False  # needs neither a key nor a server: the fallback when no key is set
     caveat: str = ""  # said when it is chosen as that fallback (what its verdicts are worth)
     rank: int = 100  # among the observers whose key is set, the lowest is chosen

@@ -23,6 +23,7 @@ from .run_types import Job, RunConfig, RunSummary
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from .observer_choice import Choice
     from .prompt import Prompt
 
 
@@ -46,6 +47,7 @@ class RunRecords:
     summary: RunSummary
     observer: Any
     observer_name: str
+    choice: Choice  # the observer chosen, and whether it is of the agent's own vendor
     model: str
     owner: str
     prompt: Prompt
@@ -151,6 +153,7 @@ class RunRecords:
             "prompt_hash": prompt.sha256,
             "input_hash": job.input_hash,
             "critique_of": job.critique_of,
+            "same_vendor": self.choice.same_vendor,
             "latency_ms": None if latency is None else int(latency * 1000),
             "created_at": utcnow(),
             **(batch or {}),
@@ -161,7 +164,13 @@ class RunRecords:
         else:
             verdict = validate(result)
             u = result.usage
-            usd, cr = price_of(self.model, u, self.observer_name, batch=bool(batch))
+            if u.cost_usd is not None:  # what the provider or CLI said the call cost
+                from ..pricing.model_prices import credits
+
+                usd: float | None = float(u.cost_usd)
+                cr: float | None = float(credits(u.cost_usd))
+            else:
+                usd, cr = price_of(self.model, u, self.observer_name, batch=bool(batch))
             if usd is None:
                 sm.unpriced += 1
             else:

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -40,9 +41,10 @@ from . import budget, critique
 from .checkpoint_plan import formatter_for, gate_config, plan
 from .checkpoints import Checkpoint, find_checkpoints
 from .observe import MAX_OUTPUT_TOKENS, ObserveRequest
+from .observer_choice import Choice, choose_for
 from .reachability import Reachability
 from .recorder import RunRecords, price_of
-from .run_types import Job, RunConfig, RunInterrupted, RunSummary, choose_observer
+from .run_types import Job, RunConfig, RunInterrupted, RunSummary
 from .sharing import HELD, PLAN_CHUNK, TAKEN, ThreadSharing
 
 WAIT_FOR_HELD = 0.2  # seconds between looks at calls other workers hold (PostgreSQL)
@@ -57,11 +59,16 @@ EST_OUTPUT_TOKENS = 80
 class Auditor(RunRecords, ThreadSharing):
     """One run over the store."""
 
-    def __init__(self, engine: Engine, plugins: Plugins, config: RunConfig):
+    def __init__(
+        self, engine: Engine, plugins: Plugins, config: RunConfig, choice: Choice | None = None
+    ):
         from .prompt import load_prompt
 
         self.engine, self.plugins, self.config = engine, plugins, config
-        self.observer_name, self.why = choose_observer(plugins, config.observer)
+        self.choice = choice or choose_for(
+            plugins, config.observer, config.agents, config.allow_same_vendor
+        )
+        self.observer_name, self.why = self.choice.observer, self.choice.why
         self.observer = plugins.observer(self.observer_name)
         self.model = config.model or self.observer.default_model
         # A CPU model answers one call at a time: calls queued behind it only time out.
@@ -95,12 +102,15 @@ class Auditor(RunRecords, ThreadSharing):
     # -- planning (sync, cheap) -----------------------------------------------------------
     def _threads(self) -> list[Any]:  # rows of the threads table
         if self.config.threads:
-            return [find_thread(self.engine, t) for t in self.config.threads]
+            found = [find_thread(self.engine, t) for t in self.config.threads]
+            return [t for t in found if self.config.agents is None or t.agent in self.config.agents]
         t = s.Thread.__table__
         # Workers sharing the store take the threads with the most tool calls (the most
         # checkpoints) first, so that no worker starts a long thread when the others are done.
         order = (t.c.tool_call_count.desc(), t.c.id) if self._share_threads else (t.c.id,)
         q = select(t).order_by(*order)
+        if self.config.agents is not None:
+            q = q.where(t.c.agent.in_(self.config.agents))
         if self.config.since:
             q = q.where(t.c.ended_at >= self.config.since.astimezone(UTC).replace(tzinfo=None))
         with self.engine.connect() as conn:
@@ -611,11 +621,39 @@ def run(
     Once `should_stop()` turns true no new observer call starts; the calls in flight finish
     and are recorded, and the run is marked interrupted.
     """
-    auditor = Auditor(engine, plugins, config)
-    announce(f"observer: {auditor.observer_name} ({auditor.why}), model {auditor.model}")
+    from .run_observers import merge, observer_plan
+
+    plan = observer_plan(engine, plugins, config)
+    for why in plan.refused.values():
+        announce(why)
+    auditors = [Auditor(engine, plugins, c, choice) for choice, c in plan.audits]
+    for a in auditors:
+        who = f" for {', '.join(a.config.agents)} threads" if a.config.agents else ""
+        announce(f"observer: {a.observer_name}{who} ({a.why}), model {a.model}")
     if config.dry_run:
-        return auditor.dry_run()
-    auditor.ensure_usable()
+        return merge([a.dry_run() for a in auditors], plan.refused)
+    for a in auditors:
+        a.ensure_usable()
+    done: list[RunSummary] = []
+    for a in auditors:
+        if config.budget is not None:  # the run's cap covers all its observers
+            spent = sum(x.cost_usd for x in done)
+            a.config = replace(a.config, budget=max(0.0, config.budget - spent))
+        done.append(_audit(a, progress, should_stop, done, plan.refused))
+        if should_stop():
+            break
+    return merge(done, plan.refused)
+
+
+def _audit(
+    auditor: Auditor,
+    progress: Callable[[RunSummary], None] | None,
+    should_stop: Callable[[], bool],
+    before: list[RunSummary],
+    refused: dict[str, str],
+) -> RunSummary:
+    """Make the calls of one observer's audit, recorded as a run of its own."""
+    config = auditor.config
     auditor.set_budget()
     try:
         with auditor.recording() as summary:
@@ -632,15 +670,18 @@ def run(
             if should_stop():
                 summary.status = "interrupted"
     except KeyboardInterrupt:  # recorded as interrupted; the caller gets what was done
-        raise RunInterrupted(auditor.summary) from None
+        from .run_observers import merge
+
+        raise RunInterrupted(merge([*before, auditor.summary], refused)) from None
     except Exception as exc:
+        engine = auditor.engine
         if file_gone(engine, auditor.store_file):
             raise store_gone(engine, auditor.summary) from exc
         if connection_lost(exc):  # after `retry_lost` waited for the server to come back
             raise lost_store(exc) from exc
         raise
-    if file_gone(engine, auditor.store_file):
-        raise store_gone(engine, summary)
+    if file_gone(auditor.engine, auditor.store_file):
+        raise store_gone(auditor.engine, summary)
     return summary
 
 

@@ -4,15 +4,12 @@ observer call, and which observer it uses when none is named."""
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..errors import AuditorError
 from ..plugins import Plugins
 from . import critique
-from .observe import ObserverNeeds
 
 
 @dataclass
@@ -21,6 +18,11 @@ class RunConfig:
     model: str | None = None
     observer_options: dict[str, Any] = field(default_factory=dict)
     threads: list[str] = field(default_factory=list)
+    # Only threads of these agents (None: all). Set per observer when each agent's threads
+    # get their own (`auditor.audit.observer_choice`); the hook sets its agent.
+    agents: list[str] | None = None
+    # Let an observer of the agent's own vendor audit it when no other is ready.
+    allow_same_vendor: bool = False
     since: datetime | None = None
     limit: int | None = None
     concurrency: int | None = None  # None: the observer's own (`Observer.concurrency`), else 4
@@ -86,6 +88,8 @@ class RunSummary:
     batch: Any = None  # with --batch / --collect: what was submitted and collected (BatchReport)
     status: str = "done"
     messages: list[str] = field(default_factory=list)
+    # Agents whose threads were not audited, with why: only their own vendor's observer is ready.
+    refused: dict[str, str] = field(default_factory=dict)
     # The corrections this run got: verdict id, thread, checkpoint message and the message.
     found: list[dict[str, Any]] = field(default_factory=list)
 
@@ -133,38 +137,10 @@ class RunInterrupted(KeyboardInterrupt):
         self.summary = summary
 
 
-def _key_set(need: ObserverNeeds) -> str | None:
-    """Return the first of the observer's key variables that is set, if any."""
-    return next((k for k in need.key_env if os.environ.get(k)), None)
-
-
 def choose_observer(plugins: Plugins, name: str | None) -> tuple[str, str]:
-    """Return (observer name, why it was chosen) following the documented fallback order."""
-    if name:
-        plugins.observer(name)
-        return name, "chosen with --observer"
-    configured = os.environ.get("AUDITOR_OBSERVER")
-    if configured:
-        plugins.observer(configured)
-        return configured, "from AUDITOR_OBSERVER"
-    available = plugins.observers()
-    if not available:
-        raise AuditorError(
-            "No observer backend is installed. Install one: pip install 'auditor[gemini]'"
-        )
-    # Each observer says what it needs (`Observer.needs`); the core knows no backend by name.
-    needs = {
-        n: need
-        for n, o in available.items()
-        if isinstance(need := getattr(o, "needs", None), ObserverNeeds)
-    }
-    keyed = sorted((need.rank, n) for n, need in needs.items() if _key_set(need))
-    if keyed:
-        name = keyed[0][1]
-        return name, f"{_key_set(needs[name])} is set"
-    offline = sorted((need.rank, n) for n, need in needs.items() if need.offline)
-    if offline:
-        name = offline[0][1]
-        return name, f"no API key is set; {needs[name].caveat or f'{name} runs offline'}"
-    first = sorted(available)[0]
-    return first, "the only installed observer"
+    """Return (observer name, why it was chosen) for threads of any agent; a run, a hook and
+    an evaluation choose per agent (`observer_choice.choose_for`)."""
+    from .observer_choice import choose_for
+
+    choice = choose_for(plugins, name)
+    return choice.observer, choice.why

@@ -246,7 +246,8 @@ def run(
                 f"critique: {summary.critique_candidates} checkpoints with strong signals; "
                 f"{summary.critiques} second passes, {summary.critique_corrections} corrections"
             )
-    sys.exit(1 if summary.errors else 0)
+    # Every agent's threads refused (only its own vendor's observer is ready): nothing was done.
+    sys.exit(1 if summary.errors or summary.status == "refused" else 0)
 
 
 @click.command()

@@ -142,7 +142,12 @@ def observer_options(fn):
                 "--observer",
                 "-o",
                 metavar="NAME",
-                help="Observer backend (see `auditor observers`). Default: $AUDITOR_OBSERVER, else gemini if GEMINI_API_KEY is set, else claude if ANTHROPIC_API_KEY is set, else the offline embedded model.",
+                help="Observer backend (see `auditor observers`). Default: $AUDITOR_OBSERVER, else for each agent's threads the first ready observer of another vendor than the agent's: an API key (gemini, claude), then a logged-in CLI (gemini-cli, claude-cli, codex-cli), then the offline embedded model.",
+            ),
+            click.option(
+                "--allow-same-vendor",
+                is_flag=True,
+                help="When only an observer of the agent's own vendor is ready, let it audit that agent's threads (recorded on the verdicts) instead of leaving them unaudited.",
             ),
             click.option("--model", "-m", help="Observer model (default: the backend's own)."),
             click.option(
@@ -254,6 +259,7 @@ def formatter_config(min_prompt_tokens: int | None, max_prompt_tokens: int | Non
 
 _RUN_PARAMS = (
     "observer",
+    "allow_same_vendor",
     "model",
     "api_key",
     "base_url",
@@ -273,6 +279,7 @@ _RUN_PARAMS = (
 def run_config(
     *,
     observer: str | None,
+    allow_same_vendor: bool,
     model: str | None,
     api_key: str | None,
     base_url: str | None,
@@ -297,6 +304,7 @@ def run_config(
         options["base_url"] = base_url
     return RunConfig(
         observer=observer,
+        allow_same_vendor=allow_same_vendor,
         model=model,
         observer_options=options,
         timeout=timeout,

@@ -251,6 +251,11 @@ def _store_if_any(ctx: Context):
 )
 @click.option("--model", "-m", help="Observer model.")
 @click.option(
+    "--allow-same-vendor",
+    is_flag=True,
+    help="Let an observer of the agent's own vendor audit it when no other is ready.",
+)
+@click.option(
     "--deadline",
     type=float,
     default=DEADLINE,
@@ -286,6 +291,7 @@ def install(
     project_dir: Path,
     observer,
     model,
+    allow_same_vendor: bool,
     deadline: float,
     sync: bool,
     no_wait: bool,
@@ -312,6 +318,7 @@ def install(
         deadline_warning,
         hook_command,
         merge,
+        observer_for,
         readiness_warning,
         settings_path,
         store_for_command,
@@ -323,6 +330,8 @@ def install(
         extra += ["--observer", observer]
     if model:
         extra += ["--model", model]
+    if allow_same_vendor:
+        extra += ["--allow-same-vendor"]
     if deadline != DEADLINE:
         extra += ["--deadline", f"{deadline:g}"]
     source = click.get_current_context().find_root().get_parameter_source("db")
@@ -352,9 +361,13 @@ def install(
                     )
     if store_note:
         click.echo(store_note, err=True)
-    if warning := readiness_warning(ctx.plugins, observer, model):
+    if not observer and (line := observer_for(ctx.plugins, agent, allow_same_vendor)):
+        click.echo(line, err=True)  # chosen for this agent, as the hook will choose it
+    if warning := readiness_warning(ctx.plugins, observer, model, agent, allow_same_vendor):
         click.echo(warning, err=True)
-    if warning := deadline_warning(_store_if_any(ctx), ctx.plugins, observer, model, deadline):
+    if warning := deadline_warning(
+        _store_if_any(ctx), ctx.plugins, observer, model, deadline, agent
+    ):
         click.echo(warning, err=True)
 
 

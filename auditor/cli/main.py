@@ -176,7 +176,9 @@ def show(ctx: Context, thread: str, full: bool, no_pager: bool, no_redact: bool)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def observers(ctx: Context, as_json: bool) -> None:
-    """List installed observer backends, their default models, and whether each is usable now."""
+    """List the observer backends: whose model each runs (its vendor), its default model, and
+    whether it is usable now, else what to do. An agent CLI (claude-cli, codex-cli, gemini-cli)
+    is ready when it is installed and logged in, found without a model call."""
     rows: list[dict[str, Any]] = []
     for name, obs in sorted(ctx.plugins.observers().items()):
         try:
@@ -186,6 +188,7 @@ def observers(ctx: Context, as_json: bool) -> None:
         rows.append(
             {
                 "name": name,
+                "vendor": getattr(getattr(obs, "needs", None), "vendor", None),
                 "default_model": obs.default_model,
                 "ready": problem is None,
                 "problem": problem,
@@ -200,7 +203,8 @@ def observers(ctx: Context, as_json: bool) -> None:
     width = max(40, shutil.get_terminal_size().columns)
     for r in rows:
         click.echo(
-            f"{r['name']:<10} {r['default_model']:<28} {'ready' if r['ready'] else 'not ready'}"
+            f"{r['name']:<10} {r['vendor'] or '?':<9} {r['default_model']:<28} "
+            f"{'ready' if r['ready'] else 'not ready'}"
         )
         if not r["ready"]:  # what to do, wrapped under the row
             text = textwrap.fill(

@@ -299,12 +299,33 @@ def trust_codex(path: Path) -> tuple[int, bool]:
     return len(handlers), record(handlers)
 
 
-def readiness_warning(plugins, observer: str | None, model: str | None) -> str | None:
-    """A warning when the observer the hook will use cannot be called now (no key, no SDK)."""
-    from ..audit.run_types import choose_observer
+def observer_for(plugins, agent: str, allow_same_vendor: bool) -> str | None:
+    """The line saying which observer the hook of `agent` will use, chosen for that agent's
+    vendor as the hook chooses it (see `auditor.audit.observer_choice`), or None when none can be
+    (`readiness_warning` says why)."""
+    from ..audit.observer_choice import choose_for
 
     try:
-        name, _ = choose_observer(plugins, observer)
+        choice = choose_for(plugins, None, [agent], allow_same_vendor)
+    except AuditorError:
+        return None
+    return f"observer for {agent}: {choice.observer} ({choice.why})"
+
+
+def readiness_warning(
+    plugins,
+    observer: str | None,
+    model: str | None,
+    agent: str | None = None,
+    allow_same_vendor: bool = False,
+) -> str | None:
+    """A warning when the observer the hook of `agent` will use cannot be called now (no key,
+    no SDK, not logged in), or when only the agent's own vendor's could be."""
+    from ..audit.observer_choice import choose_for
+
+    try:
+        choice = choose_for(plugins, observer, [agent] if agent else None, allow_same_vendor)
+        name = choice.observer
         backend = plugins.observer(name)
     except AuditorError as exc:
         return f"Warning: {exc}"
@@ -318,12 +339,20 @@ def readiness_warning(plugins, observer: str | None, model: str | None) -> str |
     )
 
 
-def deadline_warning(engine, plugins, observer: str | None, model: str | None, deadline: float):
-    """A warning when the observer the hook will use cannot answer inside `deadline`, or None."""
-    from ..audit.run_types import choose_observer
+def deadline_warning(
+    engine,
+    plugins,
+    observer: str | None,
+    model: str | None,
+    deadline: float,
+    agent: str | None = None,
+):
+    """A warning when the observer the hook of `agent` will use cannot answer inside
+    `deadline`, or None."""
+    from ..audit.observer_choice import choose_for
 
     try:
-        name, _ = choose_observer(plugins, observer)
+        name = choose_for(plugins, observer, [agent] if agent else None, True).observer
         backend = plugins.observer(name)
     except AuditorError:
         return None  # the hook records that problem itself

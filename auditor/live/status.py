@@ -113,7 +113,7 @@ def _check_commands(found: Install, commands: list[str], plugins) -> None:
             found.problems.append(f"{exe} is gone or not executable: reinstall auditor's hooks")
     if plugins is None:
         return
-    from ..audit.run_types import choose_observer
+    from ..audit.observer_choice import choose_for
 
     names = set()
     for command in dict.fromkeys(commands):
@@ -121,10 +121,10 @@ def _check_commands(found: Install, commands: list[str], plugins) -> None:
         name = next(
             (argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--observer", "-o")), None
         )
-        names.add(name)
-    for name in names:
-        try:
-            chosen, _ = choose_observer(plugins, name)
+        names.add((name, "--allow-same-vendor" in argv))
+    for name, allowed in names:
+        try:  # chosen for this agent's vendor, as its hook will choose
+            chosen = choose_for(plugins, name, [found.agent], allowed).observer
             problem = plugins.observer(chosen).check({})
         except AuditorError as exc:
             chosen, problem = name or "?", str(exc)

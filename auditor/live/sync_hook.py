@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TextIO
@@ -132,6 +132,8 @@ class Hook:
         self.agent = agent
         self.format_name, self.injector_name = AGENTS[agent]
         self.engine_factory, self.plugins_factory = engine_factory, plugins_factory
+        if run_config.agents is None:  # the observer is chosen for this agent's vendor
+            run_config = replace(run_config, agents=[agent])
         self.run_config, self.options = run_config, options
         self.started = time.monotonic()
         self.wait_until = self.started + options.deadline  # no wait for the store goes past it

@@ -96,7 +96,10 @@ class Worker:
         # Live audits follow seed 002: every completed tool round is a checkpoint, and an end
         # of turn the user already answered is never audited.
         self.run_config = replace(
-            run_config, gate={**run_config.gate, "mode": "every-inference"}, concurrency=1
+            run_config,
+            gate={**run_config.gate, "mode": "every-inference"},
+            concurrency=1,
+            agents=run_config.agents or [agent],  # the observer is chosen for its vendor
         )
         self.options = options or WorkerOptions()
         self.log = log
@@ -500,10 +503,11 @@ class Worker:
         import threading
 
         def load() -> None:
-            from ..audit.run_types import choose_observer
+            from ..audit.observer_choice import choose_for
 
+            c = self.run_config
             try:
-                name, _ = choose_observer(self.plugins, self.run_config.observer)
+                name = choose_for(self.plugins, c.observer, c.agents, c.allow_same_vendor).observer
                 self.plugins.observer(name).check({})
             except Exception:  # noqa: BLE001 - the audit itself says what is wrong
                 pass

@@ -422,6 +422,9 @@ class Verdict(Base):
     critique_of: Mapped[int | None] = mapped_column(Integer, index=True)
     # The provider batch that answered it (`auditor run --batch`): billed at the batch price.
     batch_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    # The observer's model came from the agent's own vendor (allowed with --allow-same-vendor
+    # when no other was ready; see auditor.audit.observer_choice). NULL: recorded before it was kept.
+    same_vendor: Mapped[bool | None] = mapped_column(Boolean)
 
 
 class Batch(Base):

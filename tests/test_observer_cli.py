@@ -1,0 +1,261 @@
+"""The CLI observers, driven as the real Claude Code, Codex and Gemini CLI against model servers
+on 127.0.0.1: what each CLI sends, what auditor records, a hung CLI, a CLI not logged in."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from auditor_plugins.agent_cli import DECISION_SCHEMA
+from helpers.agents import CLAUDE_CODE, CODEX, GEMINI_CLI, require
+from helpers.audit import ScriptPlugin, quiet, write_script_thread
+from helpers.cli_models import Answer, AnthropicModel, GeminiModel, ResponsesModel, decision
+from sqlalchemy import select
+
+from auditor.audit.prompt import load_prompt
+from auditor.audit.recorder import price_of
+from auditor.audit.run import run
+from auditor.audit.run_types import RunConfig
+from auditor.ingest.ingester import ingest
+from auditor.plugins import get_plugin_manager
+from auditor.store import schema as s
+
+CORRECTION = "The last test run failed: 1 failed. Fix it before saying all tests pass."
+TRIGGER = "Done! all tests pass."
+
+
+def logged_in(agent, home: Path, monkeypatch, server) -> None:
+    """Log the CLI in as a user of an API key would, in the private HOME, offline."""
+    if agent is CLAUDE_CODE:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
+    elif agent is CODEX:
+        subprocess.run(
+            [str(agent.path), "login", "--with-api-key"],
+            input=b"sk-test-key",
+            capture_output=True,
+            check=True,
+            env={**os.environ, "HOME": str(home)},
+        )
+    else:
+        (home / ".gemini").mkdir(parents=True, exist_ok=True)
+        (home / ".gemini" / "settings.json").write_text(
+            json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}})
+        )
+        monkeypatch.setenv("GEMINI_API_KEY", "gemini-test-key")
+
+
+# agent, observer name, server, the usage the server reports, and the tokens auditor records
+# from it (input with cached among it, output without thinking).
+CASES = {
+    "claude-cli": (
+        CLAUDE_CODE,
+        AnthropicModel,
+        {"input_tokens": 1300, "cache_read_input_tokens": 200, "output_tokens": 30},
+        (1500, 200, 30, 0),
+    ),
+    "codex-cli": (
+        CODEX,
+        ResponsesModel,
+        {"input_tokens": 1500, "cached_tokens": 200, "output_tokens": 30, "reasoning_tokens": 10},
+        (1500, 200, 20, 10),
+    ),
+    "gemini-cli": (
+        GEMINI_CLI,
+        GeminiModel,
+        {
+            "promptTokenCount": 1500,
+            "cachedContentTokenCount": 200,
+            "candidatesTokenCount": 20,
+            "thoughtsTokenCount": 10,
+            "totalTokenCount": 1530,
+        },
+        (1500, 200, 20, 10),
+    ),
+}
+
+
+@pytest.fixture
+def store(engine, tmp_path):
+    pm = get_plugin_manager(extra=[ScriptPlugin()])
+    f = tmp_path / "threads.jsonl"
+    write_script_thread(f, "t-claims", TRIGGER)
+    ingest(engine, pm, [f])
+    return engine, pm
+
+
+def audit(store, name: str, url: str, timeout: float = 60.0, **config):
+    engine, pm = store
+    agent = CASES[name][0]
+    base = url + ("/v1" if name == "codex-cli" else "")
+    options = {"command": str(agent.path), "base_url": base}
+    summary = run(
+        engine,
+        pm,
+        RunConfig(observer=name, observer_options=options, timeout=timeout, **config),
+        announce=quiet,
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(select(s.Verdict.__table__).order_by(s.Verdict.id)).all()
+    return summary, rows
+
+
+def sent_text(name: str, body: dict) -> tuple[str, str]:
+    """The system prompt and the user content of a CLI's model request, as sent."""
+    if name == "claude-cli":
+        system = "\n".join(b["text"] for b in body["system"])
+        user = "\n".join(b.get("text", "") for b in body["messages"][-1]["content"])
+    elif name == "codex-cli":
+        parts = [
+            c.get("text", "")
+            for m in body["input"]
+            for c in m.get("content", [])
+            if m.get("role") in ("developer", "system")
+        ]
+        system = "\n".join(parts)
+        user = "\n".join(
+            c.get("text", "")
+            for m in body["input"]
+            if m.get("role") == "user"
+            for c in m["content"]
+        )
+    else:
+        system = "\n".join(p["text"] for p in body["systemInstruction"]["parts"])
+        user = "\n".join(p.get("text", "") for c in body["contents"] for p in c["parts"])
+    return system, user
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_cli_gets_auditors_prompt_and_schema_and_its_answer_is_recorded(
+    name, store, tmp_path, monkeypatch
+):
+    agent, model_server, usage, tokens = CASES[name]
+    require(agent)
+    server = model_server([Answer(decision(True, CORRECTION), usage)])
+    try:
+        logged_in(agent, tmp_path / "home", monkeypatch, server)
+        started = time.monotonic()
+        summary, rows = audit(store, name, server.url)
+        took = time.monotonic() - started
+    finally:
+        server.close()
+    assert summary.audited == 1 and summary.corrections == 1, summary.messages
+    (v,) = rows
+    assert (v.observer, v.status, v.needs_correction, v.message) == (name, "ok", True, CORRECTION)
+    assert (v.input_tokens, v.cached_tokens, v.output_tokens, v.thinking_tokens) == tokens
+
+    (request,) = [r for r in server.requests if r["body"]]
+    body = request["body"]
+    system, user = sent_text(name, body)
+    assert load_prompt().text.strip() in system
+    assert TRIGGER in user and "1 failed, 3 passed" in user
+    if name == "claude-cli":  # the schema is the only tool's: Claude Code's StructuredOutput
+        assert [t["input_schema"] for t in body["tools"]] == [DECISION_SCHEMA]
+        reported = v.raw["answer"]["total_cost_usd"]
+        assert v.cost_usd == pytest.approx(reported) and v.raw["cost"] == "reported by the CLI"
+    elif name == "codex-cli":  # the schema is the answer's format; no shell, no file tools
+        assert body["text"]["format"]["schema"] == DECISION_SCHEMA
+        tools = {t.get("name") or t.get("type") for t in body.get("tools") or []}
+        assert not tools & {"exec_command", "shell", "apply_patch", "write_stdin", "web_search"}
+        assert v.raw["cost"] == "estimated"
+        assert v.cost_usd == pytest.approx(price_of(v.model, _usage(v), name)[0])
+    else:  # the schema is in the system prompt; not one tool is declared
+        assert json.dumps(DECISION_SCHEMA) in system
+        assert all(not t.get("functionDeclarations") for t in body.get("tools") or [])
+        assert v.raw["cost"] == "estimated"
+    print(f"{name}: verdict in {v.latency_ms} ms (the run {took:.1f} s)")
+
+
+def _usage(v):
+    from auditor.audit.observe import ObserverUsage
+
+    return ObserverUsage(
+        input=v.input_tokens,
+        output=v.output_tokens,
+        cached=v.cached_tokens,
+        thinking=v.thinking_tokens,
+    )
+
+
+def _observer_processes(name: str) -> list[str]:
+    """The live processes working in a directory of this observer's calls (the CLI and all its
+    children start there)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(proc / "cwd")
+            state = (proc / "stat").read_text().split(") ", 1)[1][:1]
+        except (OSError, IndexError):
+            continue
+        if f"/auditor-{name}-" in cwd and state != "Z":
+            found.append(f"{proc.name}: {cwd}")
+    return found
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_hung_cli_is_killed_at_the_timeout_and_recorded(name, store, tmp_path, monkeypatch):
+    agent, model_server, usage, _ = CASES[name]
+    require(agent)
+    server = model_server([Answer(decision(False), usage, delay=60)])
+    try:
+        logged_in(agent, tmp_path / "home", monkeypatch, server)
+        started = time.monotonic()
+        summary, rows = audit(store, name, server.url, timeout=3)
+        took = time.monotonic() - started
+    finally:
+        server.close()
+    (v,) = rows
+    assert v.status == "error"
+    assert v.problem.endswith("gave no answer within 3s; its process group was killed")
+    assert took < 15, f"the run took {took:.1f}s"
+    assert _observer_processes(name) == []  # nothing of it left running
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_cli_not_logged_in_says_so_in_one_line(name, monkeypatch):
+    agent = CASES[name][0]
+    require(agent)
+    for key in ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "CODEX_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    observer = get_plugin_manager().observer(name)
+    problem = observer.check({"command": str(agent.path)})
+    assert problem is not None and "\n" not in problem
+    assert "not logged in" in problem
+
+
+def test_an_answer_that_breaks_the_contract_is_asked_once_more(store, tmp_path, monkeypatch):
+    require(CODEX)
+    usage = CASES["codex-cli"][2]
+    server = ResponsesModel(
+        [Answer("The agent looks fine to me.", usage), Answer(decision(True, CORRECTION), usage)]
+    )
+    try:
+        logged_in(CODEX, tmp_path / "home", monkeypatch, server)
+        summary, rows = audit(store, "codex-cli", server.url)
+    finally:
+        server.close()
+    (v,) = rows
+    assert (v.status, v.needs_correction, v.message) == ("ok", True, CORRECTION)
+    assert v.raw["repaired"] == "it held no JSON object with needsCorrection"
+    assert v.input_tokens == 2 * 1500  # both calls are paid for
+    _, retry = sent_text("codex-cli", server.requests[1]["body"])
+    assert "Your previous answer could not be used" in retry and TRIGGER in retry
+
+
+def test_a_second_bad_answer_is_recorded_as_invalid(store, tmp_path, monkeypatch):
+    require(CODEX)
+    usage = CASES["codex-cli"][2]
+    server = ResponsesModel([Answer('{"needsCorrection": "perhaps", "message": null}', usage)])
+    try:
+        logged_in(CODEX, tmp_path / "home", monkeypatch, server)
+        summary, rows = audit(store, "codex-cli", server.url)
+    finally:
+        server.close()
+    (v,) = rows
+    assert v.status == "invalid" and v.problem == "needsCorrection is missing or not a boolean"
+    assert len(server.requests) == 2 and summary.invalid == 1
