@@ -284,3 +284,49 @@ def test_a_dry_run_with_batch_is_refused_as_the_run_would_be(store, pm):
             run(store, pm, config, announce=quiet)
     assert run(store, pm, RunConfig(observer="fake", dry_run=True), announce=quiet).audited
     assert fake.calls == 0
+
+
+def test_a_refused_submission_does_not_break_later_runs(store, pm, httpserver):
+    """A submission the provider refused (404) left a batch 'submitting' that every later
+    `run --batch` and `--collect` asked the provider about, and died with a traceback."""
+    api, config, _ = gemini_batch_run(store, pm, httpserver)
+    api.refuse = 404
+    with pytest.raises(AuditorError, match=f"submitting {THREADS} requests failed"):
+        run(store, pm, config, announce=quiet)
+    for collect in (False, True):
+        config.collect = collect
+        again = run(store, pm, config, announce=quiet)  # one line, no traceback, nothing sent
+        assert (again.batch.submitted, again.batch.pending) == (0, THREADS)
+        (said,) = [m for m in again.messages if m.startswith("batch auditor-")]
+        assert "could not ask gemini whether it has it (ClientError: 404" in said
+        assert "`auditor batch drop" in said
+    assert len(api.created) == 0
+
+    runner = CliRunner()
+    (listed,) = json.loads(runner.invoke(cli, ["batch", "list", "--json"]).output)
+    label = listed["label"]
+    assert (listed["state"], listed["waiting"]) == ("submitting", THREADS)
+    assert listed["error"].startswith("ClientError: 404 NOT_FOUND")
+    table = runner.invoke(cli, ["batch", "list"]).output
+    assert f"{label}  submitting" in table and f"{label}: ClientError: 404" in table
+    dropped = runner.invoke(cli, ["batch", "drop", label])
+    assert dropped.exit_code == 0, dropped.output
+    assert dropped.output.startswith(f"dropped batch {label}: its {THREADS} checkpoints")
+    assert "ERROR" not in runner.invoke(cli, ["batch", "drop", label]).output
+    api.refuse = None
+    config.collect = False
+    retried = run(store, pm, config, announce=quiet)
+    assert retried.batch.submitted == THREADS and len(api.created) == 1
+
+
+def test_a_pending_batch_the_provider_no_longer_answers_for_is_said_and_skipped(
+    store, pm, httpserver
+):
+    api, config, _ = gemini_batch_run(store, pm, httpserver)
+    assert run(store, pm, config, announce=quiet).batch.submitted == THREADS
+    api.refuse = 404
+    config.collect = True
+    later = run(store, pm, config, announce=quiet)
+    (said,) = [m for m in later.messages if m.startswith("batch batches/stub1")]
+    assert "could not poll it (ClientError: 404" in said
+    assert later.batch.pending == THREADS

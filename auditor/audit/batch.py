@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, or_, select, update
 
-from ..errors import AuditorError
+from ..errors import AuditorError, UnknownName
 from ..store import leases
 from ..store import schema as s
 from ..store.db import utcnow
@@ -132,9 +132,21 @@ def resolve_submitting(auditor) -> None:
         since = row.submitted_at
         if since.tzinfo is None:
             since = since.replace(tzinfo=UTC)
-        candidates = obs.find_batch(
-            row.label, row.requests, since - timedelta(minutes=1), _options(auditor)
-        )
+        try:
+            candidates = obs.find_batch(
+                row.label, row.requests, since - timedelta(minutes=1), _options(auditor)
+            )
+        except Exception as exc:  # the provider refuses (a model it does not serve, a key...)
+            # Its checkpoints stay out of new batches: sending them again while the provider
+            # may hold them could pay twice. The user decides (`auditor batch drop`).
+            _note_error(auditor, row.id, exc)
+            auditor.summary.messages.append(
+                f"batch {row.label}: its submission did not finish, and auditor could not ask "
+                f"{auditor.observer_name} whether it has it ({_why(exc)}); its {row.requests} "
+                f"checkpoints wait for it. If {auditor.observer_name} never got it, `auditor "
+                f"batch drop {row.label}` gives them to the next run."
+            )
+            continue
         with auditor.engine.connect() as conn:  # leave out the batches already recorded
             known = set(conn.scalars(select(b.c.provider_id).where(b.c.provider_id.is_not(None))))
         left = [c for c in candidates if c not in known]
@@ -172,7 +184,16 @@ def collect(auditor, report: BatchReport) -> None:
             .order_by(b.c.id)
         ).all()
     for batch in batches:
-        status = obs.poll_batch(batch.provider_id, options)
+        try:
+            status = obs.poll_batch(batch.provider_id, options)
+        except Exception as exc:  # gone at the provider, a key that changed...: say, go on
+            _note_error(auditor, batch.id, exc)
+            auditor.summary.messages.append(
+                f"batch {batch.provider_id}: could not poll it ({_why(exc)}); its answers are "
+                "collected by a later run, or `auditor batch drop "
+                f"{batch.label}` gives its checkpoints to the next run."
+            )
+            continue
         with auditor.engine.begin() as conn:
             conn.execute(
                 update(b)
@@ -181,7 +202,15 @@ def collect(auditor, report: BatchReport) -> None:
             )
         if not status.done:
             continue
-        answers = obs.batch_answers(batch.provider_id, options)
+        try:
+            answers = obs.batch_answers(batch.provider_id, options)
+        except Exception as exc:
+            _note_error(auditor, batch.id, exc)
+            auditor.summary.messages.append(
+                f"batch {batch.provider_id}: finished, but its answers could not be read "
+                f"({_why(exc)}); a later run tries again."
+            )
+            continue
         with auditor.engine.connect() as conn:
             requests = conn.execute(
                 select(r).where(r.c.batch_id == batch.id).order_by(r.c.position)
@@ -223,6 +252,86 @@ def collect(auditor, report: BatchReport) -> None:
             conn.execute(
                 update(b).where(b.c.id == batch.id).values(state="collected", collected_at=utcnow())
             )
+
+
+def _why(exc: BaseException) -> str:
+    """An SDK error in one line: its type and the start of its text."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}{'…' if len(text) > 200 else ''}"
+
+
+def _note_error(auditor, batch_id: int, exc: BaseException) -> None:
+    """Keep the provider's latest refusal on the batch row, for `auditor batch list`."""
+    b = s.Batch.__table__
+    with auditor.engine.begin() as conn:
+        conn.execute(update(b).where(b.c.id == batch_id).values(error=_why(exc)))
+
+
+def list_batches(engine, limit: int | None = 50) -> list[dict[str, Any]]:
+    """Return the batches the store knows, newest first, with their checkpoints still waiting."""
+    from ..store.dialect import iso_utc
+
+    b, r = s.Batch.__table__, s.BatchRequest.__table__
+    waiting = (
+        select(r.c.batch_id, func.count().label("waiting"))
+        .where(r.c.verdict_id.is_(None))
+        .group_by(r.c.batch_id)
+        .subquery()
+    )
+    q = (
+        select(b, waiting.c.waiting)
+        .outerjoin(waiting, waiting.c.batch_id == b.c.id)
+        .order_by(b.c.id.desc())
+    )
+    if limit:
+        q = q.limit(limit)
+    with engine.connect() as conn:
+        rows = conn.execute(q).all()
+    return [
+        {
+            "id": row.id,
+            "label": row.label,
+            "provider_id": row.provider_id,
+            "observer": row.observer,
+            "model": row.model,
+            "state": row.state,
+            "provider_state": row.provider_state,
+            "requests": row.requests,
+            "waiting": int(row.waiting or 0) if row.state in OPEN else 0,
+            "est_usd": row.est_usd,
+            "submitted_at": iso_utc(row.submitted_at),
+            "error": row.error,
+        }
+        for row in rows
+    ]
+
+
+def drop_batch(engine, ident: str) -> tuple[str, int]:
+    """Stop waiting for the open batch `ident` (its label, provider id or row id): its
+    checkpoints without an answer go to the next run. Return (its label, those checkpoints).
+
+    Only for a batch the provider never got or will never answer: if it does answer, the
+    checkpoints sent again are paid twice, and its answers are not collected.
+    """
+    b, r = s.Batch.__table__, s.BatchRequest.__table__
+    conds = [b.c.label == ident, b.c.provider_id == ident]
+    if ident.isdigit():
+        conds.append(b.c.id == int(ident))
+    with engine.begin() as conn:
+        rows = conn.execute(select(b).where(or_(*conds))).all()
+        if not rows:
+            known = conn.scalars(select(b.c.label).where(b.c.state.in_(OPEN))).all()
+            raise UnknownName("batch", ident, list(known))
+        (row,) = rows
+        if row.state not in OPEN:
+            raise AuditorError(
+                f"batch {row.label} is {row.state}, not waiting: there is nothing to drop"
+            )
+        left = conn.scalar(
+            select(func.count()).where(r.c.batch_id == row.id, r.c.verdict_id.is_(None))
+        )
+        conn.execute(update(b).where(b.c.id == row.id).values(state="dropped"))
+    return row.label, int(left or 0)
 
 
 def _job(req):
@@ -388,6 +497,7 @@ def _submit_chunk(auditor, jobs: list, report: BatchReport) -> None:
         provider_id = _observer(auditor).submit_batch(items, label, _options(auditor))
     except Exception as exc:  # noqa: BLE001 - whatever the SDK raised, the run stops with one line
         # The provider may have the batch all the same: the next run asks it by label.
+        _note_error(auditor, batch_id, exc)
         raise AuditorError(
             f"batch {label}: submitting {len(jobs)} requests failed ({type(exc).__name__}: "
             f"{exc}); the next run asks {auditor.observer_name} whether it has the batch before "

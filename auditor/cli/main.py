@@ -14,6 +14,7 @@ import click
 
 from .. import __version__
 from . import audit_commands as cli_audit
+from . import batch_commands as cli_batch
 from . import live_commands as cli_live
 from . import report_commands as cli_reports
 from .common import AuditorGroup, Context, echo_json, pass_ctx
@@ -271,7 +272,7 @@ def plugins(ctx: Context, as_json: bool) -> None:
     plugins_table(infos, formats, failures)
 
 
-for _command in cli_audit.COMMANDS + cli_reports.COMMANDS + cli_live.COMMANDS:
+for _command in cli_audit.COMMANDS + cli_batch.COMMANDS + cli_reports.COMMANDS + cli_live.COMMANDS:
     cli.add_command(_command)
 
 

@@ -432,7 +432,8 @@ class Batch(Base):
 
     `state`: submitting (recorded before the provider was asked, so a run killed meanwhile
     can find it again by `label`), pending (the provider has it: `provider_id`), collected
-    (every answer recorded) or failed (the provider refused it, or it could not be found).
+    (every answer recorded), failed (the provider refused it, or it could not be found) or
+    dropped (`auditor batch drop`: no longer waited for). `error`: the provider's latest refusal.
     """
 
     __tablename__ = "batches"

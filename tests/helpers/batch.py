@@ -6,7 +6,8 @@ come in request order; Anthropic: platform.claude.com/docs/en/api/messages/batch
 MessageBatch object and the JSONL results, in no particular order) and keep what the SDKs sent,
 so tests assert on the real request shapes. `finish()` ends every batch; `errored` names keys
 whose request fails; `fail_create` makes the next creates fail AFTER the batch was accepted
-(a run stopped before it could record the id).
+(a run stopped before it could record the id); `refuse` (an HTTP status) makes every call fail
+with it, as a provider does that does not serve the model or the key (404, 403).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class BatchStandIn:
         self.created: list[dict[str, Any]] = []  # every create request (method, path, body)
         self.errored: set[str] = set()
         self.fail_create = 0
+        self.refuse: int | None = None
         self.answer = {"needsCorrection": True, "message": "Run the failing test first."}
 
     def finish(self) -> None:
@@ -58,6 +60,18 @@ class BatchStandIn:
             self.fail_create -= 1
             return False
         return True
+
+
+def _refusing(handler):
+    """Wrap a stand-in's handler: answer `refuse` as Google's APIs word errors, when set."""
+
+    def wrapped(self, request: Request) -> Response:
+        if self.refuse is not None:
+            error = {"code": self.refuse, "message": "models/x is not found", "status": "NOT_FOUND"}
+            return _json({"error": error}, self.refuse)
+        return handler(self, request)
+
+    return wrapped
 
 
 class GeminiBatches(BatchStandIn):
@@ -128,6 +142,7 @@ class GeminiBatches(BatchStandIn):
         )
         return {"name": batch_id, "metadata": meta, "done": True}
 
+    @_refusing
     def create(self, request: Request) -> Response:
         batch = request.get_json()["batch"]
         keys = [r["metadata"]["key"] for r in batch["inputConfig"]["requests"]["requests"]]
@@ -136,9 +151,11 @@ class GeminiBatches(BatchStandIn):
             return _json({"error": {"code": 500, "message": "stub", "status": "INTERNAL"}}, 500)
         return _json(self.operation(batch_id))
 
+    @_refusing
     def list(self, request: Request) -> Response:
         return _json({"operations": [self.operation(i) for i in self.batches]})
 
+    @_refusing
     def get(self, request: Request) -> Response:
         return _json(self.operation(request.path.removeprefix("/v1beta/")))
 
