@@ -120,7 +120,17 @@ _rule(
 )
 
 # -- tokens recognisable by their prefix -------------------------------------------------------
-_prefixed("jwt", "eyJ", r"[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")
+# JWTs: a header and a payload that are base64 of a JSON object (`{"` gives `eyJ`; written
+# with a space or a line break after the brace, `eyA`, `ewo`, `ew0`), then the signature, which
+# some libraries write in standard base64 (`+`, `/`, `=` padding) rather than the URL-safe form.
+_JSON_START = "(?:eyJ|eyA|ewo|ew0)"
+_B64URL = r"[A-Za-z0-9_\-+/]"
+for _p in ("eyJ", "eyA", "ewo", "ew0"):
+    _prefixed(
+        "jwt",
+        _p,
+        _B64URL + r"{8,}=*\." + _JSON_START + _B64URL + r"{8,}=*\." + _B64URL + r"{8,}=*",
+    )
 _prefixed("anthropic-key", "sk-ant-", r"[A-Za-z0-9_\-]{20,}")
 # OpenAI (`sk-`, `sk-proj-`, `sk-svcacct-`...): real keys are long and random, so a digit is
 # required to keep hyphenated words such as `sk-some-long-css-class-name` out.
@@ -130,6 +140,14 @@ for _p in ("sk_live_", "rk_live_"):
 _prefixed("google-api-key", "AIza", r"[0-9A-Za-z_\-]{35}")
 for _p in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"):
     _prefixed("github-token", _p, r"[A-Za-z0-9]{36,}")
+    # The same 36 characters cut by a line break (a wrapped terminal line, a JSON `\n`), with
+    # the next line's indentation: every part of the token is a secret.
+    _prefixed(
+        "github-token",
+        _p,
+        r"(?=[A-Za-z0-9]{1,35}(?:\r?\n|\\(?:r\\)?n))"
+        r"(?:[A-Za-z0-9](?:(?:\r?\n|\\(?:r\\)?n)[ \t]*)?){35}[A-Za-z0-9](?![A-Za-z0-9])",
+    )
 _prefixed("github-token", "github_pat_", r"[A-Za-z0-9_]{22,}")
 _prefixed("gitlab-token", "glpat-", r"[A-Za-z0-9_\-]{20,}")
 _prefixed("slack-token", "xox", r"[abposr]-[A-Za-z0-9\-]{10,}")
@@ -151,6 +169,13 @@ _prefixed("vault-token", "hvs.", r"[A-Za-z0-9_\-]{24,}")
 _prefixed("age-secret-key", "AGE-SECRET-KEY-1", r"[0-9A-Z]{50,}")
 for _p in ("glptt-", "glrt-", "gldt-"):
     _prefixed("gitlab-token", _p, r"[A-Za-z0-9_\-]{20,}")
+# Twilio API keys: `SK` and 32 lower-case hex digits (letters and digits both, as any real one).
+_rule(
+    "twilio-key",
+    ("sk",),
+    r"SK(?<![A-Za-z0-9_]SK)(?=[0-9a-f]{0,31}[a-f])(?=[0-9a-f]{0,31}[0-9])[0-9a-f]{32}"
+    r"(?![0-9A-Za-z_])",
+)
 # Telegram bot tokens: `123456789:AA` and 33 more characters.
 _rule(
     "telegram-token",
@@ -519,6 +544,7 @@ KINDS = sorted(
     {kind for kind, *_ in _RULES}
     | set(_SIGNED.values())
     | {"password", "token", "secret", "api-key", "aws-secret-key", "session", "credential"}
+    | {"encoded-secret"}
 )
 
 # Which rules may run is decided by the lower-case substrings (triggers) the text holds. Each
@@ -536,6 +562,10 @@ def redact(text: str) -> str:
     """Return `text` with secrets replaced by `[REDACTED:kind]` markers."""
     if not text:
         return text
+    return _redact_plain(_decoded_secret(text))
+
+
+def _redact_plain(text: str) -> str:
     gate = text.encode("utf-8", "surrogatepass").lower()
     present = {t for t, b in _TRIGGERS if b in gate}
     if not present:
@@ -548,6 +578,37 @@ def redact(text: str) -> str:
     if not present.isdisjoint(_ASSIGNMENT_TRIGGERS):
         text = _redact_assignments(text, text.lower())
     return text
+
+
+# -- secrets inside base64: a `.env` or config file passed as one blob --------------------------
+# (`echo ... | base64 -d > .env`, a CI variable, a Kubernetes manifest). A blob of text that
+# decodes to text holding a secret goes whole; images and hashes decode to bytes that are not
+# text and are left at the first check.
+_BASE64 = re.compile(r"[A-Za-z0-9+/]{32,65536}={0,2}")
+_BASE64_EDGE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
+
+
+def _decoded_secret(text: str) -> str:
+    import base64
+
+    def repl(m: re.Match[str]) -> str:
+        blob = m.group(0)
+        start, end = m.start(), m.end()
+        if (start and text[start - 1] in _BASE64_EDGE) or (
+            end < len(text) and text[end] in _BASE64_EDGE
+        ):
+            return blob  # part of a longer run (cut at 65536): an image, not a config file
+        if blob.islower() or blob.isupper() or blob.isdigit():
+            return blob  # hex hashes, words: base64 of text mixes cases
+        try:
+            plain = base64.b64decode(blob + "=" * (-len(blob) % 4), validate=True).decode()
+        except ValueError:  # not base64, or bytes that are not UTF-8 text
+            return blob
+        if not plain.replace("\n", "").replace("\t", "").replace("\r", "").isprintable():
+            return blob
+        return mark("encoded-secret") if _redact_plain(plain) != plain else blob
+
+    return _BASE64.sub(repl, text)
 
 
 def shown(redacting: bool = True) -> Callable[[str | None], str]:

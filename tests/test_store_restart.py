@@ -34,7 +34,7 @@ def own_server(pg_server):  # pg_server: skips (or fails under CI) where Postgre
     server.stop()
 
 
-def test_workers_go_on_after_the_server_restarts(corpus, tmp_path, own_server):
+def test_workers_go_on_or_stop_in_one_line_when_the_server_restarts(corpus, tmp_path, own_server):
     for rel in SESSIONS:
         shutil.copy(corpus / rel, tmp_path / os.path.basename(rel))
     own_server.admin().execute("CREATE DATABASE store")

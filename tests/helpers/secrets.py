@@ -274,6 +274,39 @@ PLANTED: list[Planted] = [
         ("Lm4Np6Rt9Vb1Kc3Hs5Jf7Gy0", "Zq8Xw2Lm4Np6Rt9Vb1Kc3Hs5Jf"),
         "config = {",
     ),
+    # -- forms of the round-three review: a prefix not known before, a secret inside base64, a
+    # token cut by a line break, a JWT whose JSON has spaces and whose signature is standard
+    # base64 ----------------------------------------------------------------------------------
+    Planted(
+        "twilio-api-key",
+        "client = Client('SK3f9c1a7e5b2d8046c9e1f3a7b5d20e84', api_secret, account_sid)",
+        ("SK3f9c1a7e5b2d8046c9e1f3a7b5d20e84",),
+        "client = Client(",
+    ),
+    Planted(
+        "base64-encoded-env",
+        "echo REJfSE9TVD1kYi5pbnRlcm5hbApEQl9VU0VSPWFwcApEQl9QQVNTV09SRD1WcThtUjJ4THA5d1Q0ektlCg=="
+        " | base64 -d > .env",
+        ("REJfSE9TVD1kYi5pbnRlcm5hbApEQl9VU0VSPWFwcApEQl9QQVNTV09SRD1WcThtUjJ4THA5d1Q0ektlCg==",),
+        "| base64 -d > .env",
+    ),
+    Planted(
+        "github-token-split-by-a-line-break",
+        "The token printed was ghp_7Hk2Lm9Qz4XcVbN1aS\n    8dF3gJ6kP0oI5uYt2R (wrapped by the terminal)",
+        ("ghp_7Hk2Lm9Qz4XcVbN1aS", "8dF3gJ6kP0oI5uYt2R"),
+        "The token printed was",
+    ),
+    Planted(
+        "jwt-spaced-json-standard-signature",
+        'claims = verify("ewogICJhbGciOiAiSFMyNTYiLAogICJ0eXAiOiAiSldUIgp9'
+        ".ewogICJzdWIiOiAiNDIiLAogICJyb2xlIjogImFkbWluIgp9"
+        '.dGhpc+is/a2Vy/c2lnbmF0dXJlX3dpdGhfcGx1c2VzPT0=")',
+        (
+            "ewogICJzdWIiOiAiNDIiLAogICJyb2xlIjogImFkbWluIgp9",
+            "dGhpc+is/a2Vy/c2lnbmF0dXJlX3dpdGhfcGx1c2VzPT0=",
+        ),
+        "claims = verify(",
+    ),
 ]
 
 # Terminal control sequences a transcript can carry: set the window title, clear the screen,
