@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from auditor_plugins.agent_cli import DECISION_SCHEMA
+from helpers import anthropic_server as anthropic
+from helpers import openai_responses_server as responses
 from helpers.agents import CLAUDE_CODE, CODEX, GEMINI_CLI, require
 from helpers.audit import ScriptPlugin, quiet, write_script_thread
-from helpers.cli_models import Answer, AnthropicModel, GeminiModel, ResponsesModel, decision
+from helpers.cli_models import Answer, GeminiModel, decision
 from sqlalchemy import select
 
 from auditor.audit.prompt import load_prompt
@@ -28,7 +31,7 @@ CORRECTION = "The last test run failed: 1 failed. Fix it before saying all tests
 TRIGGER = "Done! all tests pass."
 
 
-def logged_in(agent, home: Path, monkeypatch, server) -> None:
+def logged_in(agent, home: Path, monkeypatch) -> None:
     """Log the CLI in as a user of an API key would, in the private HOME, offline."""
     if agent is CLAUDE_CODE:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
@@ -48,24 +51,72 @@ def logged_in(agent, home: Path, monkeypatch, server) -> None:
         monkeypatch.setenv("GEMINI_API_KEY", "gemini-test-key")
 
 
-# agent, observer name, server, the usage the server reports, and the tokens auditor records
-# from it (input with cached among it, output without thinking).
+class Model:
+    """The model server a CLI calls, answering with `answers` in order (the last repeats):
+    Claude Code gets the shared Anthropic server, Codex the Responses API one, Gemini CLI
+    `helpers.cli_models`'s. `bodies` are the model requests it received."""
+
+    def __init__(self, name: str, answers: list[Answer]):
+        self.name = name
+        self.stop = threading.Event()  # ends a held answer when the test is over
+        answers = answers + [answers[-1]] * 2  # a repair retry gets the last one again
+        if name == "claude-cli":
+            self.server = anthropic.AnthropicServer([self._claude(a) for a in answers])
+            self.url = self.server.url
+        elif name == "codex-cli":
+            self.server = responses.ResponsesServer([self._codex(a) for a in answers])
+            self.url = self.server.base_url
+        else:
+            self.server = GeminiModel(answers)
+            self.url = self.server.url
+
+    def _claude(self, a: Answer) -> anthropic.Turn:
+        """The answer as Claude Code's --json-schema gets it: a StructuredOutput tool call."""
+        try:
+            args = json.loads(a.text)
+        except ValueError:
+            args = None
+        block = (
+            anthropic.ToolUse("StructuredOutput", args)
+            if isinstance(args, dict)
+            else anthropic.Text(a.text)
+        )
+        return anthropic.Turn([block], anthropic.Usage(**a.usage), delay=a.delay)
+
+    def _codex(self, a: Answer) -> responses.Turn:
+        u = a.usage
+        usage = responses.Usage(u["input"], u["cached"], u["output"], u["reasoning"])
+        held = (lambda: not self.stop.wait(a.delay)) if a.delay else None
+        return responses.Turn([responses.say(a.text)], usage, before=held)
+
+    @property
+    def bodies(self) -> list[dict]:
+        if self.name == "claude-cli":
+            return [r.body for r in self.server.requests if r.turn is not None]
+        if self.name == "codex-cli":
+            return list(self.server.requests)
+        return [r["body"] for r in self.server.requests if r["body"]]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.close()
+
+
+# agent, the usage the server reports, and the tokens auditor records from it (input with
+# cached among it, output without thinking).
 CASES = {
     "claude-cli": (
         CLAUDE_CODE,
-        AnthropicModel,
         {"input_tokens": 1300, "cache_read_input_tokens": 200, "output_tokens": 30},
         (1500, 200, 30, 0),
     ),
     "codex-cli": (
         CODEX,
-        ResponsesModel,
-        {"input_tokens": 1500, "cached_tokens": 200, "output_tokens": 30, "reasoning_tokens": 10},
+        {"input": 1500, "cached": 200, "output": 30, "reasoning": 10},
         (1500, 200, 20, 10),
     ),
     "gemini-cli": (
         GEMINI_CLI,
-        GeminiModel,
         {
             "promptTokenCount": 1500,
             "cachedContentTokenCount": 200,
@@ -90,8 +141,7 @@ def store(engine, tmp_path):
 def audit(store, name: str, url: str, timeout: float = 60.0, **config):
     engine, pm = store
     agent = CASES[name][0]
-    base = url + ("/v1" if name == "codex-cli" else "")
-    options = {"command": str(agent.path), "base_url": base}
+    options = {"command": str(agent.path), "base_url": url}
     summary = run(
         engine,
         pm,
@@ -132,11 +182,11 @@ def sent_text(name: str, body: dict) -> tuple[str, str]:
 def test_the_cli_gets_auditors_prompt_and_schema_and_its_answer_is_recorded(
     name, store, tmp_path, monkeypatch
 ):
-    agent, model_server, usage, tokens = CASES[name]
+    agent, usage, tokens = CASES[name]
     require(agent)
-    server = model_server([Answer(decision(True, CORRECTION), usage)])
+    server = Model(name, [Answer(decision(True, CORRECTION), usage)])
     try:
-        logged_in(agent, tmp_path / "home", monkeypatch, server)
+        logged_in(agent, tmp_path / "home", monkeypatch)
         started = time.monotonic()
         summary, rows = audit(store, name, server.url)
         took = time.monotonic() - started
@@ -147,8 +197,7 @@ def test_the_cli_gets_auditors_prompt_and_schema_and_its_answer_is_recorded(
     assert (v.observer, v.status, v.needs_correction, v.message) == (name, "ok", True, CORRECTION)
     assert (v.input_tokens, v.cached_tokens, v.output_tokens, v.thinking_tokens) == tokens
 
-    (request,) = [r for r in server.requests if r["body"]]
-    body = request["body"]
+    (body,) = server.bodies
     system, user = sent_text(name, body)
     assert load_prompt().text.strip() in system
     assert TRIGGER in user and "1 failed, 3 passed" in user
@@ -199,11 +248,11 @@ def _observer_processes(name: str) -> list[str]:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_hung_cli_is_killed_at_the_timeout_and_recorded(name, store, tmp_path, monkeypatch):
-    agent, model_server, usage, _ = CASES[name]
+    agent, usage, _ = CASES[name]
     require(agent)
-    server = model_server([Answer(decision(False), usage, delay=60)])
+    server = Model(name, [Answer(decision(False), usage, delay=60)])
     try:
-        logged_in(agent, tmp_path / "home", monkeypatch, server)
+        logged_in(agent, tmp_path / "home", monkeypatch)
         started = time.monotonic()
         summary, rows = audit(store, name, server.url, timeout=3)
         took = time.monotonic() - started
@@ -230,12 +279,13 @@ def test_a_cli_not_logged_in_says_so_in_one_line(name, monkeypatch):
 
 def test_an_answer_that_breaks_the_contract_is_asked_once_more(store, tmp_path, monkeypatch):
     require(CODEX)
-    usage = CASES["codex-cli"][2]
-    server = ResponsesModel(
-        [Answer("The agent looks fine to me.", usage), Answer(decision(True, CORRECTION), usage)]
+    usage = CASES["codex-cli"][1]
+    server = Model(
+        "codex-cli",
+        [Answer("The agent looks fine to me.", usage), Answer(decision(True, CORRECTION), usage)],
     )
     try:
-        logged_in(CODEX, tmp_path / "home", monkeypatch, server)
+        logged_in(CODEX, tmp_path / "home", monkeypatch)
         summary, rows = audit(store, "codex-cli", server.url)
     finally:
         server.close()
@@ -243,19 +293,19 @@ def test_an_answer_that_breaks_the_contract_is_asked_once_more(store, tmp_path, 
     assert (v.status, v.needs_correction, v.message) == ("ok", True, CORRECTION)
     assert v.raw["repaired"] == "it held no JSON object with needsCorrection"
     assert v.input_tokens == 2 * 1500  # both calls are paid for
-    _, retry = sent_text("codex-cli", server.requests[1]["body"])
+    _, retry = sent_text("codex-cli", server.bodies[1])
     assert "Your previous answer could not be used" in retry and TRIGGER in retry
 
 
 def test_a_second_bad_answer_is_recorded_as_invalid(store, tmp_path, monkeypatch):
     require(CODEX)
-    usage = CASES["codex-cli"][2]
-    server = ResponsesModel([Answer('{"needsCorrection": "perhaps", "message": null}', usage)])
+    usage = CASES["codex-cli"][1]
+    server = Model("codex-cli", [Answer('{"needsCorrection": "perhaps", "message": null}', usage)])
     try:
-        logged_in(CODEX, tmp_path / "home", monkeypatch, server)
+        logged_in(CODEX, tmp_path / "home", monkeypatch)
         summary, rows = audit(store, "codex-cli", server.url)
     finally:
         server.close()
     (v,) = rows
     assert v.status == "invalid" and v.problem == "needsCorrection is missing or not a boolean"
-    assert len(server.requests) == 2 and summary.invalid == 1
+    assert len(server.bodies) == 2 and summary.invalid == 1

@@ -1,19 +1,16 @@
-"""Model servers on 127.0.0.1 that the real agent CLIs call when they run as observers.
+"""A Gemini API server on 127.0.0.1 that the real Gemini CLI calls when it runs as an observer
+(Claude Code and Codex get `anthropic_server` and `openai_responses_server`).
 
-Each answers a CLI's streaming model call in its provider's wire shape, as the CLIs were seen to
-send and read them (Claude Code 2.1.328: POST /v1/messages?beta=true, server-sent events;
-Codex 0.169.0: POST /v1/responses, server-sent events; Gemini CLI 0.61.0: POST
-/v1beta/models/MODEL:streamGenerateContent?alt=sse). A server plays `answers` in order (the
-last one repeats): each is the text of the decision (for Claude Code, the input of the
-`StructuredOutput` tool call its --json-schema adds), the usage to report, and a delay. Every
-request body is recorded.
+It answers Gemini CLI 0.61.0's streaming model call (POST
+/v1beta/models/MODEL:streamGenerateContent?alt=sse, server-sent events) as the CLI was seen to
+send and read it. It plays `answers` in order (the last one repeats): each is the text of the
+model's answer, the usage to report, and a delay. Every request body is recorded.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -32,8 +29,6 @@ def decision(needs: bool, message: str | None = None) -> str:
 
 class ModelServer:
     """Record every request; answer each model call with the next `Answer`."""
-
-    vendor = ""
 
     def __init__(self, answers: list[Answer]):
         self.answers = list(answers)
@@ -93,138 +88,12 @@ class ModelServer:
         self.httpd.server_close()
 
 
-def sse(event: str | None, data: dict[str, Any]) -> str:
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(data)}\n\n"
-
-
-class AnthropicModel(ModelServer):
-    """Claude Code's calls: the answer is a StructuredOutput tool call with the decision."""
-
-    vendor = "anthropic"
-
-    def reply(self, path, body, answer):
-        if not path.startswith("/v1/messages"):
-            return 404, "application/json", b'{"type":"error","error":{"type":"not_found_error"}}'
-        usage = {
-            "input_tokens": 0,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "output_tokens": 0,
-            **answer.usage,
-        }
-        tools = [t.get("name") for t in body.get("tools") or []]
-        try:
-            args = json.loads(answer.text)
-        except ValueError:
-            args = None
-        if "StructuredOutput" in tools and isinstance(args, dict):
-            block = {"type": "tool_use", "id": "toolu_01", "name": "StructuredOutput", "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": answer.text}]
-            stop = "tool_use"
-        else:
-            block = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": answer.text}]
-            stop = "end_turn"
-        message = {
-            "id": "msg_01",
-            "type": "message",
-            "role": "assistant",
-            "model": body.get("model"),
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {**usage, "output_tokens": 1},
-        }
-        out = sse("message_start", {"type": "message_start", "message": message})
-        out += sse(
-            "content_block_start",
-            {"type": "content_block_start", "index": 0, "content_block": block},
-        )
-        for d in deltas:
-            out += sse(
-                "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": d}
-            )
-        out += sse("content_block_stop", {"type": "content_block_stop", "index": 0})
-        out += sse(
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": usage,
-            },
-        )
-        out += sse("message_stop", {"type": "message_stop"})
-        return 200, "text/event-stream", out.encode()
-
-
-class ResponsesModel(ModelServer):
-    """Codex's calls (OpenAI Responses API): the answer is the final message's text."""
-
-    vendor = "openai"
-
-    def reply(self, path, body, answer):
-        if not path.startswith("/v1/responses"):
-            return 404, "application/json", b'{"error":{"message":"not found"}}'
-        base = {
-            "id": "resp_01",
-            "object": "response",
-            "created_at": int(time.time()),
-            "model": body.get("model"),
-        }
-        item = {
-            "type": "message",
-            "id": "msg_01",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": answer.text, "annotations": []}],
-        }
-        u = answer.usage
-        usage = {
-            "input_tokens": u.get("input_tokens", 0),
-            "input_tokens_details": {"cached_tokens": u.get("cached_tokens", 0)},
-            "output_tokens": u.get("output_tokens", 0),
-            "output_tokens_details": {"reasoning_tokens": u.get("reasoning_tokens", 0)},
-            "total_tokens": u.get("input_tokens", 0) + u.get("output_tokens", 0),
-        }
-        out = sse(
-            "response.created",
-            {
-                "type": "response.created",
-                "response": {**base, "status": "in_progress", "output": []},
-            },
-        )
-        out += sse(
-            "response.output_item.added",
-            {
-                "type": "response.output_item.added",
-                "output_index": 0,
-                "item": {**item, "content": []},
-            },
-        )
-        out += sse(
-            "response.output_text.delta",
-            {
-                "type": "response.output_text.delta",
-                "item_id": "msg_01",
-                "output_index": 0,
-                "content_index": 0,
-                "delta": answer.text,
-            },
-        )
-        out += sse(
-            "response.output_item.done",
-            {"type": "response.output_item.done", "output_index": 0, "item": item},
-        )
-        done = {**base, "status": "completed", "output": [item], "usage": usage}
-        out += sse("response.completed", {"type": "response.completed", "response": done})
-        return 200, "text/event-stream", out.encode()
+def sse(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data)}\n\n"
 
 
 class GeminiModel(ModelServer):
     """Gemini CLI's calls (Gemini API): the answer is the candidate's text."""
-
-    vendor = "google"
 
     def reply(self, path, body, answer):
         if ":streamGenerateContent" not in path and ":generateContent" not in path:
@@ -243,5 +112,5 @@ class GeminiModel(ModelServer):
             "responseId": "resp-01",
         }
         if "alt=sse" in path:
-            return 200, "text/event-stream", sse(None, chunk).encode()
+            return 200, "text/event-stream", sse(chunk).encode()
         return 200, "application/json", json.dumps(chunk).encode()
