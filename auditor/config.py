@@ -79,7 +79,7 @@ every = "15m"
 # concurrency = 4       # calls in flight; unset: what the observer suits (embedded model 1)
 # budget_per_day = 5.0  # USD; no observer call starts that would cross it (UTC days)
 
-[hook]                  # auditor hook claude-code / codex
+[hook]                  # auditor hook claude-code / codex / gemini-cli
 deadline = 30           # seconds; past it the agent stops normally
 max_corrections = 2     # corrections in a row between two messages the user typed
 
@@ -131,7 +131,7 @@ class Config:
         hook = {**observer, **gate, **self.section("hook")}
         out: dict[str, Any] = {
             "run": {**observer, **gate, **self.section("run")},
-            "hook": {"claude-code": hook, "codex": dict(hook)},
+            "hook": {"claude-code": hook, "codex": dict(hook), "gemini-cli": dict(hook)},
             "inject": {
                 ("via" if k == "injector" else k): v for k, v in self.section("inject").items()
             },

@@ -1,8 +1,8 @@
 """The built-in injectors: claude-code, codex, amp-thread, webhook and stdout.
 
-Each one only delivers; the core (`auditor.live.delivery`) applies the loop guards and records every
-attempt. `claude-code` and `codex` are live: their channel is the Stop hook's own output, so
-they deliver only from inside `auditor hook claude-code` / `auditor hook codex`.
+Each one only delivers; the core (`auditor.live.delivery`) applies the loop guards and records
+every attempt. `claude-code`, `codex` and `gemini-cli` are live: their channel is the Stop
+hook's own output, so they deliver only from inside `auditor hook AGENT`.
 """
 
 from __future__ import annotations
@@ -152,6 +152,7 @@ class AmpThreadInjector:
 def register_injectors(register) -> None:
     register(StopHookInjector("claude-code", "Claude Code"))
     register(StopHookInjector("codex", "Codex CLI"))
+    register(StopHookInjector("gemini-cli", "Gemini CLI"))
     register(AmpThreadInjector())
     register(WebhookInjector())
     register(StdoutInjector())

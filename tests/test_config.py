@@ -66,6 +66,8 @@ def test_settings_become_the_defaults_of_the_commands_options(config):
     assert re.search(r"--concurrency INTEGER [^\[]*\[default: 7\]", run_help)
     hook_help = " ".join(invoke("hook", "claude-code", "--help").output.split())
     assert "is recorded. [default: 12]" in hook_help
+    gemini_help = " ".join(invoke("hook", "gemini-cli", "--help").output.split())
+    assert "is recorded. [default: 12]" in gemini_help and "message. [default: 9]" in gemini_help
     assert load().default_map()["run"]["no_require_edit"] is True
 
 

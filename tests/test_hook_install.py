@@ -227,6 +227,37 @@ def test_codex_hooks_file(tmp_path):
     assert shlex.split(stop["command"])[-2:] == ["hook", "codex"] and stop["timeout"] == 10
 
 
+def test_gemini_cli_settings_with_timeouts_in_milliseconds(tmp_path):
+    """Gemini CLI reads hooks from .gemini/settings.json, beside its other settings, and counts
+    a handler's timeout in milliseconds."""
+    settings_file = tmp_path / "proj" / ".gemini" / "settings.json"
+    settings_file.parent.mkdir(parents=True)
+    settings_file.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    result = run_cli("hook", "install", "gemini-cli", "--dir", str(tmp_path / "proj"))
+    assert result.returncode == 0, result.stderr
+    settings = json.loads(settings_file.read_text())
+    assert settings["security"] == {"auth": {"selectedType": "gemini-api-key"}}
+    handlers = {event: groups[0]["hooks"] for event, groups in settings["hooks"].items()}
+    assert {
+        e: [(shlex.split(h["command"])[-1], h["timeout"]) for h in hs] for e, hs in handlers.items()
+    } == {
+        "AfterTool": [("gemini-cli", 10000)],
+        "BeforeAgent": [("gemini-cli", 10000)],
+        "AfterAgent": [("--wait", 45000)],  # waits for the end-of-turn audit
+        "SessionEnd": [("gemini-cli", 10000)],
+    }
+    again = run_cli("hook", "install", "gemini-cli", "--dir", str(tmp_path / "proj"))
+    assert again.stdout.startswith("already installed in")
+    sync = run_cli("hook", "install", "gemini-cli", "--sync", "--dir", str(tmp_path / "proj"))
+    assert sync.returncode == 0
+    after = json.loads(settings_file.read_text())["hooks"]
+    assert list(after) == ["AfterAgent"] and after["AfterAgent"][0]["hooks"][0]["command"].endswith(
+        "hook gemini-cli --sync"
+    )
+    local = run_cli("hook", "install", "gemini-cli", "--local", "--dir", str(tmp_path / "proj"))
+    assert local.returncode != 0 and "Gemini CLI has no local settings file" in local.stderr
+
+
 def codex_state(home: Path) -> dict:
     import tomllib
 

@@ -19,9 +19,8 @@ COMMANDS: list = []
 def hook() -> None:
     """Agent hooks: audit the agent's turns while it works and hand it the corrections.
 
-    Install with `auditor hook install claude-code` (or `codex`); the agent then runs
-    `auditor hook claude-code` (or `codex`) after each tool round, when the user writes and
-    when it stops.
+    Install with `auditor hook install claude-code` (or `codex`, `gemini-cli`); the agent then
+    runs `auditor hook AGENT` after each tool round, when the user writes and when it stops.
     """
 
 
@@ -85,8 +84,9 @@ def _hook_command(agent: str, title: str):
     @click.option(
         "--wait",
         is_flag=True,
-        help="Codex's Stop handler: record the stop, wait (up to --deadline) for its end-of-turn "
-        'audit and answer with its correction as {"decision": "block"}.',
+        help="The Stop handler of Codex (Gemini CLI: AfterAgent): record the stop, wait (up to "
+        '--deadline) for its end-of-turn audit and answer with its correction as {"decision": '
+        '"block"}.',
     )
     @click.option("--worker", "worker_dir", hidden=True, help="Serve a session's spool (internal).")
     @click.option(
@@ -199,6 +199,7 @@ def _passed_options(ctx: click.Context) -> list[str]:
 
 _hook_command("claude-code", "Claude Code")
 _hook_command("codex", "Codex CLI")
+_hook_command("gemini-cli", "Gemini CLI")
 
 
 def _store_if_any(ctx: Context):
@@ -215,13 +216,14 @@ def _store_if_any(ctx: Context):
 
 
 @hook.command("install")
-@click.argument("agent", type=click.Choice(["claude-code", "codex"]))
+@click.argument("agent", type=click.Choice(["claude-code", "codex", "gemini-cli"]))
 @click.option(
     "--project",
     "scope",
     flag_value="project",
     default=True,
-    help="In the project's settings (.claude/settings.json, .codex/hooks.json). The default.",
+    help="In the project's settings (.claude/settings.json, .codex/hooks.json, "
+    ".gemini/settings.json). The default.",
 )
 @click.option(
     "--local",
@@ -233,7 +235,8 @@ def _store_if_any(ctx: Context):
     "--user",
     "scope",
     flag_value="user",
-    help="In your user settings (~/.claude/settings.json, ~/.codex/hooks.json).",
+    help="In your user settings (~/.claude/settings.json, ~/.codex/hooks.json, "
+    "~/.gemini/settings.json).",
 )
 @click.option(
     "--dir",
@@ -306,9 +309,11 @@ def install(
     UserPromptSubmit run the non-blocking hook, and Stop runs `auditor hook codex --wait`,
     which holds the end of the turn until its audit is done (up to --deadline) and answers
     with the correction (--no-wait: it does not wait); Codex runs only hooks you have
-    reviewed, so the install records that
-    trust in Codex's config.toml as its /hooks screen does (--no-trust: it does not). Merges
-    into the file: other settings and hooks are kept, an auditor entry already there is
+    reviewed, so the install records that trust in Codex's config.toml as its /hooks screen
+    does (--no-trust: it does not). Gemini CLI: AfterTool, BeforeAgent and SessionEnd run the
+    non-blocking hook and AfterAgent runs `auditor hook gemini-cli --wait` (timeouts in
+    milliseconds, as Gemini CLI counts them). Merges into the file: other settings and hooks
+    are kept, an auditor entry already there is
     updated in place, so installing twice changes nothing. The waiting handlers' timeout is
     the deadline plus 15 seconds.
     """

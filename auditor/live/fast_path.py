@@ -36,6 +36,11 @@ What each event does:
   finishes; see `auditor.client_texts`) is recorded as not typed and does none of this;
 - `SessionEnd`: the worker finishes the audits under way and exits.
 
+Gemini CLI's events are recorded under Claude Code's names: `AfterTool` as `PostToolUse` (its
+correction goes out as `additionalContext` too), `BeforeAgent` as `UserPromptSubmit` (a prompt
+that is auditor's own correction, which Gemini CLI sends back as the next prompt after an
+`AfterAgent` block, is recorded as not typed), `AfterAgent` as `Stop`.
+
 The `--rewake` handler says "deliver" with its own exit status, DELIVER; the command that
 `auditor hook install` writes turns that into the 2 Claude Code wakes on, and any other failure
 into 1, so that an `auditor` that cannot start (gone, a broken venv, a usage error, which
@@ -51,7 +56,7 @@ import time
 
 from ..client_texts import written_by_client
 
-AGENTS = ("claude-code", "codex")
+AGENTS = ("claude-code", "codex", "gemini-cli")
 STATE_ENV = "AUDITOR_STATE_DIR"
 LOCK_FD_ENV = "AUDITOR_WORKER_LOCK_FD"  # the worker lock a starting worker inherits
 TAKEOVER_ENV = "AUDITOR_WORKER_TAKEOVER"  # set: wait for the lock the outgoing worker holds
@@ -69,6 +74,10 @@ NO_WORKER_GRACE = 3.0  # seconds a waiting Stop handler goes on without a live w
 DELIVER = 42  # `--rewake`'s exit status for "wake the agent with this" (see the docstring)
 # auditor.live.delivery.CORRECTION_MARKER, which the fast path does not import (a test keeps them equal)
 CORRECTION_MARKER = "[auditor course-correction]"
+# Gemini CLI's names for the events auditor handles; the spool records Claude Code's names.
+EVENT_NAMES = {
+    "gemini-cli": {"AfterTool": "PostToolUse", "BeforeAgent": PROMPT, "AfterAgent": "Stop"}
+}
 DEADLINE = 30.0  # seconds `--rewake` waits for the observer (as `--deadline`), plus 5
 # The payload fields the worker needs; the prompt's text and tool output stay out of the spool.
 KEEP = (
@@ -373,7 +382,8 @@ def answer(agent: str, event: str, message: str) -> str:
     out: dict[str, object]
     text = note(message, event, agent)
     if event in TOOL_EVENTS:
-        out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+        name = "AfterTool" if agent == "gemini-cli" else event
+        out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
     else:
         out = {"decision": "block", "reason": text}
     return json.dumps(out, ensure_ascii=False)
@@ -394,12 +404,15 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
         return "", f"ignored: the hook input on stdin is not JSON ({exc})", {}
     if not isinstance(data, dict) or not data.get("session_id"):
         return "", "ignored: the hook input has no session_id", {}
-    event = str(data.get("hook_event_name") or "Stop")
+    native = str(data.get("hook_event_name") or "Stop")
+    event = EVENT_NAMES.get(agent, {}).get(native, native)
     thread = thread_of(agent, data)
     sdir = session_dir(state_root(_db_option(head)), agent, str(data["session_id"]))
     os.makedirs(sdir, exist_ok=True)
     record = {k: data[k] for k in KEEP if k in data}
     record["hook_event_name"] = event
+    if native != event:
+        record["agent_event"] = native
     record["thread"] = thread
     record["t"] = time.time()
     record["env"] = env_mark()
@@ -407,7 +420,9 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
         given = data.get("prompt")
         prompt = given if isinstance(given, str) else ""
         record["prompt_chars"] = len(prompt)
-        record["typed"] = not written_by_client(agent, prompt)
+        # Gemini CLI sends an AfterAgent block's reason back as the next prompt: auditor's own.
+        ours = agent == "gemini-cli" and prompt.lstrip().startswith(CORRECTION_MARKER)
+        record["typed"] = not (ours or written_by_client(agent, prompt))
     line = json.dumps(record).encode() + b"\n"
     if event == PROMPT:
         _append(os.path.join(sdir, EVENTS), line)  # first, so that a late correction sees it
@@ -421,20 +436,24 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
     if event == SESSION_END:
         _append(os.path.join(sdir, EVENTS), line)  # the worker finishes and exits
         return "", f"{SESSION_END}: recorded", {}
-    printed, did = "", f"{event}: nothing to hand over"
+    printed, did = "", f"{native}: nothing to hand over"
     if event in STOPS and data.get("stop_hook_active") is True:
-        did = f"{event}: stop_hook_active, nothing handed over"
+        did = f"{native}: stop_hook_active, nothing handed over"
     else:
         # Claimed before the event is recorded, so that the worker knows of the hand-over
         # when it reads the event (no audit right after a correction).
-        entry = claim(sdir, thread, event)
+        entry = claim(sdir, thread, native)
         if entry is not None:
             printed = answer(agent, event, entry["message"])
-            did = f"{event}: handed over verdict {entry.get('verdict_id')}"
+            did = f"{native}: handed over verdict {entry.get('verdict_id')}"
     end = _append(os.path.join(sdir, EVENTS), line) + len(line)
     did += _ensure_worker(sdir, head, agent, rest)
     active = event in STOPS and data.get("stop_hook_active") is True
-    return printed, did, {"sdir": sdir, "thread": thread, "end": end, "active": active}
+    return (
+        printed,
+        did,
+        {"sdir": sdir, "thread": thread, "end": end, "active": active, "native": native},
+    )
 
 
 def _ensure_worker(sdir: str, head: list[str], agent: str, rest: list[str]) -> str:
@@ -474,19 +493,22 @@ def _take_over(sdir: str, head: list[str], agent: str, rest: list[str]) -> str:
 
 
 def wait(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str]:
-    """`--wait`, Codex's Stop handler: record the Stop, then wait for its end-of-turn audit.
+    """`--wait`, the Stop handler of Codex and Gemini CLI (AfterAgent): record the Stop, then
+    wait for its end-of-turn audit.
 
-    Codex has nothing like Claude Code's asyncRewake: once a turn has ended, the next event is
-    the user's next prompt, which takes any correction back. So this handler holds the turn
+    Neither has anything like Claude Code's asyncRewake: once a turn has ended, the next event
+    is the user's next prompt, which takes any correction back. So this handler holds the turn
     open until the worker has audited it (at most `--deadline` seconds) and answers with the
-    correction as `{"decision": "block"}`; with nothing to say, or past the deadline, Codex
-    stops as usual. Return (what was printed, what happened).
+    correction as `{"decision": "block"}` (Gemini CLI sends its `reason` as the next prompt);
+    with nothing to say, or past the deadline, the agent stops as usual. Return (what was
+    printed, what happened).
     """
     printed, did, at = _handle(agent, raw, head, rest)
     if printed or not at or at["active"]:
         return printed, did
     deadline = _deadline(rest)
-    code, text = _await_audit(at["sdir"], at["thread"], lambda: at["end"], deadline, "Stop-wait")
+    label = f"{at['native']}-wait"
+    code, text = _await_audit(at["sdir"], at["thread"], lambda: at["end"], deadline, label)
     if code == DELIVER:
         return answer(agent, "Stop", text), f"{did}; handed over the end-of-turn correction"
     return "", f"{did}; {text}"

@@ -18,6 +18,9 @@ A group without `matcher` applies to every tool. Installed (see docs/live-hooks.
   blocks with its correction: Codex has no way to wake the model once the turn has ended.
   Codex runs only hooks the user has reviewed; the install records that trust in Codex's
   config (see `codex_trust`);
+- Gemini CLI (`.gemini/settings.json`, `~/.gemini/settings.json`; timeouts in milliseconds):
+  `AfterTool`, `BeforeAgent` and `SessionEnd` run the non-blocking hook, `AfterAgent` runs
+  `auditor hook gemini-cli --wait` as Codex's Stop does;
 - with `--sync`: only the stops, running the hook that audits while the agent waits.
 
 The file is merged, never clobbered: other keys, other events and other hooks stay as they
@@ -46,9 +49,18 @@ EVENTS = {
         "SessionEnd",
     ),
     "codex": ("PostToolUse", "UserPromptSubmit", "Stop"),
+    "gemini-cli": ("AfterTool", "BeforeAgent", "AfterAgent", "SessionEnd"),
 }
-SYNC_EVENTS = {"claude-code": ("Stop", "SubagentStop"), "codex": ("Stop",)}
+SYNC_EVENTS = {
+    "claude-code": ("Stop", "SubagentStop"),
+    "codex": ("Stop",),
+    "gemini-cli": ("AfterAgent",),
+}
+# The event each agent ends a turn with: where Codex and Gemini CLI wait for the audit.
+WAITING_STOP = {"codex": "Stop", "gemini-cli": "AfterAgent"}
 FAST_TIMEOUT = 10  # seconds: the non-blocking hook never waits for anything
+# Gemini CLI counts a handler's timeout in milliseconds, the others in seconds.
+TIMEOUT_UNIT = {"gemini-cli": 1000}
 
 
 # Claude Code reads a hook's exit status 2 as a "blocking error": at a Stop it makes Claude go
@@ -75,20 +87,23 @@ def guarded(agent: str, command: str, rewake: bool = False) -> str:
 def entries(
     agent: str, command: str, timeout: int, sync: bool = False, wait: bool = True
 ) -> dict[str, list[dict]]:
-    """The handlers auditor installs for `agent`, by event (`wait`: Codex's Stop handler waits
-    for the end-of-turn audit)."""
+    """The handlers auditor installs for `agent`, by event (`wait`: the handler of the end of
+    a turn of Codex and Gemini CLI waits for its audit)."""
+    unit = TIMEOUT_UNIT.get(agent, 1)
     if sync:
         entry = {
             "type": "command",
             "command": guarded(agent, f"{command} --sync"),
-            "timeout": timeout,
+            "timeout": timeout * unit,
         }
         return {event: [entry] for event in SYNC_EVENTS[agent]}
-    fast = {"type": "command", "command": guarded(agent, command), "timeout": FAST_TIMEOUT}
+    fast = {"type": "command", "command": guarded(agent, command), "timeout": FAST_TIMEOUT * unit}
     out = {event: [fast] for event in EVENTS[agent]}
-    if agent == "codex" and wait:
-        # Codex cannot be woken once a turn has ended: its Stop handler waits for the audit.
-        out["Stop"] = [{"type": "command", "command": f"{command} --wait", "timeout": timeout}]
+    if agent in WAITING_STOP and wait:
+        # Codex and Gemini CLI cannot be woken once a turn has ended: the handler of the end
+        # of a turn waits for its audit.
+        handler = {"type": "command", "command": f"{command} --wait", "timeout": timeout * unit}
+        out[WAITING_STOP[agent]] = [handler]
     if agent == "claude-code":
         rewake = {
             "type": "command",
@@ -118,7 +133,13 @@ def settings_path(agent: str, scope: str, project_dir: Path) -> Path:
             if scope == "user"
             else project_dir / ".codex" / "hooks.json"
         )
-    raise AuditorError(f"{agent!r} has no hook to install. Available: claude-code, codex")
+    if agent == "gemini-cli":
+        if scope == "local":
+            raise AuditorError("Gemini CLI has no local settings file; use --project or --user")
+        return (home if scope == "user" else project_dir) / ".gemini" / "settings.json"
+    raise AuditorError(
+        f"{agent!r} has no hook to install. Available: claude-code, codex, gemini-cli"
+    )
 
 
 def auditor_executable() -> str:

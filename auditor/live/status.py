@@ -22,8 +22,16 @@ from pathlib import Path
 from ..errors import AuditorError
 
 # The agent versions the live hooks are proven on (tests/test_real_*.py), and their programs.
-TESTED = {"claude-code": ("claude", "2.1.328"), "codex": ("codex", "0.169.0")}
-SCOPES = {"claude-code": ("project", "local", "user"), "codex": ("project", "user")}
+TESTED = {
+    "claude-code": ("claude", "2.1.328"),
+    "codex": ("codex", "0.169.0"),
+    "gemini-cli": ("gemini", "0.61.0"),
+}
+SCOPES = {
+    "claude-code": ("project", "local", "user"),
+    "codex": ("project", "user"),
+    "gemini-cli": ("project", "user"),
+}
 VARIANT_NOTES = {
     "rewake": "wakes Claude with the end-of-turn correction",
     "wait": "waits for the end-of-turn audit",

@@ -33,7 +33,11 @@ if TYPE_CHECKING:
     from ..plugins import Plugins
 
 # agent name -> (transcript format, injector)
-AGENTS = {"claude-code": ("claude-code", "claude-code"), "codex": ("codex", "codex")}
+AGENTS = {
+    "claude-code": ("claude-code", "claude-code"),
+    "codex": ("codex", "codex"),
+    "gemini-cli": ("gemini-jsonl", "gemini-cli"),
+}
 DEADLINE = 30.0
 LAG_WAIT = 0.5
 MARGIN = 1.0  # seconds kept after the observer call to record it and answer

@@ -233,6 +233,7 @@ class Worker:
         }
         for i, (event, start, end) in enumerate(events):
             name = event.get("hook_event_name")
+            self.ending = False  # an event after a SessionEnd: the session was resumed
             thread = str(event.get("thread") or event.get("session_id") or "")
             if event.get("env") not in (None, self.env_mark):
                 # A key or the store changed: this event and those after it are the next
