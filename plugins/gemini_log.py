@@ -180,7 +180,16 @@ class _Fold:
         self.built: dict[tuple[str, str], Message] = {}  # records read in this pass
 
     def keys(self) -> list[tuple[str, str]]:
-        return [(k[0], k[1]) for keys in self.messages.values() for k in keys]
+        """The records of the fold in order, each native id once: a tool result the CLI keeps
+        twice (in its call, and in the user turn that sent it back) is the first one."""
+        seen: set[str] = set()
+        out = []
+        for keys in self.messages.values():
+            for k in keys:
+                if k[0] not in seen:
+                    seen.add(k[0])
+                    out.append((k[0], k[1]))
+        return out
 
     def put(self, mid: str, records: list[Message], line: int) -> None:
         old = {k[0]: k for k in self.messages.get(mid, [])}
@@ -302,21 +311,75 @@ class GeminiLogFormat:
         fold.put(msg["id"], records, line)
 
 
+def _result(thread: str, call_id: str, text: str, is_error: bool, ts) -> list[Message]:
+    """A tool result, and auditor's correction when an AfterTool hook put it beside the output."""
+    correction = None
+    found = _HOOK_CONTEXT.search(text)
+    if found and CORRECTION_MARKER in found.group(1):
+        text, correction = text[: found.start()], found.group(1).strip()
+    result = Block("tool_result", text=text, tool_use_id=call_id, is_error=is_error)
+    out = [
+        Message(
+            thread,
+            f"{call_id}:result",
+            TOOL,
+            0,
+            [result],
+            source_type=SOURCE_TOOL_RESULT,
+            timestamp=ts,
+        )
+    ]
+    if correction is not None:
+        # An AfterTool hook's additionalContext, read by the model with the result.
+        out.append(
+            Message(
+                thread,
+                f"{call_id}:hook_context",
+                USER,
+                0,
+                [Block("text", text=correction)],
+                source_type=SOURCE_COURSE_CORRECTION,
+                timestamp=ts,
+            )
+        )
+    return out
+
+
+def _call(thread: str, call_id: str, name: Any, args: Any, ts, model: str | None) -> Message:
+    use = Block("tool_use", tool_name=name, tool_use_id=call_id, tool_input=args)
+    use.is_file_edit, use.edited_paths = tool_edits(name, args)
+    return Message(
+        thread, call_id, ASSISTANT, 0, [use], source_type=SOURCE_AGENT, timestamp=ts, model=model
+    )
+
+
 def _records(thread: str, msg: dict) -> tuple[list[Message], Usage | None]:
-    """The records one chat message gives (seq and line are set by the fold)."""
+    """The records one chat message gives (seq and line are set by the fold).
+
+    A reply's calls come from its `toolCalls` (with their results), or, in a list the CLI
+    rebuilt from the model's history (a resumed session's `$set.messages`), from
+    `functionCall` parts of its content, their results from the user turns' `functionResponse`
+    parts."""
     kind, native = msg.get("type"), msg["id"]
     ts = parse_time(msg.get("timestamp"))
     content = msg.get("content")
+    parts = content if isinstance(content, list) else [content]
     if kind == "user":
-        parts = content if isinstance(content, list) else [content]
         if parts and all(isinstance(p, dict) and "functionResponse" in p for p in parts):
-            return [], None  # tool results echoed to the model: read from the calls
+            out: list[Message] = []
+            for i, part in enumerate(parts):
+                fr = part["functionResponse"]
+                fr = fr if isinstance(fr, dict) else {}
+                call_id = str(fr.get("id") or f"{native}:{i}")
+                text, is_error = call_result({"result": [part]})
+                out += _result(thread, call_id, text, is_error, ts)
+            return out, None
         blocks = content_blocks(content)
         source = _user_source("\n".join(b.text or "" for b in blocks if b.kind == "text"))
         return [Message(thread, native, USER, 0, blocks, source_type=source, timestamp=ts)], None
-    blocks = content_blocks(content)
     if kind != "gemini":  # info, warning, error: written by the CLI
         source = SOURCE_ERROR if kind == "error" else SOURCE_META
+        blocks = content_blocks(content)
         return [Message(thread, native, SYSTEM, 0, blocks, source_type=source, timestamp=ts)], None
     model = msg.get("model") if isinstance(msg.get("model"), str) else None
     usage = None
@@ -334,13 +397,23 @@ def _records(thread: str, msg: dict) -> tuple[list[Message], Usage | None]:
             reasoning_tokens=thoughts,
             timestamp=ts,
         )
+    thinking = thinking_blocks(msg.get("thoughts"))
+    said: list = []
+    asked = []
+    for part in parts:
+        if isinstance(part, dict) and isinstance(part.get("functionCall"), dict):
+            asked.append(part["functionCall"])
+        elif isinstance(part, dict) and part.get("thought") and isinstance(part.get("text"), str):
+            thinking.append(Block("thinking", text=part["text"]))
+        else:
+            said.append(part)
     out = [
         Message(
             thread,
             native,
             ASSISTANT,
             0,
-            thinking_blocks(msg.get("thoughts")) + blocks,
+            thinking + content_blocks(said if isinstance(content, list) else content),
             source_type=SOURCE_AGENT,
             timestamp=ts,
             model=model,
@@ -349,54 +422,17 @@ def _records(thread: str, msg: dict) -> tuple[list[Message], Usage | None]:
             usage_key=f"msg:{native}",
         )
     ]
-    for i, call in enumerate(c for c in msg.get("toolCalls") or [] if isinstance(c, dict)):
+    calls = [c for c in msg.get("toolCalls") or [] if isinstance(c, dict)]
+    known = {str(c.get("id")) for c in calls}
+    for i, call in enumerate(calls):
         call_id = str(call.get("id") or f"{native}:{i}")
-        use = Block("tool_use", tool_name=call.get("name"), tool_use_id=call_id)
-        use.tool_input = call.get("args")
-        use.is_file_edit, use.edited_paths = tool_edits(call.get("name"), call.get("args"))
-        call_ts = parse_time(call.get("timestamp")) or ts
-        out.append(
-            Message(
-                thread,
-                call_id,
-                ASSISTANT,
-                0,
-                [use],
-                source_type=SOURCE_AGENT,
-                timestamp=ts,
-                model=model,
-            )
-        )
+        out.append(_call(thread, call_id, call.get("name"), call.get("args"), ts, model))
         if not call.get("result") and call.get("status") not in DONE_STATUSES:
             continue  # still running when the line was written
         text, is_error = call_result(call)
-        correction = None
-        found = _HOOK_CONTEXT.search(text)
-        if found and CORRECTION_MARKER in found.group(1):
-            text, correction = text[: found.start()], found.group(1).strip()
-        result = Block("tool_result", text=text, tool_use_id=call_id, is_error=is_error)
-        out.append(
-            Message(
-                thread,
-                f"{call_id}:result",
-                TOOL,
-                0,
-                [result],
-                source_type=SOURCE_TOOL_RESULT,
-                timestamp=call_ts,
-            )
-        )
-        if correction is not None:
-            # An AfterTool hook's additionalContext, read by the model with the result.
-            out.append(
-                Message(
-                    thread,
-                    f"{call_id}:hook_context",
-                    USER,
-                    0,
-                    [Block("text", text=correction)],
-                    source_type=SOURCE_COURSE_CORRECTION,
-                    timestamp=call_ts,
-                )
-            )
+        out += _result(thread, call_id, text, is_error, parse_time(call.get("timestamp")) or ts)
+    for i, fc in enumerate(asked):
+        call_id = str(fc.get("id") or f"{native}:part{i}")
+        if call_id not in known:
+            out.append(_call(thread, call_id, fc.get("name"), fc.get("args"), ts, model))
     return out, usage
