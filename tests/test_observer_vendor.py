@@ -169,3 +169,52 @@ def test_hook_install_names_the_observer_chosen_for_that_agent(models, tmp_path)
     )  # fmt: skip
     assert "observer for claude-code: claude" in allowed.stderr
     assert "--allow-same-vendor" in allowed.stdout  # the hook chooses the same way
+
+
+@pytest.mark.corpus
+def test_a_claude_code_hook_with_only_anthropic_ready_records_why_it_audits_nothing(
+    corpus, models, tmp_path
+):
+    from helpers.live import CC_SESSION, copy_lines, rows, run_cli
+
+    from auditor.store import schema as s
+    from auditor.store.db import open_db
+
+    session = copy_lines(corpus / CC_SESSION, tmp_path / "projects" / "demo" / "s.jsonl")
+    payload = {
+        "session_id": "1af7fc5e-8455-4414-9ccd-011d40f70b2a",
+        "transcript_path": str(session),
+        "cwd": "/path/to/Demo",
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+    env = {**keys(models, "claude"), "AUDITOR_DISABLE_PLUGINS": "embedded"}
+    result = run_cli("hook", "claude-code", "--sync", stdin=json.dumps(payload), env=env)
+    assert (result.returncode, result.stdout) == (0, "")  # the agent stops normally
+    assert models[1].log == []  # Claude was not asked to judge Claude
+    [run] = rows(open_db(), s.Run)
+    assert run.status == "failed"
+    assert "claude-code threads not audited: the only observer ready, claude," in run.error
+
+
+def test_eval_takes_an_observer_of_another_vendor_than_every_labelled_thread(
+    engine, models, tmp_path, monkeypatch
+):
+    from auditor.audit.evaluate import evaluate
+    from auditor.audit.run_types import RunConfig
+
+    store_threads(engine, tmp_path / "t.jsonl", {"cc-0": "claude-code", "cx-0": "codex"})
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        "".join(
+            json.dumps({"thread": t, "at": f"{t}-end", "needs_correction": True}) + "\n"
+            for t in ("cc-0", "cx-0")
+        )
+    )
+    for key, value in keys(models, "gemini", "claude").items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AUDITOR_DISABLE_PLUGINS", "embedded")
+    evaluate(engine, get_plugin_manager(), str(labels), RunConfig())
+    gemini, claude = models
+    assert len(gemini.log) == 2 and claude.log == []  # neither Anthropic's nor OpenAI's
+    assert audited(engine) == {("claude-code", "gemini", False): 1, ("codex", "gemini", False): 1}

@@ -128,15 +128,12 @@ def choose(
     vendors = {v for v in (agent_vendor(plugins, a) for a in who) if v}
     needs = _needs(plugins)
     order = candidates(plugins)
-    same: str | None = None
-    for name in order:
-        if ready.problem(name) is not None:
-            continue
-        if needs[name].vendor in vendors:
-            same = same or name
-            continue
-        why = _why(needs[name], name)
-        return Choice(name, f"{why}; another vendor than the agent's" if vendors else why)
+    for name in order:  # another vendor's first: the agent's own are asked only if needed
+        if needs[name].vendor not in vendors and ready.problem(name) is None:
+            why = _why(needs[name], name)
+            return Choice(name, f"{why}; another vendor than the agent's" if vendors else why)
+    own = [n for n in order if needs[n].vendor in vendors]
+    same = next((n for n in own if ready.problem(n) is None), None)
     if same is not None:
         vendor = vendor_name(needs[same].vendor)
         if allow_same_vendor:
