@@ -5,12 +5,16 @@ files the agent was given (AGENTS.md / CLAUDE.md), the conversation, and one clo
 says what kind of checkpoint this is.
 
 In the conversation every message a person typed is shown whole, under a `### User` heading
-(the first one marked as the original task); earlier course corrections have their own heading
-so the observer does not repeat itself; the agent's text is shown as written and each tool call
-is shown with its result attached. Tool inputs and outputs are abbreviated: the head and the
-tail are kept, and so are lines from the middle that look like failures (tracebacks, `FAILED`,
-`error:`, non-zero exit codes...), with a marker saying how much was cut. File paths and commands
-stay visible.
+(the first one marked as the original task), and so is a slash command that asks for something
+(it has arguments, or the harness expanded it into a prompt: that prompt states the request and
+is kept up to a fixed size); earlier course corrections have their own heading so the observer
+does not repeat itself; the agent's text is shown as written and each tool call is shown with its
+result attached. Tool inputs and outputs are abbreviated, keeping first the lines that decide
+(test-runner summaries, a commit's header, files holding credentials, failures: tracebacks,
+`FAILED`, `error:`, non-zero exit codes...), then the lines around what the checkpoint is about
+(a name the user or the agent quoted, a line the agent went on to replace in that file), then the
+head and the tail, with a marker saying how much was cut. File paths and commands stay visible.
+A result carrying the user's own words (an answer, a rejected call's reason) is shown whole.
 
 Nothing taken from the transcript can pass for the prompt's own structure: what a person or
 the agent wrote is quoted (`> ` before every line, see `quote`), tool inputs and outputs are
@@ -18,7 +22,7 @@ fenced with more backticks than they contain, and names, paths and notes are put
 Only unquoted lines outside fences are the prompt's own: headings, tool-call lines, `[... ...]`
 markers and the closing checkpoint line.
 
-The whole text fits a budget where it can: `config["min_tokens"]` (default 8000) plus
+The whole text fits a budget where it can: `config["min_tokens"]` (default 7950) plus
 `config["tokens_per_call"]` (60) for each tool call of the turn being judged, at most
 `config["max_tokens"]` (24000), since a 150-call turn needs more room than a 5-call one. What
 tells the observer most per token is cut last: tool output of earlier turns goes first, then the
@@ -148,25 +152,39 @@ def command_text(text: str) -> tuple[str, bool]:
     return _COMMAND_TAG.sub("", text).strip(), False
 
 
+# Results that carry what the user said: answers to the agent's questions, rejected tool calls.
+_USER_REPLY = re.compile(
+    r"User has answered your questions|The user doesn't want to proceed with this tool use"
+    r"|the user said:|The user provided the following reason"
+)
+USER_REPLY_CHARS = 4000  # a result carrying the user's words is shown whole up to this
+
 # A tool's name is an identifier; anything else in it (markup, line breaks) is replaced.
 _TOOL_NAME = re.compile(r"[^\w.:/@-]+")
 
 
-def _render_call(block, result, level: Level, protected: bool) -> str:
+def _render_call(block, result, level: Level, protected: bool, focus: tuple[str, ...] = ()) -> str:
     name = _TOOL_NAME.sub("_", clean(block.tool_name or ""))[:100] or "tool"
     marks = " (edits files)" if block.is_file_edit else ""
     parts = [f"**Tool call: {name}**{marks}"]
-    body = render_tool_input(block.tool_input, LEVELS[0] if protected else level)
+    body = render_tool_input(block.tool_input, LEVELS[0] if protected else level, focus)
     if block.edited_paths and not any(p in body for p in block.edited_paths):
         body = (clean("edited: " + ", ".join(block.edited_paths)) + "\n" + body).rstrip()
     if body:
         parts.append(fence(body))
     if result is None:
         parts.append("Result: (none recorded)")
+    elif _USER_REPLY.search(result.text or ""):  # the user's own words: shown whole, as typed
+        output = abbreviate(clean(result.text or ""), USER_REPLY_CHARS, NOTHING)
+        state = " (error)" if result.is_error else ""
+        parts.append(f"Result{state}:\n" + fence(output))
     else:
-        output = abbreviate(
-            clean(result.text or ""), level.result if not protected else LEVELS[0].result
-        )
+        limit = level.result if not protected else LEVELS[0].result
+        # An error is what a reviewer reads first, and it is short: once outputs are cut it gets
+        # twice their room (a rejected call's result can be the user's own words, unmarked).
+        if result.is_error:
+            limit = min(limit * 2, LEVELS[0].result)
+        output = abbreviate(clean(result.text or ""), limit, FAILURE, focus)
         state = " (error)" if result.is_error else ""
         parts.append(
             f"Result{state}:\n" + fence(output) if output.strip() else f"Result{state}: (empty)"
@@ -184,8 +202,8 @@ def _prose(text: str, final: bool) -> Callable[[Level], str]:
     return render
 
 
-def _call(block, result, final: bool) -> Callable[[Level], str]:
-    return lambda level: _render_call(block, result, level, final)
+def _call(block, result, final: bool, focus: tuple[str, ...]) -> Callable[[Level], str]:
+    return lambda level: _render_call(block, result, level, final, focus)
 
 
 def _tool_key(block) -> str:
@@ -200,27 +218,23 @@ def _tool_key(block) -> str:
     return f"{block.tool_name}:{value_text(block.tool_input)[:300]}"
 
 
-# Results that carry what the user said: answers to the agent's questions, rejected tool calls.
-_USER_REPLY = re.compile(
-    r"User has answered your questions|The user doesn't want to proceed with this tool use"
-    r"|the user said:|The user provided the following reason"
-)
-
-
 def _failed(result) -> bool:
     if result is None:
         return False
     return bool(result.is_error or FAILURE.search(result.text or ""))
 
 
-def _assistant_units(m, i: int, results: dict[str, Any], final: bool, late: bool) -> list[Unit]:
+def _assistant_units(
+    m, i: int, results: dict[str, Any], final: bool, late: bool, focus: Focus
+) -> list[Unit]:
     out = []
     for b in m.blocks:
         if b.kind == "text" and b.text and b.text.strip():
             out.append(Unit("### Assistant", i, _prose(b.text, final), final, late, kind=PROSE))
         elif b.kind == "tool_use":
             result = results.get(b.tool_use_id or "")
-            unit = Unit("### Assistant", i, _call(b, result, final), final, late, kind=TOOL)
+            about = focus.of(b)
+            unit = Unit("### Assistant", i, _call(b, result, final, about), final, late, kind=TOOL)
             unit.key, unit.failed = _tool_key(b), _failed(result)
             tool_input = b.tool_input if isinstance(b.tool_input, dict) else {}
             unit.acts = bool(b.is_file_edit or COMMAND_KEYS & tool_input.keys())
@@ -243,6 +257,14 @@ def _limited(text: str, share: Callable[[Level], int]) -> Callable[[Level], str]
     return lambda level: abbreviate(quote(clean(text.strip())), share(level))
 
 
+def _command_prompt(text: str) -> Callable[[Level], str]:
+    def render(level: Level) -> str:
+        body = quote(clean(text.strip()))
+        return body if level is UNCUT else abbreviate(body, COMMAND_PROMPT_CHARS, RULE)
+
+    return render
+
+
 def _orphans(blocks: list) -> Callable[[Level], str]:
     def render(level: Level) -> str:
         return "\n\n".join(fence(abbreviate(clean(b.text or ""), level.result)) for b in blocks)
@@ -250,11 +272,103 @@ def _orphans(blocks: list) -> Callable[[Level], str]:
     return render
 
 
-def _is_instruction(m) -> bool:
-    """True for what the user said: typed messages, and slash commands given arguments."""
-    if is_typed_user(m):
-        return True
-    return m.source_type == SOURCE_COMMAND and m.role == "user" and command_text(m.text)[1]
+def _instructions(messages: list) -> list[bool]:
+    """Mark what the user asked for: typed messages, and slash commands that are requests.
+
+    A slash command is a request when it has arguments, or when the harness expanded it into a
+    prompt (the message after it, e.g. `/init`'s "Please analyze this codebase..."): that text
+    states the request as much as a typed message would. Commands that only change the session
+    (`/clear`, `/model`) are not requests.
+    """
+    out = []
+    for i, m in enumerate(messages):
+        if is_typed_user(m):
+            out.append(True)
+        elif m.source_type == SOURCE_COMMAND and m.role == "user":
+            following = messages[i + 1] if i + 1 < len(messages) else None
+            expands = (
+                following is not None
+                and following.source_type == SOURCE_META
+                and "<command-name>" in m.text
+                and "<local-command-caveat>" not in following.text
+            )
+            out.append(command_text(m.text)[1] or expands)
+        else:
+            out.append(False)
+    return out
+
+
+# -- what the checkpoint is about -----------------------------------------------------------------
+_CODE_SPAN = re.compile(r"`([^`\n]{4,80})`")
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Delete) File: (.+)$", re.MULTILINE)
+_FOCUS_CAP = 30  # strings taken from each source, so that matching stays cheap
+_FOCUS_MIN = 6  # shorter replaced lines (`}`, `return`) match everywhere
+
+
+def _replaced_lines(block) -> dict[str, list[str]]:
+    """Return, per file, the lines an edit call replaced (Edit, MultiEdit, apply_patch)."""
+    tool_input = block.tool_input
+    out: dict[str, list[str]] = {}
+    if isinstance(tool_input, dict):
+        path = next((tool_input[k] for k in PATH_KEYS if isinstance(tool_input.get(k), str)), None)
+        olds = [tool_input.get("old_string"), tool_input.get("old_str")]
+        olds += [e.get("old_string") for e in tool_input.get("edits") or [] if isinstance(e, dict)]
+        if path:
+            out[path] = [line for old in olds if isinstance(old, str) for line in old.split("\n")]
+        patches = [v for v in tool_input.values() if isinstance(v, str) and "*** " in v]
+    else:
+        patches = [tool_input] if isinstance(tool_input, str) else []
+    for patch in patches:  # Codex's apply_patch: `-` lines under `*** Update File: PATH`
+        sections = _PATCH_FILE.split(patch)
+        for path, body in zip(sections[1::2], sections[2::2], strict=False):
+            out.setdefault(path.strip(), []).extend(
+                line[1:] for line in body.split("\n") if line.startswith("-")
+            )
+    return {
+        path: [line.strip() for line in lines if len(line.strip()) >= _FOCUS_MIN][:_FOCUS_CAP]
+        for path, lines in out.items()
+    }
+
+
+@dataclass
+class Focus:
+    """What a checkpoint is about, kept first in long tool inputs and outputs.
+
+    `terms` are the code spans (`like_this`) of the last request and of the agent's last
+    message: what the user asked about and what the agent says it did. `replaced` maps a file to
+    the lines the agent's edits replaced in it, so that a read of that file keeps the part the
+    agent went on to change, with its neighbours.
+    """
+
+    terms: tuple[str, ...] = ()
+    replaced: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def of_thread(cls, messages: list, said: list[bool]) -> Focus:
+        last = max((i for i, yes in enumerate(said) if yes), default=-1)
+        texts = [messages[last].text] if last >= 0 else []
+        final = next(
+            (m.text for m in reversed(messages[last + 1 :]) if m.role == "assistant" and m.text),
+            "",
+        )
+        spans = [span.strip() for text in texts + [final] for span in _CODE_SPAN.findall(text)]
+        replaced: dict[str, list[str]] = {}
+        for m in messages:
+            for b in m.blocks:
+                if b.kind == "tool_use" and b.is_file_edit:
+                    for path, lines in _replaced_lines(b).items():
+                        replaced.setdefault(path, []).extend(lines)
+        terms = tuple(dict.fromkeys(span for span in spans if len(span) >= 4))[:_FOCUS_CAP]
+        return cls(terms, replaced)
+
+    def of(self, block) -> tuple[str, ...]:
+        """Return the focus strings for one tool call: the terms, and the lines later replaced
+        in the file it reads or edits."""
+        tool_input = block.tool_input if isinstance(block.tool_input, dict) else {}
+        paths = {v for k in PATH_KEYS if isinstance(v := tool_input.get(k), str)}
+        paths |= set(block.edited_paths or ())
+        lines = [line for p in sorted(paths) for line in self.replaced.get(p, ())]
+        return tuple(sorted(set(self.terms) | set(lines[:_FOCUS_CAP])))
 
 
 def build_units(messages: list) -> list[Unit]:
@@ -262,7 +376,12 @@ def build_units(messages: list) -> list[Unit]:
     blocks = [b for m in messages for b in m.blocks if b.tool_use_id]
     calls = {b.tool_use_id for b in blocks if b.kind == "tool_use"}
     results = {b.tool_use_id: b for b in blocks if b.kind == "tool_result"}
-    said = [_is_instruction(m) or m.source_type == SOURCE_COURSE_CORRECTION for m in messages]
+    instructions = _instructions(messages)
+    said = [
+        yes or m.source_type == SOURCE_COURSE_CORRECTION
+        for yes, m in zip(instructions, messages, strict=True)
+    ]
+    focus = Focus.of_thread(messages, instructions)
     last_user = max((i for i, yes in enumerate(said) if yes), default=-1)
     # The agent's final message: its trailing run of messages, looking past tool results.
     final: set[int] = set()
@@ -272,7 +391,7 @@ def build_units(messages: list) -> list[Unit]:
     while i > last_user and messages[i].role == "assistant":
         final.add(i)
         i -= 1
-    original = next((i for i, m in enumerate(messages) if _is_instruction(m)), -1)
+    original = next((i for i, yes in enumerate(instructions) if yes), -1)
     # The agent's first reply to the task often states its plan: kept as long as turn endings.
     first_reply = next(
         (i for i, m in enumerate(messages) if i > original and m.role == "assistant"), None
@@ -294,7 +413,7 @@ def build_units(messages: list) -> list[Unit]:
         elif m.role == "assistant":  # thinking-only messages give no unit: left out
             ends_turn = i + 1 < len(messages) and said[i + 1]
             late = ends_turn or i == first_reply
-            units += _assistant_units(m, i, results, i in final, late)
+            units += _assistant_units(m, i, results, i in final, late, focus)
         elif st == SOURCE_INTERRUPT:
             units.append(
                 Unit("", i, _fixed("_(the user interrupted the agent here)_"), protected=True)
@@ -306,8 +425,8 @@ def build_units(messages: list) -> list[Unit]:
             if orphans:
                 units.append(Unit("### Tool result (its call is not shown)", i, _orphans(orphans)))
         elif st == SOURCE_COMMAND:
-            command, has_args = command_text(text)
-            if m.role == "user" and has_args:
+            command, _ = command_text(text)
+            if instructions[i]:
                 heading = (
                     "### User (original task, as a command)"
                     if i == original
@@ -327,6 +446,11 @@ def build_units(messages: list) -> list[Unit]:
                 "### Summary of the earlier conversation (written when the context was compacted)"
             )
             units.append(Unit(heading, i, _limited(text, lambda level: level.note * 2), late=True))
+        elif st == SOURCE_META and previous is not None and instructions[i - 1]:
+            # The prompt a slash command expanded to states the user's request: kept like a
+            # typed message, up to a fixed size (its rules and its arguments are kept first).
+            heading = "### User (the command's prompt: the text it expanded to)"
+            units.append(Unit(heading, i, _command_prompt(text), protected=True))
         elif st == SOURCE_META and previous is not None and previous.source_type == SOURCE_COMMAND:
             heading = "### Command prompt (the text the command expanded to)"
             units.append(Unit(heading, i, _limited(text, lambda level: level.note * 2)))
@@ -348,9 +472,20 @@ def build_units(messages: list) -> list[Unit]:
     return units
 
 
+# Lines of instructions kept first when they are shortened: rules, and a command's arguments.
+RULE = re.compile(
+    r"\b(?:MUST|NEVER|ALWAYS|must|never|always|do not|don't|Do not|Don't)\b|^(?:> )?ARGUMENTS:",
+    re.MULTILINE,
+)
+COMMAND_PROMPT_CHARS = 3000  # a slash command's expanded prompt is shown up to this
+
+
 # -- fitting the budget --------------------------------------------------------------------------------
 # The budget grows with the turn being judged: a 150-call turn needs more room than a 5-call one.
-DEFAULT_MIN_TOKENS = 8000  # the budget of a turn without tool calls
+# The budget of a turn without tool calls. 7950 rather than 8000 pays for what is kept whole
+# (a slash command's prompt, the user's words in a rejected call, errors at twice the room):
+# the median prompt on the evidence labels stays below what it was before.
+DEFAULT_MIN_TOKENS = 7950
 DEFAULT_TOKENS_PER_CALL = 60  # added for each tool call of the turn being judged
 DEFAULT_MAX_TOKENS = 24000  # the most a prompt may take
 ROOM = 0.35  # share of the budget kept for the rest when what is never cut fills it
@@ -359,7 +494,7 @@ ROOM = 0.35  # share of the budget kept for the rest when what is never cut fill
 def budget_for(messages: list, config: dict) -> int:
     """Return the token budget for rendering `messages`, from the formatter `config`.
 
-    `min_tokens` (default 8000) plus `tokens_per_call` (default 60) for each tool call since
+    `min_tokens` (default 7950) plus `tokens_per_call` (default 60) for each tool call since
     the last message the user typed, at most `max_tokens` (default 24000). A `max_tokens` below
     `min_tokens` is the budget.
     """
@@ -367,7 +502,7 @@ def budget_for(messages: list, config: dict) -> int:
     cap = int(config.get("max_tokens") or DEFAULT_MAX_TOKENS)
     per_call = config.get("tokens_per_call")
     per_call = DEFAULT_TOKENS_PER_CALL if per_call is None else int(per_call)
-    last_user = max((i for i, m in enumerate(messages) if _is_instruction(m)), default=-1)
+    last_user = max((i for i, yes in enumerate(_instructions(messages)) if yes), default=-1)
     calls = sum(b.kind == "tool_use" for m in messages[last_user + 1 :] for b in m.blocks)
     return min(cap, floor + per_call * calls)
 
@@ -503,7 +638,6 @@ def _guidance(thread, budget: int) -> str:
     if not files:
         return ""
     share = max(budget // len(files), 800)  # a quarter of the token budget, in characters
-    rule = re.compile(r"\b(?:MUST|NEVER|ALWAYS|must|never|always|do not|don't|Do not|Don't)\b")
     parts = [
         "## Guidance files",
         "",
@@ -512,7 +646,7 @@ def _guidance(thread, budget: int) -> str:
         "<guidance_files>",
     ]
     for name, text, source in files:
-        body = abbreviate(quote(clean(text.strip())), share, rule)
+        body = abbreviate(quote(clean(text.strip())), share, RULE)
         attrs = "".join(
             f' {key}="{_flat(clean(value)).replace(chr(34), chr(39))}"'
             for key, value in (("name", name), ("source", source))

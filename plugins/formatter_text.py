@@ -1,9 +1,9 @@
 """The formatter's text tools: token estimates, abbreviation, quoting and fencing, and the
 detail levels at which tool inputs and outputs are shown.
 
-`abbreviate` keeps the head and the tail of a text and the lines from its middle that look like
-failures (tracebacks, `FAILED`, `error:`, non-zero exit codes...), with a marker saying how much
-was cut. `quote` and `fence` keep what a transcript says from passing for the prompt's own
+`abbreviate` keeps the lines of a text that decide what happened (test-runner summaries, a
+commit's header, files that hold credentials, failures: tracebacks, `FAILED`, `error:`, non-zero
+exit codes...) and then its head and tail, with a marker saying how much was cut. `quote` and `fence` keep what a transcript says from passing for the prompt's own
 structure. Everything here depends only on its input.
 """
 
@@ -36,13 +36,28 @@ clean: Callable[[str], str] = functools.lru_cache(maxsize=8192)(redact)
 
 
 # -- abbreviation --------------------------------------------------------------------------------
-# Lines worth keeping from the middle of a long output.
+# Lines worth keeping from anywhere in a long output, before its head and tail.
 FAILURE = re.compile(
     r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\b(?:error|ERROR|Error)(?:\[\w+\])?:"
     r"|\bFAIL(?:ED|URES?)?\b|\b[Ff]ailed\b|\b\d+ (?:failed|failing|errors?)\b|^(?:> )?E {2,}\S"
     r"|\b(?:[Ee]xit|[Rr]eturn) (?:code|status)[: =]+-?[1-9]|non-zero exit|panicked at|Segmentation fault"
     r"|core dumped|command not found|No such file or directory|Permission denied|^(?:> )?fatal:|npm ERR!|[✗✘❌]"
+    r"|\b(?:[Uu]nable to|[Cc]annot|[Cc]ould not|[Ff]ailed to)\b"
     r"|\berror [A-Z]{1,4}\d+\b",  # compiler codes: tsc's `error TS2345`, C#'s `error CS1002`
+    re.MULTILINE,
+)
+# Lines that say how a whole command ended, and files nobody should publish: kept first, since
+# one of them decides a checkpoint. Test-runner summaries (`collected 3 items / 2 errors`,
+# `=== 1 failed, 9 passed in 2s ===`, `Tests: 2 failed`, `test result:`, tsc's `Found 3 errors`),
+# a commit's header and count (`[main 1a2b3c4] ...`, `3 files changed`), git's state lines, and
+# a file list's entries that name credentials (`create mode 100644 .codex/auth.json`, `.env`).
+_DECISIVE = re.compile(
+    r"^(?:> )?\W*collected \d+ items?\b|^(?:> )?=+ .*\b(?:passed|failed|errors?|no tests ran)\b.* in [\d.]+m?s\b"
+    r"|^(?:> )?\s*Tests?(?: Files| Suites)?:\s+\d|\btest result: |\bFound \d+ errors?\b"
+    r"|^(?:> )?\[[\w./-]+(?: \(root-commit\))? [0-9a-f]{7,}\]|\b\d+ files? changed\b"
+    r"|^(?:> )?(?:On branch |Your branch |nothing to commit|Changes (?:not staged|to be committed)|Untracked files:)"
+    r"|(?:^|[\s/'\"])(?:\.env(?:\.[\w-]+)?|auth\.json|credentials(?:\.\w+)?|secrets?\.\w+|id_[rde]sa\w*"
+    r"|[\w.-]+\.pem|\.netrc|\.npmrc|\.pypirc)(?=$|[\s'\"])",
     re.MULTILINE,
 )
 # Lines that say how a command ended when it did not fail: summaries of tests and checks and
@@ -59,21 +74,30 @@ _FILE_HEADER = re.compile(
     r"^(?:\*\*\* (?:Add|Update|Delete|Move) File|\+\+\+ |--- |diff --git )", re.MULTILINE
 )
 _MAX_LINE = 400  # a kept line longer than this is itself cut in the middle
+_KEPT_LINE = 240  # a line kept for what it says is cut beyond this
+_NEIGHBOURS = 2  # lines kept on each side of a line the checkpoint is about
 
 
-def _matching_lines(
-    lines: list[str], lo: int, hi: int, pattern: re.Pattern[str], taken: list[int]
-) -> list[int]:
-    """Return the numbers of the lines in [lo, hi) that match `pattern`, last first."""
-    middle = "\n".join(lines[lo:hi])
+def _matching_lines(lines: list[str], pattern: re.Pattern[str], taken: set[int]) -> list[int]:
+    """Return the numbers of the lines that match `pattern` and are not taken, last first."""
+    text = "\n".join(lines)
     found: list[int] = []
-    line_no, pos = lo, 0
-    for m in pattern.finditer(middle):
-        line_no += middle.count("\n", pos, m.start())
+    line_no, pos = 0, 0
+    for m in pattern.finditer(text):
+        line_no += text.count("\n", pos, m.start())
         pos = m.start()
         if (not found or found[-1] != line_no) and line_no not in taken:
             found.append(line_no)
     return found[::-1]
+
+
+def _focus_lines(lines: list[str], focus: tuple[str, ...]) -> list[int]:
+    """Return the lines that contain one of the `focus` strings, each with its neighbours."""
+    near: list[int] = []
+    for i, line in enumerate(lines):
+        if any(f in line for f in focus):
+            near += range(max(i - _NEIGHBOURS, 0), min(i + _NEIGHBOURS + 1, len(lines)))
+    return list(dict.fromkeys(near))
 
 
 def _cut_line(line: str, limit: int) -> str:
@@ -84,57 +108,69 @@ def _cut_line(line: str, limit: int) -> str:
 
 
 @functools.lru_cache(maxsize=16384)  # the same outputs are shortened again at every checkpoint
-def abbreviate(text: str, limit: int, keep: re.Pattern[str] = FAILURE) -> str:
-    """Shorten `text` to about `limit` characters, keeping its head, its tail and `keep` lines.
+def abbreviate(
+    text: str, limit: int, keep: re.Pattern[str] = FAILURE, focus: tuple[str, ...] = ()
+) -> str:
+    """Shorten `text` to about `limit` characters: the lines that decide first, then head and tail.
 
-    Lines from the middle that match `keep` (failures, by default) are kept, up to a share of
-    the limit of their own; every stretch that was cut leaves a `[... N lines cut ...]` marker.
+    Up to half the limit goes to chosen lines, in this order: lines matching `keep` (for a
+    command's output, FAILURE: its summary lines first, then its failures), then the lines
+    around one that contains a `focus` string (what the checkpoint is about: a name the user or
+    the agent quoted, a line the agent went on to replace), then a command's outcome lines and
+    words of success; within a group the latest first, since a command's last words say how it
+    ended. What the limit has left goes to the head and the tail. Every stretch that was cut
+    leaves a `[... N lines cut ...]` marker.
     """
     if len(text) <= limit:
         return text
     lines = text.split("\n")
-    line_cap = max(min(_MAX_LINE, limit // 2), 40)
     if len(lines) == 1:
         return _cut_line(text, limit)
-    head_budget = tail_budget = max(limit * 2 // 5, 40)
+    line_cap = max(min(_MAX_LINE, limit // 2), 40)
+    chosen: set[int] = set()
+    budget = max(limit // 2, 120)
+    first = (_DECISIVE, keep) if keep is FAILURE else (keep,)
+    groups = [_matching_lines(lines, pattern, chosen) for pattern in first]
+    if focus:
+        groups.append(_focus_lines(lines, focus))
+    if keep is FAILURE:
+        groups += [_matching_lines(lines, pattern, chosen) for pattern in (_OUTCOME, _SUCCESS)]
+    for group in groups:
+        for line_no in group:
+            if line_no in chosen:
+                continue
+            cost = min(len(lines[line_no]), _KEPT_LINE) + 1
+            if budget - cost < 0:
+                break
+            budget -= cost
+            chosen.add(line_no)
+    # Head and tail share what is left of the limit, each at least 40 characters.
+    used = sum(min(len(lines[i]), _KEPT_LINE) + 1 for i in chosen)
+    ends = max((limit - used) // 2, 40)
+    ends = min(ends, max(limit * 2 // 5, 40))
     head: list[int] = []
-    used = 0
+    spent = 0
     for i, line in enumerate(lines):
         cost = min(len(line), line_cap) + 1
-        if head and used + cost > head_budget:
+        if head and spent + cost > ends:
             break
         head.append(i)
-        used += cost
+        spent += cost
     tail: list[int] = []
-    used = 0
+    spent = 0
     for i in range(len(lines) - 1, head[-1], -1):
         cost = min(len(lines[i]), line_cap) + 1
-        if tail and used + cost > tail_budget:
+        if tail and spent + cost > ends:
             break
         tail.append(i)
-        used += cost
-    tail.reverse()
-    lo, hi = head[-1] + 1, tail[0] if tail else len(lines)
-    kept_middle: list[int] = []
-    if lo < hi:
-        budget = max(limit * 3 // 10, 120)
-        # Failure lines first, then outcomes, then words of success; within each, the latest
-        # first: a command's last words say how it ended.
-        for pattern in (keep, _OUTCOME, _SUCCESS) if keep is FAILURE else (keep,):
-            for line_no in _matching_lines(lines, lo, hi, pattern, kept_middle):
-                cost = min(len(lines[line_no]), 240) + 1
-                if budget - cost < 0:
-                    break
-                budget -= cost
-                kept_middle.append(line_no)
-        kept_middle.sort()
+        spent += cost
     out: list[str] = []
     previous = -1
-    for i in head + kept_middle + tail:
+    for i in sorted(set(head) | set(tail) | chosen):
         if i - previous > 1:
             gap = i - previous - 1
             out.append(f"[... {gap} line{'s' if gap > 1 else ''} cut ...]")
-        out.append(_cut_line(lines[i], 240 if lo <= i < hi else line_cap))
+        out.append(_cut_line(lines[i], _KEPT_LINE if i in chosen else line_cap))
         previous = i
     if previous < len(lines) - 1:
         out.append(f"[... {len(lines) - 1 - previous} lines cut ...]")
@@ -222,12 +258,16 @@ def _todos(value: Any) -> str | None:
     return "\n".join(f"{marks.get(t.get('status'), '[ ]')} {t.get('content')}" for t in value)
 
 
-def render_tool_input(tool_input: Any, level: Level) -> str:
-    """Render a tool call's input as `key: value` lines, abbreviated to `level`."""
+def render_tool_input(tool_input: Any, level: Level, focus: tuple[str, ...] = ()) -> str:
+    """Render a tool call's input as `key: value` lines, abbreviated to `level`.
+
+    A long value keeps the lines naming files of a patch first, then those around a `focus`
+    string (what the checkpoint is about), then its head and tail.
+    """
     if tool_input is None or tool_input == {}:
         return ""
     if not isinstance(tool_input, dict):
-        return abbreviate(clean(value_text(tool_input)), level.command, _FILE_HEADER)
+        return abbreviate(clean(value_text(tool_input)), level.command, _FILE_HEADER, focus)
     out: list[str] = []
     for key, value in tool_input.items():
         if value is None or value == "" or value == []:
@@ -246,7 +286,7 @@ def render_tool_input(tool_input: Any, level: Level) -> str:
             limit = (
                 600 if key in PATH_KEYS else level.command if key in COMMAND_KEYS else level.value
             )
-        text = abbreviate(text, limit, _FILE_HEADER)
+        text = abbreviate(text, limit, _FILE_HEADER, focus)
         if "\n" in text:
             out.append(f"{key}:\n" + "\n".join("  " + line for line in text.split("\n")))
         else:

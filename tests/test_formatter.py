@@ -206,7 +206,7 @@ def test_commands_meta_and_interrupts():
     assert "Caveat" not in out
     assert "### User (original task, as a command)\n\n> /review only the checkout module" in out
     assert (
-        "### Command prompt (the text the command expanded to)\n\n> Review the code in the named module."
+        "### User (the command's prompt: the text it expanded to)\n\n> Review the code in the named module."
         in out
     )
     assert "_(the user interrupted the agent here)_" in out
@@ -360,8 +360,8 @@ def test_the_budget_grows_with_the_turn_between_a_floor_and_a_cap():
     for i in range(400):
         long.calls("Bash", f"step {i}\n" * 200, command=f"make step{i}", text=f"Now step {i}.")
     long.says("Done.")
-    assert formatter.DEFAULT_MIN_TOKENS == 8000 and formatter.DEFAULT_MAX_TOKENS == 24000
-    assert budget_for(short.messages, {}) == 8000 + formatter.DEFAULT_TOKENS_PER_CALL
+    assert formatter.DEFAULT_MIN_TOKENS == 7950 and formatter.DEFAULT_MAX_TOKENS == 24000
+    assert budget_for(short.messages, {}) == 7950 + formatter.DEFAULT_TOKENS_PER_CALL
     assert budget_for(long.messages, {}) == 24000  # capped
     assert budget_for(long.messages, {"max_tokens": 3000}) == 3000  # a cap below the floor
     assert budget_for(long.messages, {"min_tokens": 2000, "tokens_per_call": 10}) == 6000
@@ -740,3 +740,142 @@ def test_a_real_codex_turn_keeps_failures_and_the_last_result_of_each_command(
     assert "error: Failed to spawn: `ruff`" in out
     assert "7 passed in 0.43s" in out  # the last run of `uv run --with pytest pytest`
     assert "All checks passed!" in out  # the last run of ruff
+
+
+# -- the decisive lines: requests given as commands, outcomes inside long outputs, the part asked about --
+def test_a_slash_command_without_arguments_is_the_users_request_and_outlasts_tool_output():
+    t = (
+        Thread()
+        .command(
+            "<command-message>init is analyzing your codebase…</command-message>\n<command-name>/init</command-name>"
+        )
+        .meta("Please analyze this codebase and create a CLAUDE.md file for future sessions.")
+    )
+    for i in range(40):
+        t.calls("Bash", f"log {i}\n" * 400, command=f"make part{i}")
+    t.says("CLAUDE.md is written.")
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 1500})
+    assert "### User (original task, as a command)\n\n> /init" in out
+    assert (
+        "### User (the command's prompt: the text it expanded to)\n\n"
+        "> Please analyze this codebase and create a CLAUDE.md file for future sessions."
+    ) in out
+    assert "make part0" not in out  # the tool calls gave way, the request did not
+
+
+def test_a_session_command_is_not_a_request():
+    t = (
+        Thread()
+        .user(TASK)
+        .says("Done.")
+        .command(
+            "<command-name>/clear</command-name>\n<command-message>clear</command-message>\n<command-args></command-args>"
+        )
+        .command("<local-command-stdout></local-command-stdout>")
+        .user("now add tests for the discount")
+        .says("Added tests.")
+    )
+    out = render(end_turn(t), info(), t.messages, {})
+    assert f"### User (original task)\n\n> {TASK}" in out
+    assert "### User (original task, as a command)" not in out
+
+
+def test_a_long_commit_output_keeps_its_header_and_the_credentials_it_committed():
+    files = [f" create mode 100644 .codex/skills/skill-{i}/SKILL.md" for i in range(60)]
+    files.insert(30, " create mode 100644 .codex/auth.json")
+    text = "\n".join(
+        ["Exit code: 0", "Output:", "[codex-artifacts 6934d1e] chore: add codex config artifacts"]
+        + [" 61 files changed, 3975 insertions(+)"]
+        + files
+    )
+    short = abbreviate(text, 400)
+    assert "[codex-artifacts 6934d1e] chore: add codex config artifacts" in short
+    assert " create mode 100644 .codex/auth.json" in short
+    assert " create mode 100644 .codex/skills/skill-29/SKILL.md" not in short
+    assert len(short) < 600
+
+
+def test_a_test_runners_summary_comes_before_the_tracebacks_around_it():
+    lines = ["============================= test session starts ======", "platform linux"]
+    lines += ["collected 0 items / 6 errors"]
+    for i in range(6):
+        lines += [f"_____ ERROR collecting tests/test_{i}.py _____"]
+        lines += [f"E   ImportError: cannot import name 'Thing{i}'"] * 3
+        lines += [f"  frame {j}" for j in range(30)]
+    lines += ["=========================== 6 errors in 0.51s ==========================="]
+    short = abbreviate("\n".join(lines), 400)
+    assert "collected 0 items / 6 errors" in short
+    assert "6 errors in 0.51s" in short
+    assert "E   ImportError: cannot import name 'Thing5'" in short  # the latest failure too
+
+
+def test_a_compiler_error_in_the_middle_of_a_build_log_is_kept():
+    lines = [f"[{i}/400] Compiling src/module_{i}.ts" for i in range(200)]
+    lines.append(
+        "src/TeamSheet.tsx(52,53): error TS2345: Argument of type 'string' is not assignable."
+    )
+    lines += [f"[{i}/400] Compiling src/module_{i}.ts" for i in range(200, 400)]
+    lines.append("Done in 41.2s")
+    short = abbreviate("\n".join(lines), 400)
+    assert "src/TeamSheet.tsx(52,53): error TS2345" in short
+    assert short.startswith("[0/400] Compiling") and short.endswith("Done in 41.2s")
+
+
+def test_a_failure_that_names_no_error_class_is_still_a_failure():
+    lines = [f"=== font{i} ===" for i in range(100)]
+    lines[50] = "figlet: epic: Unable to open font file"
+    short = abbreviate("\n".join(lines), 200)
+    assert "figlet: epic: Unable to open font file" in short
+
+
+def test_a_large_write_keeps_the_function_the_user_asked_about():
+    body = [f"export const helper{i} = (x: number) => x + {i};" for i in range(150)]
+    body[90] = "export function getInitials(name: string) { return name.slice(0, 1); }"
+    t = (
+        Thread()
+        .user("Use the initials from `getInitials` for the avatar")
+        .calls(
+            "Write", "File created.", file_path="/home/ada/app/src/user.ts", content="\n".join(body)
+        )
+    )
+    for i in range(30):
+        t.calls("Bash", f"noise {i}\n" * 300, command=f"npm run step{i}")
+    t.says("Done: the avatar shows `getInitials` of the name.")
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 3000})
+    assert "export function getInitials(name: string) { return name.slice(0, 1); }" in out
+    assert "export const helper10 = (x: number) => x + 10;" not in out
+
+
+def test_a_read_keeps_the_lines_the_agent_went_on_to_replace_with_their_neighbours():
+    config = [f"{n}\t# setting {n}" for n in range(1, 200)]
+    config[99] = "100\tmonitor=desc:VX3211-4K,3840x2160@60,0x0,1.5"
+    config[101] = "102\tmonitor=eDP-1,2560x1600@165,2560x440,1.6"
+    t = Thread().user("fix the monitor warning")
+    t.calls("Read", "\n".join(config), file_path="/home/ada/.config/hypr/monitors.conf")
+    for i in range(30):
+        t.calls("Bash", f"noise {i}\n" * 300, command=f"hyprctl step{i}")
+    t.calls(
+        "Edit",
+        "The file has been updated.",
+        file_path="/home/ada/.config/hypr/monitors.conf",
+        old_string="monitor=eDP-1,2560x1600@165,2560x440,1.6",
+        new_string="monitor=eDP-1,2560x1600@165,3840x440,1.6",
+    )
+    t.says("Moved the laptop to x=3840.")
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 3000})
+    assert "100\tmonitor=desc:VX3211-4K,3840x2160@60,0x0,1.5" in out  # the neighbour that decides
+    assert "150\t# setting 150" not in out
+
+
+def test_a_rejected_call_carrying_the_users_words_keeps_them_whole():
+    words = (
+        "So if I do /tokenizer/index.html that works – but would this fix work in the standalone "
+        "repo, or should we redirect to /tokenizer/index.html instead?"
+    )
+    t = Thread().user(TASK)
+    for i in range(40):
+        t.calls("Bash", f"log {i}\n" * 400, command=f"make part{i}")
+    t.calls("Bash", words, error=True, command="git commit -am 'base tag' && git push")
+    t.says("Understood.")
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 2500})
+    assert words in out
