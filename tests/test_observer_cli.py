@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -309,3 +310,33 @@ def test_a_second_bad_answer_is_recorded_as_invalid(store, tmp_path, monkeypatch
     (v,) = rows
     assert v.status == "invalid" and v.problem == "needsCorrection is missing or not a boolean"
     assert len(server.bodies) == 2 and summary.invalid == 1
+
+
+def test_observers_says_which_clis_are_installed_and_logged_in(tmp_path):
+    for agent in (CLAUDE_CODE, CODEX, GEMINI_CLI):
+        require(agent)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(
+        AUDITOR_CLAUDE_CLI=str(CLAUDE_CODE.path),
+        AUDITOR_CODEX_CLI=str(CODEX.path),
+        AUDITOR_GEMINI_CLI=str(tmp_path / "no-such-gemini"),
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "auditor", "--db", str(tmp_path / "a.db"), "observers", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    said = {
+        n: (rows[n]["vendor"], rows[n]["ready"]) for n in ("claude-cli", "codex-cli", "gemini-cli")
+    }
+    assert said == {
+        "claude-cli": ("anthropic", False),
+        "codex-cli": ("openai", False),
+        "gemini-cli": ("google", False),
+    }
+    assert rows["claude-cli"]["problem"].startswith("Claude Code is installed but not logged in")
+    assert rows["codex-cli"]["problem"].startswith("Codex is installed but not logged in")
+    assert rows["gemini-cli"]["problem"].startswith("The gemini-cli observer needs Gemini CLI")
