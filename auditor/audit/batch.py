@@ -136,7 +136,7 @@ def resolve_submitting(auditor) -> None:
             candidates = obs.find_batch(
                 row.label, row.requests, since - timedelta(minutes=1), _options(auditor)
             )
-        except Exception as exc:  # the provider refuses (a model it does not serve, a key...)
+        except Exception as exc:  # noqa: BLE001 - the provider refuses (a model it does not serve, a key...)
             # Its checkpoints stay out of new batches: sending them again while the provider
             # may hold them could pay twice. The user decides (`auditor batch drop`).
             _note_error(auditor, row.id, exc)
@@ -186,7 +186,7 @@ def collect(auditor, report: BatchReport) -> None:
     for batch in batches:
         try:
             status = obs.poll_batch(batch.provider_id, options)
-        except Exception as exc:  # gone at the provider, a key that changed...: say, go on
+        except Exception as exc:  # noqa: BLE001 - gone at the provider, a key that changed...: say, go on
             _note_error(auditor, batch.id, exc)
             auditor.summary.messages.append(
                 f"batch {batch.provider_id}: could not poll it ({_why(exc)}); its answers are "
@@ -204,7 +204,7 @@ def collect(auditor, report: BatchReport) -> None:
             continue
         try:
             answers = obs.batch_answers(batch.provider_id, options)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the SDK raised, a later run tries again
             _note_error(auditor, batch.id, exc)
             auditor.summary.messages.append(
                 f"batch {batch.provider_id}: finished, but its answers could not be read "
