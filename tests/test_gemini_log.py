@@ -200,3 +200,193 @@ def test_another_format_forced_on_a_log_is_refused(tmp_path, engine, plugins, fo
         f"{SAMPLE}: --format {forced} does not fit this gemini-jsonl transcript; "
         "drop --format, or use --format gemini-jsonl"
     ]
+
+
+def resumed_log() -> list[dict]:
+    """A session resumed once, in the shapes Gemini CLI 0.61.0 writes (seen on the real CLI):
+    on resume it rebuilds the list from the model's history with `$set.messages`, where a reply
+    holds its thought and call as parts, the call's result comes back in a `<id>_response` user
+    turn, the original result turn is kept too, tokens and timestamps are not kept."""
+    call = "read_file__read_file_1795749722941_0"
+    result = {"functionResponse": {"id": call, "name": "read_file", "response": {"output": "hi\n"}}}
+    ctx = {"type": "user", "content": [{"text": "<session_context>\nThis is the Gemini CLI."}]}
+    return [
+        {"sessionId": "s-resumed", "projectHash": "ab12", "startTime": "2026-11-27T03:22:02.409Z"},
+        {"$set": {"messages": [{"id": "ctx", "timestamp": "2026-11-27T03:22:02.409Z", **ctx}]}},
+        {
+            "id": "u1",
+            "timestamp": "2026-11-27T03:22:02.707Z",
+            "type": "user",
+            "content": [{"text": "read a.txt"}],
+        },
+        {
+            "id": "g1",
+            "timestamp": "2026-11-27T03:22:03.351Z",
+            "type": "gemini",
+            "content": "",
+            "thoughts": [
+                {"subject": "", "description": "Reading.", "timestamp": "2026-11-27T03:22:03.300Z"}
+            ],
+            "tokens": {
+                "input": 982,
+                "output": 44,
+                "cached": 512,
+                "thoughts": 9,
+                "tool": 0,
+                "total": 1035,
+            },
+            "model": "gemini-2.5-flash",
+        },
+        {
+            "id": "g1",
+            "timestamp": "2026-11-27T03:22:03.351Z",
+            "type": "gemini",
+            "content": "",
+            "thoughts": [
+                {"subject": "", "description": "Reading.", "timestamp": "2026-11-27T03:22:03.300Z"}
+            ],
+            "tokens": {
+                "input": 982,
+                "output": 44,
+                "cached": 512,
+                "thoughts": 9,
+                "tool": 0,
+                "total": 1035,
+            },
+            "model": "gemini-2.5-flash",
+            "toolCalls": [
+                {
+                    "id": call,
+                    "name": "read_file",
+                    "args": {"file_path": "a.txt"},
+                    "result": [result],
+                    "status": "success",
+                    "timestamp": "2026-11-27T03:22:04.300Z",
+                }
+            ],
+        },
+        {"id": "r1", "timestamp": "2026-11-27T03:22:04.339Z", "type": "user", "content": [result]},
+        {
+            "id": "g2",
+            "timestamp": "2026-11-27T03:22:05.570Z",
+            "type": "gemini",
+            "content": "a.txt says hi.",
+            "thoughts": [],
+            "tokens": {
+                "input": 1023,
+                "output": 51,
+                "cached": 0,
+                "thoughts": 11,
+                "tool": 0,
+                "total": 1085,
+            },
+            "model": "gemini-2.5-flash",
+        },
+        {"$set": {"sessionId": "s-resumed"}},
+        {
+            "$set": {
+                "messages": [
+                    {"id": "ctx", "timestamp": "2026-11-27T03:22:25.814Z", **ctx},
+                    {
+                        "id": "u1",
+                        "timestamp": "2026-11-27T03:22:25.859Z",
+                        "type": "user",
+                        "content": [{"text": "read a.txt"}],
+                    },
+                    {
+                        "id": "g1",
+                        "timestamp": "2026-11-27T03:22:25.859Z",
+                        "type": "gemini",
+                        "content": [
+                            {"text": "Reading.", "thought": True},
+                            {
+                                "functionCall": {
+                                    "id": call,
+                                    "name": "read_file",
+                                    "args": {"file_path": "a.txt"},
+                                }
+                            },
+                        ],
+                    },
+                    {
+                        "id": "g1_response",
+                        "timestamp": "2026-11-27T03:22:25.859Z",
+                        "type": "user",
+                        "content": [result],
+                    },
+                    {
+                        "id": "r1",
+                        "timestamp": "2026-11-27T03:22:25.859Z",
+                        "type": "user",
+                        "content": [result],
+                    },
+                    {
+                        "id": "g2",
+                        "timestamp": "2026-11-27T03:22:25.859Z",
+                        "type": "gemini",
+                        "content": [{"text": "a.txt says hi."}],
+                    },
+                ]
+            }
+        },
+        {
+            "id": "u2",
+            "timestamp": "2026-11-27T03:22:26.097Z",
+            "type": "user",
+            "content": [{"text": "thanks"}],
+        },
+        {
+            "id": "g3",
+            "timestamp": "2026-11-27T03:22:27.577Z",
+            "type": "gemini",
+            "content": "You're welcome.",
+            "thoughts": [],
+            "tokens": {
+                "input": 1105,
+                "output": 65,
+                "cached": 512,
+                "thoughts": 15,
+                "tool": 0,
+                "total": 1185,
+            },
+            "model": "gemini-2.5-flash",
+        },
+    ]
+
+
+def test_a_resumed_session_reads_its_calls_from_the_rebuilt_list(tmp_path, engine, plugins):
+    lines = [json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in resumed_log()]
+    log = tmp_path / "session-2026-11-27T03-22-s-resume.jsonl"
+    log.write_bytes(b"")
+    statuses = []
+    for line in lines:  # read as the CLI writes it
+        with open(log, "ab") as fh:
+            fh.write(line)
+        summary = ingest(engine, plugins, [log])
+        assert summary.ok, summary.errors
+        statuses.append(summary.files[0].status)
+    assert statuses[8] == "rewritten"  # the rebuilt list changed what was read
+    t = stored_thread(engine, "gemini-cli", "s-resumed")
+    call = "read_file__read_file_1795749722941_0"
+    assert [(m.role, m.source_type, m.native_id) for m in t.messages] == [
+        ("user", "meta", "ctx"),
+        ("user", "user", "u1"),
+        ("assistant", "agent", "g1"),
+        ("assistant", "agent", call),
+        ("tool", "tool-result", f"{call}:result"),  # once, though the CLI keeps it twice
+        ("assistant", "agent", "g2"),
+        ("user", "user", "u2"),
+        ("assistant", "agent", "g3"),
+    ]
+    assert json.loads(t.messages[2].blocks) == [{"kind": "thinking", "text": "Reading."}]
+    assert [(c.name, c.result_message_id is not None) for c in t.calls.values()] == [
+        ("read_file", True)
+    ]
+    # The bills of the replies' first copies stay: the rebuilt list has no tokens.
+    bills = [r["tokens"] for r in resumed_log() if r.get("tokens")]
+    assert t.tokens.bills == 3
+    assert t.tokens.input + t.tokens.cache_read == sum(b["input"] for b in bills[1:])
+    assert t.tokens.output == sum(b["output"] + b["thoughts"] for b in bills[1:])
+    fresh = open_db(tmp_path / "fresh.db")
+    assert ingest(fresh, plugins, [log]).ok
+    assert _store(engine) == _store(fresh)
