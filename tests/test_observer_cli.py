@@ -9,15 +9,16 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from auditor_plugins.agent_cli import DECISION_SCHEMA
 from helpers import anthropic_server as anthropic
+from helpers import gemini_api_server as gemini
 from helpers import openai_responses_server as responses
 from helpers.agents import CLAUDE_CODE, CODEX, GEMINI_CLI, require
 from helpers.audit import ScriptPlugin, quiet, write_script_thread
-from helpers.cli_models import Answer, GeminiModel, decision
 from sqlalchemy import select
 
 from auditor.audit.prompt import load_prompt
@@ -27,6 +28,18 @@ from auditor.audit.run_types import RunConfig
 from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.store import schema as s
+
+
+@dataclass
+class Answer:
+    text: str  # the model's answer: a JSON decision, or anything else to test repairs
+    usage: dict[str, int]  # the counts the server reports (see CASES)
+    delay: float = 0.0  # held this long (the CLI's timeout comes first)
+
+
+def decision(needs: bool, message: str | None = None) -> str:
+    return json.dumps({"needsCorrection": needs, "message": message})
+
 
 CORRECTION = "The last test run failed: 1 failed. Fix it before saying all tests pass."
 TRIGGER = "Done! all tests pass."
@@ -53,9 +66,8 @@ def logged_in(agent, home: Path, monkeypatch) -> None:
 
 
 class Model:
-    """The model server a CLI calls, answering with `answers` in order (the last repeats):
-    Claude Code gets the shared Anthropic server, Codex the Responses API one, Gemini CLI
-    `helpers.cli_models`'s. `bodies` are the model requests it received."""
+    """The model server a CLI calls (the shared scripted servers of each API), answering with
+    `answers` in order (the last repeats); `bodies` are the model requests it received."""
 
     def __init__(self, name: str, answers: list[Answer]):
         self.name = name
@@ -68,7 +80,7 @@ class Model:
             self.server = responses.ResponsesServer([self._codex(a) for a in answers])
             self.url = self.server.base_url
         else:
-            self.server = GeminiModel(answers)
+            self.server = gemini.GeminiApiServer([self._gemini(a) for a in answers])
             self.url = self.server.url
 
     def _claude(self, a: Answer) -> anthropic.Turn:
@@ -90,13 +102,17 @@ class Model:
         held = (lambda: not self.stop.wait(a.delay)) if a.delay else None
         return responses.Turn([responses.say(a.text)], usage, before=held)
 
+    def _gemini(self, a: Answer) -> gemini.Turn:
+        u = a.usage
+        usage = gemini.Usage(u["prompt"], u["cached"], u["candidates"], u["thoughts"])
+        held = (lambda: not self.stop.wait(a.delay)) if a.delay else None
+        return gemini.Turn([gemini.say(a.text)], usage, before=held)
+
     @property
     def bodies(self) -> list[dict]:
         if self.name == "claude-cli":
             return [r.body for r in self.server.requests if r.turn is not None]
-        if self.name == "codex-cli":
-            return list(self.server.requests)
-        return [r["body"] for r in self.server.requests if r["body"]]
+        return list(self.server.requests)
 
     def close(self) -> None:
         self.stop.set()
@@ -118,13 +134,7 @@ CASES = {
     ),
     "gemini-cli": (
         GEMINI_CLI,
-        {
-            "promptTokenCount": 1500,
-            "cachedContentTokenCount": 200,
-            "candidatesTokenCount": 20,
-            "thoughtsTokenCount": 10,
-            "totalTokenCount": 1530,
-        },
+        {"prompt": 1500, "cached": 200, "candidates": 20, "thoughts": 10},
         (1500, 200, 20, 10),
     ),
 }
