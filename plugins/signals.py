@@ -2,7 +2,7 @@
 
 - `goal-drift`: the user's message that opened the turn against the thread's goal (its first
   typed message): explicit change phrases ("actually", "instead", "new plan"...) plus word-set
-  divergence (1 - Jaccard), weighted; fires at `threshold` (seed 004).
+  divergence (1 - Jaccard), weighted; fires at `threshold` (docs/design.md, Signals).
 - `tool-loop`: the same tool with the same normalised input `min_repeats` times in the turn,
   or an edit that reverses an earlier one.
 - `error-cascade`: `min_run` failed tool results in a row (error flag, non-zero exit code,
@@ -12,7 +12,7 @@
   lint), or else its last command or edit, failed.
 - `skipped-requirement-hint`: the user asked for something checkable ("add tests", "run lint",
   "update the docs", "commit") and the turn shows no matching tool activity.
-- `sensitive-data`: tool results classified SECRET / SENSITIVE / NORMAL (seed 004); only the
+- `sensitive-data`: tool results classified SECRET / SENSITIVE / NORMAL; only the
   classification and a redacted excerpt are kept.
 
 Every option can be changed through the run's signal config (`auditor run --signal

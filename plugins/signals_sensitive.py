@@ -1,4 +1,4 @@
-"""The sensitive-data signal: secrets and personal data in tool results, classified per seed 004.
+"""The sensitive-data signal: secrets and personal data in tool results, classified as docs/design.md says.
 
 Each tool result of the turn is classified SECRET (credentials: whatever `auditor.redact`
 would replace), SENSITIVE (personal data or the contents of a credentials file: e-mail

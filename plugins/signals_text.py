@@ -9,7 +9,7 @@ from auditor.api import Evidence, Signal, is_typed_user
 
 from .signals_common import Call, goal_message, prose
 
-# -- goal-drift (seed 004: explicit change phrases plus word-set divergence) -----------------
+# -- goal-drift (explicit change phrases plus word-set divergence: docs/design.md) -----------
 
 GOAL_DRIFT = {
     "threshold": 0.5,  # fires when the combined score reaches this

@@ -254,7 +254,7 @@ def test_the_same_stop_twice_blocks_once_and_calls_the_observer_once(stub, sessi
 def test_no_correction_when_the_user_wrote_while_the_observer_thought(
     stub, session, corpus, tmp_path
 ):
-    """Seed 002: at an end of turn a correction goes out only if the user has not written since."""
+    """At an end of turn a correction goes out only if the user has not written since."""
     final = last_record(session)
     typed = {
         k: final[k] for k in ("sessionId", "cwd", "version", "gitBranch", "userType", "isSidechain")

@@ -7,8 +7,9 @@ from typing import Any
 
 from ..model import SOURCE_COURSE_CORRECTION, SOURCE_TOOL_RESULT, SOURCE_TYPED
 
-END_TURN = "end-turn"  # the agent ended its turn (seeds 000/001)
-INFERENCE = "inference"  # a round of tool results came back, before the next model call (seed 002)
+# The two kinds of checkpoint: see docs/design.md, "When the observer steps in".
+END_TURN = "end-turn"  # the agent ended its turn
+INFERENCE = "inference"  # a round of tool results came back, before the next model call
 MODES = {"end-turn": END_TURN, "every-inference": "every-inference"}
 
 
@@ -53,7 +54,7 @@ def loop_guard(checkpoint: Checkpoint, config: dict) -> GateDecision | None:
     - `after-correction`: never right after a course correction (the agent's answer to it is
       not audited until the user writes again), else one correction could call for the next;
     - `user-wrote-again`: in every-inference mode, an end of turn the user already answered
-      (seed 002: a correction is sent only if the user has not written since).
+      (a correction is sent only if the user has not written since: docs/design.md).
     The other guards live where their facts are: a Stop hook never blocks again when
     `stop_hook_active` says the agent already goes on because of one (`auditor.live.sync_hook`), and
     delivery holds back repeated text and more than `max_consecutive` corrections between two

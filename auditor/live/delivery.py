@@ -7,7 +7,7 @@ delivered twice and every attempt is accounted for.
 
 Loop guards, checked before every delivery:
 - `user-wrote-again`: at an end of turn, a correction goes out only if nobody (the user, or a
-  correction) has written in the thread since the checkpoint (seed 002);
+  correction) has written in the thread since the checkpoint (docs/design.md);
 - `already-delivered`: a verdict is delivered at most once, whatever the injector;
 - `duplicate`: the same correction text is never sent twice to a thread;
 - `too-many-corrections`: at most `max_consecutive` corrections (default 2) between two

@@ -336,7 +336,7 @@ class Hook:
         if v.status != "ok" or not v.needs_correction:
             detail = "no correction" if v.status == "ok" else f"invalid answer: {v.problem}"
             return HookOutcome("silent", detail, verdict_id=verdict_id)
-        # The user may have written while the observer thought (seed 002): read what came since.
+        # The user may have written while the observer thought (docs/design.md): read what came since.
         self._ingest(p.transcript)
         stored = [m for m in messages if m.id]  # without a stand-in for a lagging file
         stored += load_messages(

@@ -93,7 +93,7 @@ class Worker:
         self.sdir, self.agent = sdir, agent
         self.format_name, self.injector_name = AGENTS[agent]
         self.engine, self.plugins = engine, plugins
-        # Live audits follow seed 002: every completed tool round is a checkpoint, and an end
+        # Live audits follow docs/design.md ("When the observer steps in"): every completed tool round is a checkpoint, and an end
         # of turn the user already answered is never audited.
         self.run_config = replace(
             run_config,
