@@ -321,8 +321,11 @@ class EmbeddedObserver:
         cancelled = threading.Event()
         try:
             data = await asyncio.wait_for(
-                asyncio.to_thread(complete, request, options, cancelled), timeout=request.timeout
+                _in_daemon_thread(complete, request, options, cancelled), timeout=request.timeout
             )
+        except asyncio.CancelledError:
+            cancelled.set()  # the model stops at its next token; the run does not wait for it
+            raise
         except TimeoutError:
             cancelled.set()
             raise TimeoutError(
@@ -342,6 +345,45 @@ class EmbeddedObserver:
             latency_s=latency,
             raw=data,
         )
+
+
+async def _in_daemon_thread(fn, *args):
+    """Await `fn(*args)` run in a thread of its own that nobody waits for.
+
+    llama.cpp reads the whole prompt before it looks at `cancelled` (a minute or more of CPU on
+    a long thread). `asyncio.to_thread` runs it in the loop's executor, whose threads
+    `asyncio.run` joins on the way out: Ctrl-C then waited for the call to finish. A daemon
+    thread is abandoned instead, and the process ends at once; the thread keeps the model's
+    lock until it stops, so a later call in the same process waits for it.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def settle(value=None, error: BaseException | None = None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        try:
+            value = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            _call_soon(loop, settle, None, exc)
+        else:
+            _call_soon(loop, settle, value)
+
+    threading.Thread(target=work, name="auditor-embedded-call", daemon=True).start()
+    return await future
+
+
+def _call_soon(loop, fn, *args) -> None:
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:  # the loop closed: the call was abandoned, nobody waits for it
+        pass
 
 
 @hookimpl(trylast=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import time
 from types import SimpleNamespace
 
@@ -174,6 +175,33 @@ def test_a_call_past_the_timeout_raises(monkeypatch):
         asyncio.run(EmbeddedObserver().observe(request, {}))
     time.sleep(0.5)
     assert seen == {"cancelled": True}
+
+
+def test_a_cancelled_call_is_abandoned_not_waited_for(monkeypatch):
+    """Ctrl-C gave no sign for minutes: llama.cpp reads the whole prompt before it looks at
+    `cancelled`, and the call ran in the executor `asyncio.run` waits for on its way out."""
+    started, release = threading.Event(), threading.Event()
+
+    def busy(request, options, cancelled):
+        started.set()
+        release.wait(60)  # reading a long prompt: `cancelled` is not looked at meanwhile
+        return {}
+
+    monkeypatch.setattr(embedded, "complete", busy)
+    request = ObserveRequest(system=SYSTEM, user=USER, model="m", timeout=600)
+
+    async def interrupted() -> None:
+        task = asyncio.create_task(EmbeddedObserver().observe(request, {}))
+        await asyncio.to_thread(started.wait, 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    began = time.monotonic()
+    asyncio.run(interrupted())  # returns without waiting for the call (60 s)
+    took = time.monotonic() - began
+    release.set()
+    assert took < 30, took
 
 
 def test_parse_shares_the_openai_shape(monkeypatch):

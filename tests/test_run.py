@@ -269,3 +269,41 @@ def test_a_dry_run_times_the_calls_by_the_answers_recorded(store, pm, fake, tmp_
     median = latencies[2] / 1000  # the 3rd of 6 (nearest rank)
     assert dry.audited == 2 and dry.est_seconds == pytest.approx(2 * median)
     assert dry.est_seconds_source == "the median of its 6 answers recorded in this store"
+
+
+def test_ctrl_c_during_an_embedded_call_abandons_it_and_says_so(store, pm, monkeypatch):
+    import _thread
+    import threading
+    import time
+
+    from auditor_plugins import embedded
+
+    from auditor.audit.run_types import RunInterrupted
+    from auditor.cli.render import interrupted_lines
+
+    started, release = threading.Event(), threading.Event()
+
+    def busy(request, options, cancelled):
+        started.set()
+        release.wait(60)  # llama.cpp reading a long prompt does not look at `cancelled`
+        return {}
+
+    monkeypatch.setattr(embedded, "complete", busy)
+    monkeypatch.setattr(embedded.EmbeddedObserver, "check", lambda self, options: None)
+    pressed = {}
+
+    def ctrl_c() -> None:
+        started.wait(30)
+        pressed["at"] = time.monotonic()
+        _thread.interrupt_main()  # as the terminal's Ctrl-C: KeyboardInterrupt in the run
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    with pytest.raises(RunInterrupted) as stopped:
+        run(store, pm, RunConfig(observer="embedded"), announce=quiet)
+    answered_in = time.monotonic() - pressed["at"]
+    release.set()
+    summary = stopped.value.summary
+    assert summary.abandoned == 1 and answered_in < 30, answered_in  # not the call's 60 s
+    assert "; the call in flight abandoned (sent again on resume)." in interrupted_lines(
+        summary, "auditor run"
+    )

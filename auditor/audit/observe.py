@@ -228,7 +228,10 @@ def installed(module: str) -> bool:
     Anthropic one takes seconds) made `auditor observers` slow for nothing.
     """
     import importlib.util
+    import sys
 
+    if module in sys.modules:  # imported already (or, set to None, known to be missing)
+        return sys.modules[module] is not None
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a parent package missing, or a module set to None

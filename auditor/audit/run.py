@@ -447,6 +447,9 @@ class Auditor(RunRecords, ThreadSharing):
         try:
             result = await asyncio.wait_for(self.observer.observe(request, options), timeout=limit)
         except asyncio.CancelledError:
+            # Ctrl-C: the call is given up, not waited for (nothing recorded; a resumed run
+            # sends it again), and the summary says so.
+            self.summary.abandoned += 1
             raise
         except Exception as exc:  # noqa: BLE001 - recorded as an error verdict; the run goes on
             took = time.monotonic() - started

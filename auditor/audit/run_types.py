@@ -84,6 +84,7 @@ class RunSummary:
     budget_note: str | None = None  # what the budget allowed and what was spent
     queued: int = 0  # checkpoints handed to the observer so far (the progress bar's total)
     finished: int = 0  # of those, the ones done with (answered, failed, or found answered)
+    abandoned: int = 0  # calls in flight given up when the run was interrupted
     planning: bool = True  # False once every checkpoint is gated, so `queued` is final
     batch: Any = None  # with --batch / --collect: what was submitted and collected (BatchReport)
     status: str = "done"

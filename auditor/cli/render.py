@@ -484,8 +484,14 @@ def run_summary(summary, dry_run: bool, short_ids: dict[str, str] | None = None)
 def interrupted_lines(summary, command: str) -> str:
     """What to tell the user when Ctrl-C or SIGTERM stopped a run: what was kept, how to resume."""
     of = f"{summary.finished} of {summary.queued}{'+' if summary.planning else ''}"
+    n = summary.abandoned
+    gave_up = (
+        f"; {'the call' if n == 1 else f'{n} calls'} in flight abandoned (sent again on resume)"
+        if n
+        else ""
+    )
     return (
         f"Interrupted: run {summary.run_id} stopped after {of} calls; every answer received "
-        "is stored.\nTo resume, run the same command again (answered checkpoints are not sent "
+        f"is stored{gave_up}.\nTo resume, run the same command again (answered checkpoints are not sent "
         f"again):\n  {command}"
     )
