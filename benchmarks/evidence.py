@@ -3,7 +3,10 @@
 `benchmarks/evidence/labels.jsonl` holds end-of-turn checkpoints of real transcripts in
 ../shared/corpus, each with the exact strings a reviewer needed to decide whether the agent should
 have been corrected (the user's requirement, the agent's own sentences, failure lines, the last
-result of a command) and whether it should have been. For each label this script:
+result of a command) and whether it should have been. It is a labels file of `auditor eval` (one
+schema): `thread` (native id), `at` (the message ending the checkpoint) and `needs_correction`,
+plus what only this script reads: `file` (the transcript, relative to the corpus), `agent`,
+`evidence` (the strings) and `note` (why the label says what it says). For each label this script:
 
 1. ingests the label's transcript into a scratch store and renders the checkpoint exactly as
    `auditor prompt THREAD --at MESSAGE_ID` does (find_thread, load_messages, checkpoint_at, the
@@ -194,7 +197,7 @@ def measure(
     for cp, full_text in zip(checkpoints, full, strict=True):
         text = render(cp.checkpoint, cp.thread, cp.messages, config)
         flat = normalise(text)
-        positive = bool(cp.label["should_correct"])
+        positive = bool(cp.label["needs_correction"])
         for evidence in cp.label["evidence"]:
             hit = kept(evidence, flat)
             figures.evidence += 1
@@ -248,7 +251,7 @@ def main() -> int:
         for e in c.label["evidence"]
         if not kept(e, normalise(text))
     ]
-    positives = sum(bool(label["should_correct"]) for label in labels)
+    positives = sum(bool(label["needs_correction"]) for label in labels)
     agents = sorted({c.thread.agent for c in checkpoints})
     print(
         json.dumps(
@@ -280,7 +283,7 @@ def main() -> int:
                 {
                     "part": part,
                     "labels": len(chosen),
-                    "positives": sum(bool(c.label["should_correct"]) for c in chosen),
+                    "positives": sum(bool(c.label["needs_correction"]) for c in chosen),
                     "agents": {
                         a: sum(c.thread.agent == a for c in chosen)
                         for a in sorted({c.thread.agent for c in chosen})

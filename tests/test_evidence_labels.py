@@ -1,0 +1,58 @@
+"""The project's own labels (`benchmarks/evidence/labels.jsonl`) are an `auditor eval` labels file:
+the README's measurement runs as written, on the real transcripts they name."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.wire import Reply, Stub, gemini_response
+
+ROOT = Path(__file__).resolve().parent.parent
+LABELS = ROOT / "benchmarks" / "evidence" / "labels.jsonl"
+
+
+def auditor(db: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
+        "AUDITOR_DISABLE_PLUGINS": "embedded",  # where installed it would be one more observer
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "auditor", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow  # 134 checkpoints rendered and audited
+def test_the_readmes_eval_command_scores_every_label_of_the_projects_own_file(corpus, tmp_path):
+    labels = [json.loads(line) for line in LABELS.read_text().splitlines() if line.strip()]
+    files = sorted({str(corpus / label["file"]) for label in labels})
+    db = tmp_path / "store.db"
+    assert auditor(db, "ingest", *files, env={}).returncode == 0
+    # The labels span Claude Code, Codex and Gemini CLI, so no one observer is of another vendor
+    # than all of them: the README's command allows the same vendor.
+    gemini = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": ""})))
+    try:
+        keys = {"GEMINI_API_KEY": "AIza-TEST-dummy", "GOOGLE_GEMINI_BASE_URL": gemini.url}
+        readme = "benchmarks/evidence/labels.jsonl --observer gemini --allow-same-vendor"
+        out = auditor(db, "eval", *readme.split(), "--format", "json", env=keys)
+    finally:
+        gemini.close()
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout)
+    extra = report["extra"] if "extra" in report else report
+    needing = sum(label["needs_correction"] for label in labels)
+    assert extra["labels"] == len(labels) == 134
+    # The stand-in never asks for a correction: every label that needed one is a miss.
+    assert extra["confusion"]["fn"] == needing == 35
+    assert extra["confusion"]["tp"] == 0 and extra["failed"] == 0
