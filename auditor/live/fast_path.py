@@ -93,6 +93,9 @@ KEEP = (
     "tool_name",
     "tool_use_id",
 )
+# Of the agent's last message, the worker needs only the end (to see that the transcript has
+# caught up with the Stop, `sync_hook._same_text`, which compares the last 300 characters).
+LAST_MESSAGE_KEPT = 1000
 # Options of `auditor hook AGENT` that take a value (so that their value is not read as a flag).
 GLOBAL_VALUE_OPTIONS = ("--db",)
 
@@ -410,6 +413,8 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
     sdir = session_dir(state_root(_db_option(head)), agent, str(data["session_id"]))
     os.makedirs(sdir, exist_ok=True)
     record = {k: data[k] for k in KEEP if k in data}
+    if isinstance(record.get("last_assistant_message"), str):
+        record["last_assistant_message"] = record["last_assistant_message"][-LAST_MESSAGE_KEPT:]
     record["hook_event_name"] = event
     if native != event:
         record["agent_event"] = native
@@ -621,7 +626,7 @@ def _find_stop(events: str, since: int, thread: str, data: dict) -> int | None:
         if (
             e.get("hook_event_name") in STOPS
             and e.get("thread") == thread
-            and e.get("last_assistant_message") == data.get("last_assistant_message")
+            and e.get("last_assistant_message") == _kept_message(data)
         ):
             found = pos
     return found
@@ -636,8 +641,17 @@ def _done(sdir: str, thread: str) -> int:
         return 0
 
 
+def _kept_message(data: dict):
+    """The agent's last message as the spool keeps it (its end)."""
+    last = data.get("last_assistant_message")
+    return last[-LAST_MESSAGE_KEPT:] if isinstance(last, str) else last
+
+
 def main(argv: list[str]) -> None:
     """Run a hook event on the fast path; always exit 0 (the agent goes on regardless)."""
+    # The spool holds what the agent and the user wrote, and the worker this starts inherits
+    # the mask: every folder and file made from here on is the user's alone (0700 / 0600).
+    os.umask(0o077)
     head, agent, rest = split_argv(argv) or ([], "", [])
     verbose = "-v" in rest or "--verbose" in rest
     started = time.perf_counter()

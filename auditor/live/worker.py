@@ -597,7 +597,7 @@ def _round_answered(messages: list, tool_use_id) -> str | None:
 
 def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_config, options) -> int:
     """Serve the session in `sdir` unless another worker does; return the exit status."""
-
+    os.umask(0o077)  # the spool's files and folders are the user's alone (as the hook's)
     os.makedirs(sdir, exist_ok=True)
     path = os.path.join(sdir, "worker.lock")
     fd = _inherited_lock(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -107,6 +108,18 @@ def _on_sqlite_connect(dbapi_conn, _record, wait_until: float | None = None) -> 
     cur.close()
 
 
+def _create_private(path: Path) -> None:
+    """Create a new store file readable by its owner only (0600, its new folders 0700): it
+    holds transcripts and the observer's answers (docs/schema.md). SQLite gives its -wal and
+    -shm files the same mode. An existing file keeps the mode its owner gave it."""
+    missing = [p for p in reversed(path.parents) if not p.exists()]
+    for folder in missing:
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def create(url: str, wait_until: float | None = None) -> Engine:
     """Create an engine for `url` with auditor's connection settings, without migrating.
 
@@ -116,7 +129,7 @@ def create(url: str, wait_until: float | None = None) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            _create_private(Path(parsed.database))
         timeout = _wait_ms(wait_until) / 1000
         engine = create_engine(url, connect_args={"timeout": timeout}, json_serializer=_dumps)
         event.listen(engine, "connect", partial(_on_sqlite_connect, wait_until=wait_until))
