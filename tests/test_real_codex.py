@@ -37,6 +37,7 @@ from helpers.wire import Reply, Stub, gemini_response
 
 from auditor.live.delivery import CORRECTION_MARKER
 from auditor.live.fast_path import session_dir, state_root
+from auditor.reports.followup import followup_report
 from auditor.store import schema as s
 from auditor.store.db import open_db
 
@@ -332,6 +333,8 @@ def test_the_real_codex_runs_the_hooks_and_is_handed_each_correction_once(tmp_pa
             ("user", False),
         ]
         assert END in json.dumps(corrections[1].blocks)
+        # ...and `report followup` finds both (before: the hook-context one was meta, 1 of 2).
+        assert len(followup_report(engine).rows) == 2
         delivered = [(i.status, i.target) for i in rows(engine, s.Injection)]
         assert ("delivered", "hook PostToolUse") in delivered
         assert ("delivered", "hook Stop-wait") in delivered
