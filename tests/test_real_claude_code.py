@@ -47,7 +47,7 @@ from helpers.store import stored_thread
 from helpers.wire import Reply, Stub, gemini_response
 
 from auditor.live.delivery import CORRECTION_MARKER
-from auditor.live.fast_path import session_dir, state_root
+from auditor.live.fast_path import session_dir, state_root, worker_alive
 from auditor.store import schema as s
 from auditor.store.db import open_db
 
@@ -388,6 +388,8 @@ def test_the_real_claude_code_runs_every_hook_and_is_handed_each_correction_once
         ends = sum(1 for r in model.requests if r.turn and r.turn.stop_reason == "end_turn")
         assert by_name.get("Stop") == ends, (by_name, steps)
         assert by_name.get("SessionEnd") == 1
+        # SessionEnd ends the worker (it would idle 30 s here otherwise).
+        wait_for(lambda: not worker_alive(str(claude.sdir)), "the worker to exit", 10)
 
         # A: the failed call was audited at its own event; its correction reached the model
         # once, as the next failing run's context.

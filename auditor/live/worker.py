@@ -109,7 +109,7 @@ class Worker:
             self.threads[thread] = _Thread(corrected=True)
         self.last_event = time.monotonic()
         self.done: dict[str, int] = {}
-        self.ending = False  # the session ended (SessionEnd), or the environment changed
+        self.ending = ""  # why the worker leaves before it is idle (SessionEnd, a new environment)
         self.env_mark = live.env_mark()
 
     # -- the spool ------------------------------------------------------------------------
@@ -241,7 +241,7 @@ class Worker:
                 self.offset = start
                 if not self.ending:
                     self.log(f"{name}: the environment changed; handing the session over")
-                self.ending = True
+                self.ending = "handed over to a worker with the new environment"
                 return
             if name in live.TOOL_EVENTS and any(
                 j > i and th == thread for j, th in stopped.items()
@@ -256,7 +256,7 @@ class Worker:
                     t.corrected = False
                 continue
             if name == live.SESSION_END:
-                self.ending = True  # exit once the audits under way are finished
+                self.ending = "the session ended"  # exit once the audits under way are done
                 continue
             if name not in (*live.TOOL_EVENTS, *live.STOPS):
                 continue
@@ -622,7 +622,7 @@ def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_confi
 
     worker = Worker(sdir, agent, engine_factory(), plugins_factory(), run_config, options, log)
     asyncio.run(worker.serve())
-    log("idle: exiting")
+    log(f"{worker.ending}: exiting" if worker.ending else "idle: exiting")
     pruned = prune(os.path.dirname(sdir))
     if pruned:
         log(f"removed the spools of {pruned} session(s) idle for {KEEP_DAYS} days")
