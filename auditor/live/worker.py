@@ -233,16 +233,16 @@ class Worker:
         }
         for i, (event, start, end) in enumerate(events):
             name = event.get("hook_event_name")
-            self.ending = False  # an event after a SessionEnd: the session was resumed
             thread = str(event.get("thread") or event.get("session_id") or "")
             if event.get("env") not in (None, self.env_mark):
                 # A key or the store changed: this event and those after it are the next
                 # worker's (its hook started it); this one finishes what is under way.
                 self.offset = start
-                if not self.ending:
+                if not self.ending.startswith("handed over"):
                     self.log(f"{name}: the environment changed; handing the session over")
                 self.ending = "handed over to a worker with the new environment"
                 return
+            self.ending = ""  # an event after a SessionEnd: the session was resumed
             if name in live.TOOL_EVENTS and any(
                 j > i and th == thread for j, th in stopped.items()
             ):
