@@ -313,6 +313,19 @@ def test_the_real_gemini_cli_runs_the_hooks_and_is_handed_each_correction_once(
         assert ("delivered", "hook AfterTool") in delivered
         assert ("delivered", "hook AfterAgent-wait") in delivered
         assert len([v for v in rows(engine, s.Verdict) if v.status == "cancelled"]) == 1
+        # `auditor hook status` tells the same story.
+        path = f"{session.gemini.parent}{os.pathsep}{session.env['PATH']}"
+        told = subprocess.run(
+            [*auditor_argv(), "hook", "status", "--json", "--dir", str(session.project)],
+            capture_output=True,
+            text=True,
+            env={**session.env, "PATH": path},
+            check=False,
+        )
+        assert told.returncode == 0, told.stdout
+        report = json.loads(told.stdout)
+        assert report["agents"]["gemini-cli"]["known"] is True
+        assert report["activity"]["gemini-cli"]["delivered"] == 2
         print(
             f"\nfour prompts, {len(model.requests)} model calls, {len(events)} hook events: {took:.1f}s"
         )

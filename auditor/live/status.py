@@ -25,7 +25,7 @@ from ..errors import AuditorError
 TESTED = {
     "claude-code": ("claude", "2.1.328"),
     "codex": ("codex", "0.169.0"),
-    "gemini-cli": ("gemini", "0.61.0"),
+    "gemini-cli": ("gemini", "0.61.0"),  # `gemini --version` takes 4 s (Node, then itself again)
 }
 SCOPES = {
     "claude-code": ("project", "local", "user"),
@@ -80,10 +80,12 @@ def installs(project_dir: Path, plugins=None) -> list[Install]:
 
     out = []
     for agent, scopes in SCOPES.items():
+        seen = set()
         for scope in scopes:
             path = settings_path(agent, scope, project_dir)
-            if not path.exists():
-                continue
+            if not path.exists() or path in seen:
+                continue  # in the home directory, the project's file is the user's
+            seen.add(path)
             found = Install(agent, scope, str(path))
             try:
                 settings = read_settings(path)
@@ -169,7 +171,7 @@ def _check_codex_trust(found: Install, path: Path, project_dir: Path) -> None:
         )
 
 
-def agent_version(agent: str, timeout: float = 5.0) -> dict:
+def agent_version(agent: str, timeout: float = 10.0) -> dict:
     """The agent's version on PATH and whether auditor was tested with it."""
     program, tested = TESTED[agent]
     exe = shutil.which(program)
