@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 
 import pytest
@@ -174,6 +175,13 @@ def test_runs_at_once_share_one_budget_per_day(engine, pm, stub, tmp_path):
     assert sum(costs) <= per_day
     assert stub.max_in_flight <= int(per_day // least)
     assert sum(s.over_budget for s in summaries) > 0  # the cap, not the work, ended them
+    for summary in summaries:  # what each says was left is what the day had, all runs counted
+        said = re.search(
+            r"estimate, \$([0-9.]+), did not fit in the \$([0-9.]+) left", summary.budget_note
+        )
+        if summary.over_budget:
+            assert said, summary.budget_note
+            assert float(said[1]) > float(said[2]), summary.budget_note
     with engine.connect() as conn:  # every reservation was given back
         assert conn.scalar(select(func.count()).select_from(s.SpendReservation)) == 0
 

@@ -88,6 +88,7 @@ class DayCap:
     per_day: float
     owner: str
     seconds: float  # how long a reservation outlives a run that died without deleting it
+    room: float | None = None  # what the day had left, every run counted, at the last refusal
 
     def take(self, usd: float) -> tuple[int | None, float]:
         """Reserve `usd`; return (the reservation's id or None when it does not fit, what the
@@ -121,6 +122,7 @@ class DayCap:
             today = spent_since(conn, midnight_utc())
             if today + in_flight + usd > self.per_day:
                 conn.execute(delete(r).where(r.c.id == mine))
+                self.room = max(self.per_day - today - in_flight, 0.0)
                 return None, others
         return mine, others
 
@@ -152,6 +154,7 @@ class Budget:
     reserved: float = 0.0
     refused: int = 0  # calls (checkpoints) left unaudited because they did not fit
     smallest_refused: float | None = None
+    room_when_refused: float | None = None  # what was left when the smallest was refused
     day: DayCap | None = None
     _settled: asyncio.Condition | None = field(default=None, repr=False)
 
@@ -187,17 +190,21 @@ class Budget:
                             await self._cond().acquire()
                         continue
                 if self.reserved <= 0:
-                    self.refuse(estimate)
+                    room = self.limit - self.spent()
+                    if self.day is not None and self.day.room is not None:
+                        room = min(room, self.day.room)  # other runs spent today meanwhile
+                    self.refuse(estimate, room)
                     return None
                 await self._cond().wait()
             self.reserved += estimate
             return Reservation(estimate)
 
-    def refuse(self, estimate: float) -> None:
-        """Count a call left out because its estimate did not fit."""
+    def refuse(self, estimate: float, room: float | None = None) -> None:
+        """Count a call left out because its estimate did not fit in `room` USD."""
         self.refused += 1
         if self.smallest_refused is None or estimate < self.smallest_refused:
             self.smallest_refused = estimate
+            self.room_when_refused = room
 
     async def release(self, reservation: Reservation) -> None:
         """Give back a reservation once its call is recorded (or did not happen)."""
@@ -213,10 +220,16 @@ class Budget:
         if unpriced:
             line += f" and {unpriced} calls of unknown cost (--allow-unpriced)"
         if self.refused:
+            # The room at the refusal, not now: under budget_per_day other runs spend too, and
+            # what this run alone spent would leave more than there was.
+            left = self.left if self.room_when_refused is None else self.room_when_refused
+            left = max(left, 0.0)
             line += (
                 f"; {self.refused} checkpoints left unaudited: the smallest call's estimate, "
-                f"${self.smallest_refused:.4f}, did not fit in the ${self.left:.4f} left"
+                f"${self.smallest_refused:.4f}, did not fit in the ${left:.4f} left"
             )
+            if self.day is not None:
+                line += " (what every run spent today counted)"
         return line
 
 
