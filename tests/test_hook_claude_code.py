@@ -131,15 +131,16 @@ def test_an_observer_slower_than_the_deadline_lets_the_agent_stop(stub, session,
     stub.default = Reply(
         200, anthropic_response({"needsCorrection": True, "message": CORRECTION}), delay=30
     )
-    # The deadline leaves room for a slow start on a loaded machine; the observer's 30 s
-    # answer is what the hook must not wait for.
-    started = time.monotonic()
+    # What is asserted is that the hook did not wait for the observer's answer: it returned
+    # before the stub would have sent it, however long starting up took on a loaded machine.
     result = hook(stub, session, "--deadline", "8")
-    took = time.monotonic() - started
+    returned = time.monotonic()
     assert (result.returncode, result.stdout) == (0, "")
-    assert took < 20, f"the hook took {took:.1f}s past an 8s deadline"
+    # (On a machine so loaded that the deadline passed before the call, it was never asked.)
+    assert all(returned < asked + 30 for asked in stub.arrivals), "it waited for the answer"
     [verdict] = rows(open_db(), s.Verdict)
-    assert verdict.status == "error" and verdict.problem.startswith("deadline exceeded")
+    # "deadline exceeded" whether the call timed out or the deadline passed before it was made
+    assert verdict.status == "error" and "deadline exceeded" in verdict.problem
 
 
 def test_a_missing_key_lets_the_agent_stop_and_is_recorded(stub, session, tmp_path):
@@ -353,14 +354,26 @@ def test_the_hook_reads_only_the_new_tail_of_the_transcript(stub, session, corpu
     assert (source.lines, source.offset) == (29, session.stat().st_size)
 
 
-def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, store_url):
+def start_up_seconds(tmp_path) -> float:
+    """How long a hook that fails open at once takes on this machine under its present load
+    (Python, auditor and its plugins starting): a hook's deadline counts from there on."""
+    started = time.monotonic()
+    other = {**KEY, "AUDITOR_DB": str(tmp_path / "elsewhere.db")}
+    run_cli("hook", "claude-code", "--sync", stdin="not json", env=other)
+    return time.monotonic() - started
+
+
+def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, store_url, tmp_path):
     open_db(store_url)
+    start_up = start_up_seconds(tmp_path)
     holder = hold_lock(store_url, 12)
     started = time.monotonic()
     result = hook(stub, session, "--deadline", "3")
     took = time.monotonic() - started
     assert (result.returncode, result.stdout) == (0, "")
-    assert took < 6, f"the hook took {took:.1f}s past a 3s deadline"
+    # Measured past the start-up a hook takes here and now, not against a bound a loaded
+    # machine's slow start can cross (8.7 s seen for a 6 s bound).
+    assert took - start_up < 3 + 2, f"the hook took {took:.1f}s, {start_up:.1f}s of it starting"
     # The failure could not be recorded in time: it is said on stderr, and dropped.
     assert result.stderr.startswith("auditor hook claude-code: failed: ")
     locked = "lock timeout" if store_url.startswith("postgresql") else "database is locked"

@@ -38,6 +38,7 @@ class Stub:
         self.answer = answer
         self.queue: list[Reply] = []
         self.log: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []  # time.monotonic() as each request came in
         self.lock = threading.Lock()
         self.in_flight = self.max_in_flight = 0  # requests being answered at once
         stub = self
@@ -58,6 +59,7 @@ class Stub:
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
                 with stub.lock:
+                    stub.arrivals.append(time.monotonic())
                     stub.log.append(
                         {
                             "method": self.command,
