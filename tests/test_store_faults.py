@@ -52,3 +52,31 @@ def test_a_store_deleted_during_the_run_is_said_and_fails_the_run(corpus, tmp_pa
     assert "Traceback" not in err
     calls = [r for r in stub.log if r["path"].endswith("/chat/completions")]
     assert len(calls) < 3  # no call started once the file was gone (the session has 3)
+
+
+def test_a_disk_that_refuses_writes_during_ingest_is_said_in_one_line(corpus, tmp_path):
+    """The store's file may not grow past 3 MB (a file size limit, as a quota or a full disk
+    would stop it): the ingest stops with one line, and what it stored before is intact."""
+    import resource
+    import signal
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail, not kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3_000_000, 3_000_000))
+
+    db = tmp_path / "store.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "auditor", "--db", str(db), "ingest", str(corpus / "claude-code")],
+        capture_output=True,
+        text=True,
+        preexec_fn=limited,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    said = done.stderr.strip().splitlines()
+    assert said[-1].startswith(f"Error: The store {db} could not be written (disk I/O error"), said
+    assert len(said) <= 3, said
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -69,6 +69,17 @@ class AuditorGroup(click.Group):
             if state is not None and state.debug:
                 traceback.print_exc()
             raise CommandError(str(exc)) from exc
+        except Exception as exc:
+            # The store failing under any command (a full disk, a server restarted): one line.
+            from ..store.db import store_trouble
+
+            state = ctx.find_object(Context)
+            line = store_trouble(exc, state.db_option if state is not None else None)
+            if line is None:
+                raise
+            if state is not None and state.debug:
+                traceback.print_exc()
+            raise CommandError(line) from exc
 
 
 def echo_json(value: Any) -> None:

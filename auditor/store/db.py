@@ -228,6 +228,37 @@ def file_gone(engine: Engine, identity: tuple[int, int] | None) -> bool:
     return file_identity(engine) != identity
 
 
+def store_trouble(exc: BaseException, db: str | os.PathLike | None = None) -> str | None:
+    """The one line for a command stopped by its store: a full disk, a write the disk refused,
+    a PostgreSQL server that went away; None for anything else."""
+    import errno
+    import sqlite3
+
+    if connection_lost(exc):
+        return str(lost_store(exc))
+    orig = getattr(exc, "orig", None) or exc
+    words = " ".join(str(orig).split())
+    where = location(resolve_url(db))
+    full = (isinstance(orig, sqlite3.OperationalError) and "full" in words) or (
+        isinstance(orig, OSError) and orig.errno in (errno.ENOSPC, errno.EDQUOT)
+    )
+    if type(orig).__name__ == "DiskFull":  # PostgreSQL: the server's disk
+        full = True
+    if full:
+        return (
+            f"The disk holding the store {where} is full ({words}): the step being written was "
+            "rolled back and everything stored before is intact; free some space, then run the "
+            "same command again"
+        )
+    if isinstance(orig, sqlite3.OperationalError) and "disk i/o error" in words.lower():
+        return (
+            f"The store {where} could not be written ({words}: a full disk, a file size limit "
+            "or a failing disk): the step being written was rolled back; check the disk, then "
+            "run the same command again"
+        )
+    return None
+
+
 def lost_store(exc: BaseException) -> StoreLost:
     """The one-line error for a command cut off by `connection_lost` `exc`."""
     orig = getattr(exc, "orig", None) or exc
