@@ -218,6 +218,7 @@ class GeminiLogFormat:
 
     name = "gemini-jsonl"
     agent = AGENT
+    vendor = "google"  # whose model the agent runs: an observer of another is chosen
     appendable = True
 
     def detect(self, path: Path, head: bytes) -> bool:

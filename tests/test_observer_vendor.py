@@ -218,3 +218,9 @@ def test_eval_takes_an_observer_of_another_vendor_than_every_labelled_thread(
     gemini, claude = models
     assert len(gemini.log) == 2 and claude.log == []  # neither Anthropic's nor OpenAI's
     assert audited(engine) == {("claude-code", "gemini", False): 1, ("codex", "gemini", False): 1}
+
+
+def test_every_format_of_these_agents_declares_the_vendor_of_its_model():
+    formats = get_plugin_manager().formats().values()
+    declared = {(f.agent, getattr(f, "vendor", None)) for f in formats if f.agent in AGENTS}
+    assert declared == set(AGENTS.items())
