@@ -59,7 +59,6 @@ from .client_texts import (
 )
 from .errors import AuditorError, UnknownName
 from .hookspecs import hookimpl
-from .ingest.guidance import GuidanceText
 from .live.delivery import CORRECTION_MARKER, Correction, Injector, inject_pending
 from .model import (
     ASSISTANT,
@@ -91,7 +90,7 @@ from .model import (
 )
 from .redact import redact
 from .store.signal_rows import Evidence, Signal
-from .store.threads import StoredMessage, StoredThread
+from .store.threads import GuidanceText, StoredMessage, StoredThread
 
 if TYPE_CHECKING:
     from .audit.run import run

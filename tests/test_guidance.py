@@ -209,7 +209,7 @@ def test_each_version_is_kept_once_and_the_checkpoint_sees_the_one_read_by_then(
 ):
     from datetime import UTC, datetime, timedelta
 
-    from auditor.ingest.guidance import GuidanceText
+    from auditor.store.threads import GuidanceText
 
     with engine.begin() as conn:
         thread_id = conn.execute(

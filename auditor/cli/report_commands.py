@@ -566,7 +566,7 @@ def reprice_command(ctx: Context, everything, as_json) -> None:
     stores their cost, priced at the date of the call (batch verdicts at the batch price), and
     the runs' totals, so that `auditor verdicts` and `auditor report costs` agree.
     """
-    from ..pricing.reprice import describe, reprice
+    from ..audit.reprice import describe, reprice
 
     result = reprice(ctx.engine, everything=everything)
     if as_json:

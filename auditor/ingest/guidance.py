@@ -31,7 +31,7 @@ import os
 import re
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -40,7 +40,7 @@ from sqlalchemy import Connection, Text, cast, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..store import schema as s
-from ..store.threads import StoredThread
+from ..store.threads import DISK, READ, TRANSCRIPT, GuidanceText, StoredThread
 
 # In each directory, in the order they are shown.
 NAMES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", "AGENTS.md")
@@ -50,33 +50,6 @@ USER_FILES = {"claude-code": ("~/.claude/CLAUDE.md",), "codex": ("~/.codex/AGENT
 MAX_BYTES = 256 * 1024  # read at most this much of one file
 MAX_IMPORT_DEPTH = 5  # Claude Code follows `@path` imports this deep
 MAX_IMPORTS = 20
-
-DISK, READ, TRANSCRIPT = "disk", "read", "transcript"
-
-
-@dataclass(frozen=True)
-class GuidanceText:
-    """One instruction file's text, where it came from and when it was read."""
-
-    path: str
-    text: str
-    origin: str  # disk | read | transcript
-    read_at: datetime | None = None
-    message_id: str | None = None  # origin read: native id of the message with the result
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
-
-    @property
-    def source(self) -> str:
-        """Where the text came from, in a few words for the observer."""
-        if self.origin == READ:
-            return "read by the agent with a tool call"
-        if self.origin == TRANSCRIPT:
-            return "recorded in the transcript"
-        when = f", read {self.read_at:%Y-%m-%d %H:%M} UTC" if self.read_at else ""
-        return f"on disk{when}"
 
 
 # -- disk ------------------------------------------------------------------------------------

@@ -1,1 +1,1 @@
-"""What model calls cost: the price catalogue, the prices kept in the store, re-pricing."""
+"""What model calls cost: the price catalogue and the prices kept in the store."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Engine, func, or_, select
 
@@ -15,8 +16,34 @@ from . import schema as s
 from .dialect import iso_utc
 from .short_ids import literal_prefix, pick, shortest_forms
 
-if TYPE_CHECKING:
-    from ..ingest.guidance import GuidanceText
+# Where an instruction file's text came from: read from disk by auditor, read by the agent with
+# a tool call, or recorded in the transcript by the agent's client.
+DISK, READ, TRANSCRIPT = "disk", "read", "transcript"
+
+
+@dataclass(frozen=True)
+class GuidanceText:
+    """One instruction file's text, where it came from and when it was read."""
+
+    path: str
+    text: str
+    origin: str  # disk | read | transcript
+    read_at: datetime | None = None
+    message_id: str | None = None  # origin read: native id of the message with the result
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @property
+    def source(self) -> str:
+        """Where the text came from, in a few words for the observer."""
+        if self.origin == READ:
+            return "read by the agent with a tool call"
+        if self.origin == TRANSCRIPT:
+            return "recorded in the transcript"
+        when = f", read {self.read_at:%Y-%m-%d %H:%M} UTC" if self.read_at else ""
+        return f"on disk{when}"
 
 
 def list_threads(

@@ -16,9 +16,9 @@ from datetime import UTC
 
 from sqlalchemy import Engine, func, select, update
 
-from ..audit.observe import ObserverUsage
+from ..pricing.model_prices import cost, credits
 from ..store import schema as s
-from .model_prices import cost, credits
+from .observe import ObserverUsage
 
 
 @dataclass
