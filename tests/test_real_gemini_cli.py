@@ -3,15 +3,17 @@
 The model is a scripted Gemini API server on 127.0.0.1 (helpers/gemini_api_server.py), the
 observer a stand-in Anthropic server answering by what it reads (helpers/wire.py): an agent is
 never audited by its own vendor. The hooks are installed by `auditor hook install gemini-cli
---user` exactly as a user would. Four headless prompts make one session (`gemini -p`, then
+--user` exactly as a user would. Five headless prompts make one session (`gemini -p`, then
 `gemini --resume latest -p`):
 
 1. two tool rounds: the first is audited while the model goes on and its correction reaches the
    model once, as `<hook_context>` in the second round's tool result (AfterTool);
 2. an answer that ends the turn: AfterAgent waits for the end-of-turn audit and its correction
    reaches the model once, as the next prompt;
-3. a tool round still under audit when Gemini CLI is killed; 4. the prompt typed next, in the
-   resumed session, cancels that audit (BeforeAgent) and its correction never goes out.
+3. a tool round whose correction is ready when Gemini CLI is killed: the prompt typed next, in
+   the resumed session (4), takes it back (BeforeAgent);
+4. a tool round still under audit when Gemini CLI is killed again: the next prompt (5) cancels
+   the audit. Neither correction ever reaches the model.
 
 Then the chat log is ingested: messages, tool calls with their results and the tokens are
 those the model server sent.
@@ -41,10 +43,12 @@ from auditor.store.db import open_db
 MID = "You read config.ini but the task names settings.ini; read the right file."
 END = "You say the port is set, yet you never wrote settings.ini; write it before you stop."
 TAKEN = "You are renaming files without reading them first; read them before changing more."
+CANCELLED = "You read b.txt but the user asked for a.txt; go back to a.txt."
 PROMPTS = (
     "Which port does settings.ini set?",
     "Set the port to 8080.",
     "Now tidy the folder.",
+    "Look at b.txt instead.",
     "Stop, leave the folder as it is.",
 )
 FILES = {
@@ -188,17 +192,19 @@ def hook_contexts(body: dict) -> list[str]:
 def test_the_real_gemini_cli_runs_the_hooks_and_is_handed_each_correction_once(
     tmp_path,
 ):
-    interrupted = threading.Event()
-    audits_a = threading.Event()
+    interrupted = [threading.Event(), threading.Event()]
+    audits_b = threading.Event()
 
     def judge(body) -> Reply:
         seen = json.dumps(body)
         ok = Reply(200, anthropic_response({"needsCorrection": False, "message": None}))
         if "Left the folder as it is" in seen:
             return ok
-        if "t3a-content" in seen:  # still under audit when the user types again
-            audits_a.set()
-            return correction(TAKEN, delay=20)
+        if "t3b-content" in seen:  # still under audit when the user types again
+            audits_b.set()
+            return correction(CANCELLED, delay=20)
+        if "t3a-content" in seen:  # ready, not yet handed over, when the user types again
+            return correction(TAKEN)
         if "The port is set to 8080" in seen and "I wrote it" not in seen:
             return correction(END)
         if "t1-config" in seen and "t1-settings" not in seen:
@@ -212,9 +218,12 @@ def test_the_real_gemini_cli_runs_the_hooks_and_is_handed_each_correction_once(
         assert session is not None
         wait_for(session.staged, "the first tool round's correction to be staged")
 
-    def until_interrupted() -> bool:
-        interrupted.wait(60)
-        return False
+    def until_interrupted(n: int):
+        def held() -> bool:
+            interrupted[n].wait(60)
+            return False  # Gemini CLI was killed: this call is never answered
+
+        return held
 
     script = [
         # prompt 1: a round audited while the model goes on, its correction at the next round
@@ -225,10 +234,13 @@ def test_the_real_gemini_cli_runs_the_hooks_and_is_handed_each_correction_once(
         Turn([call("read_file", file_path="settings.ini")]),
         Turn([say("The port is set to 8080.")]),
         Turn([say("I wrote it now: settings.ini has port=8080.")]),  # after the correction
-        # prompt 3: killed with its tool round under audit
+        # prompt 3: killed with its tool round's correction ready
         Turn([call("read_file", file_path="a.txt")]),
-        Turn([say("(never sent)")], before=until_interrupted),
-        # prompt 4, typed after the kill
+        Turn([say("(never sent)")], before=until_interrupted(0)),
+        # prompt 4, typed after the kill: killed again with its tool round under audit
+        Turn([call("read_file", file_path="b.txt")]),
+        Turn([say("(never sent)")], before=until_interrupted(1)),
+        # prompt 5, typed after the second kill
         Turn([say("Left the folder as it is.")]),
     ]
     model = GeminiApiServer(script)
@@ -252,11 +264,18 @@ def test_the_real_gemini_cli_runs_the_hooks_and_is_handed_each_correction_once(
 
         third = session.start(PROMPTS[2])
         wait_for(lambda: len(model.requests) >= 8, "prompt 3's last model call", 60)
-        wait_for(audits_a.is_set, "prompt 3's tool round to be under audit")
+        wait_for(session.staged, "prompt 3's correction to be staged")
         os.killpg(third.pid, signal.SIGKILL)  # the user ends Gemini CLI...
         third.wait(30)
-        interrupted.set()
-        session.run(PROMPTS[3])  # ...and types again, resuming the session
+        interrupted[0].set()
+        fourth = session.start(PROMPTS[3])  # ...and types again: the correction is taken back
+        wait_for(lambda: len(model.requests) >= 10, "prompt 4's last model call", 60)
+        wait_for(audits_b.is_set, "prompt 4's tool round to be under audit")
+        assert not session.staged()
+        os.killpg(fourth.pid, signal.SIGKILL)
+        fourth.wait(30)
+        interrupted[1].set()
+        session.run(PROMPTS[4])  # the next prompt cancels the audit under way
         wait_for(
             lambda: any(v.status == "cancelled" for v in rows(open_db(), s.Verdict)),
             "the cancelled audit",
@@ -268,15 +287,15 @@ def test_the_real_gemini_cli_runs_the_hooks_and_is_handed_each_correction_once(
         events = session.events()
         names = [e["hook_event_name"] for e in events]
         prompts = [e["typed"] for e in events if e["hook_event_name"] == "UserPromptSubmit"]
-        # BeforeAgent: the four typed prompts, and the AfterAgent correction coming back
-        assert prompts == [True, True, False, True, True]
-        assert names.count("PostToolUse") == 4  # AfterTool
-        assert names.count("Stop") == 4  # AfterAgent: prompts 1, 2 (twice), 4
-        assert names.count("SessionEnd") == 3  # not for the run that was killed
+        # BeforeAgent: the five typed prompts, and the AfterAgent correction coming back
+        assert prompts == [True, True, False, True, True, True]
+        assert names.count("PostToolUse") == 5  # AfterTool
+        assert names.count("Stop") == 4  # AfterAgent: prompts 1, 2 (twice), 5
+        assert names.count("SessionEnd") == 3  # not for the runs that were killed
         assert {e.get("agent_event") for e in events} >= {"AfterTool", "BeforeAgent", "AfterAgent"}
         assert model.unscripted == 0 and model.other == []
         # Nothing taken back ever reached the model.
-        assert not any(TAKEN in json.dumps(r) for r in model.requests)
+        assert not any(TAKEN in json.dumps(r) or CANCELLED in json.dumps(r) for r in model.requests)
 
         # The chat log ingests: its messages, tool calls with results, and the server's tokens.
         done = subprocess.run(
@@ -291,7 +310,7 @@ def test_the_real_gemini_cli_runs_the_hooks_and_is_handed_each_correction_once(
         [native] = {e["session_id"] for e in events}
         thread = stored_thread(engine, "gemini-cli", native)
         assert thread.thread["cwd"] == str(session.project)
-        sent_calls = [p["functionCall"] for t in script[:7] for p in t.parts if "functionCall" in p]
+        sent_calls = [p["functionCall"] for t in script[:9] for p in t.parts if "functionCall" in p]
         assert [c.name for c in thread.calls.values()] == [c["name"] for c in sent_calls]
         assert all(c.result_message_id is not None for c in thread.calls.values())
         results = [m for m in thread.messages if m.role == "tool"]
@@ -299,16 +318,18 @@ def test_the_real_gemini_cli_runs_the_hooks_and_is_handed_each_correction_once(
             FILES[c["args"]["file_path"]].strip() for c in sent_calls
         ]
         kinds = [(m.role, m.source_type) for m in thread.messages]
-        assert kinds.count(("user", "user")) == 4
+        assert kinds.count(("user", "user")) == 5
         assert kinds.count(("user", "course-correction")) == 2  # hook context, AfterAgent's
         answered = model.usages
-        assert thread.tokens.bills == len(answered) == 8
+        assert thread.tokens.bills == len(answered) == 9
         assert thread.tokens.input == sum(u.prompt - u.cached for u in answered)
         assert thread.tokens.cache_read == sum(u.cached for u in answered)
         assert thread.tokens.output == sum(u.candidates + u.thoughts for u in answered)
         assert thread.tokens.reasoning == sum(u.thoughts for u in answered)
 
-        # The store's record: two corrections delivered, the audit under way cancelled.
+        # The store's record: two corrections delivered, one taken back, one audit cancelled.
+        held = [i.error for i in rows(engine, s.Injection) if i.status == "skipped"]
+        assert [e.split(":")[0] for e in held] == ["user-wrote-again"]
         delivered = [(i.status, i.target) for i in rows(engine, s.Injection)]
         assert ("delivered", "hook AfterTool") in delivered
         assert ("delivered", "hook AfterAgent-wait") in delivered
@@ -327,10 +348,11 @@ def test_the_real_gemini_cli_runs_the_hooks_and_is_handed_each_correction_once(
         assert report["agents"]["gemini-cli"]["known"] is True
         assert report["activity"]["gemini-cli"]["delivered"] == 2
         print(
-            f"\nfour prompts, {len(model.requests)} model calls, {len(events)} hook events: {took:.1f}s"
+            f"\nfive prompts, {len(model.requests)} model calls, {len(events)} hook events: {took:.1f}s"
         )
     finally:
-        interrupted.set()
+        for event in interrupted:
+            event.set()
         if session is not None:
             session.stop_worker()
         model.close()
