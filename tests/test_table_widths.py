@@ -55,10 +55,12 @@ def test_threads_fit_and_keep_every_value_whole(store, width):
     assert max(len(line) for line in lines) <= width
     header = lines[0].split()
     assert header[:6] == ["id", "agent", "thread", "started", "msgs"] + header[5:6]
-    assert "tokens" in header and "project" in header
-    table, footer = lines[2 : -2 if width == 80 else -1], lines[-2:]
-    if width == 80:  # the one column that did not fit is named
-        assert footer[0] == "(left out for width: edits; --wide shows all)"
+    assert "tokens" in header and "$" in header
+    assert ("project" in header) == (width == 100)
+    table, footer = lines[2:-2], lines[-2:]
+    # The columns that did not fit are named; at 80 the cost stays, before title and project.
+    left_out = "edits" if width == 100 else "edits, title, project"
+    assert footer[0] == f"(left out for width: {left_out}; --wide shows all)"
     assert footer[-1] == f"{len(rows)} threads"
     by_id = {line.split()[0]: line for line in table}
     assert len(by_id) == len(rows)
@@ -68,7 +70,8 @@ def test_threads_fit_and_keep_every_value_whole(store, width):
         assert cells[2] == r["short_id"]
         assert cells[3] == (r["started"] or "—")[:10]
         assert cells[4] == str(r["messages"])
-        assert re.fullmatch(r"\d+(\.\d[kMG])?", cells[5 if width == 80 else 6])
+        assert re.fullmatch(r"\d+(\.\d[kMG])?", cells[5])
+        assert cells[6] == ("?" if r["agent_usd"] is None else f"{r['agent_usd']:.2f}")
 
 
 def test_sub_agent_ids_keep_their_session_and_their_own_name(store):
@@ -106,14 +109,16 @@ def test_an_8_character_id_from_the_table_opens_the_thread(store):
 def test_wide_shows_every_column_and_the_full_ids(store):
     lines = auditor(store, "threads", "--wide", columns=80).splitlines()
     assert lines[0].split() == (
-        "id agent thread id started msgs tools edits tokens project model in out cache r/w".split()
+        "id agent thread id started msgs tools edits tokens $ title project model in out "
+        "cache r/w".split()
     )
     assert any(
         "8fd119a6-9ab8-407b-810f-329cfb6153e0/agent-aside_question-ac9ee4804d56a951" in line
         for line in lines
     )
     assert max(len(line) for line in lines) > 80  # past the terminal, never folded
-    assert all(len(line) == len(lines[0]) for line in lines[1:-1])
+    # Laid out at one width (the rule under the header), no line padded past its last value.
+    assert all(len(line) <= len(lines[1]) and line == line.rstrip() for line in lines[2:-1])
 
 
 @pytest.mark.parametrize("width", [80, 100])

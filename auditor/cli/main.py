@@ -17,7 +17,7 @@ from . import audit_commands as cli_audit
 from . import batch_commands as cli_batch
 from . import live_commands as cli_live
 from . import report_commands as cli_reports
-from .common import AuditorGroup, Context, echo_json, pass_ctx
+from .common import SINCE, AuditorGroup, Context, echo_json, pass_ctx
 
 
 @click.group(cls=AuditorGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -112,6 +112,11 @@ def ingest(
     metavar="NAME",
     help="Only threads of this agent (claude-code, codex, amp, gemini-cli, openai).",
 )
+@click.option("--since", type=SINCE, help="Only threads active since WHEN (ISO date, or 12h / 7d).")
+@click.option("--project", metavar="TEXT", help="Only threads whose project path contains TEXT.")
+@click.option(
+    "--query", "-q", metavar="TEXT", help="Only threads whose id, title or project contains TEXT."
+)
 @click.option(
     "--wide",
     "-w",
@@ -119,8 +124,18 @@ def ingest(
     help="Every column (full thread id, time, tool calls, models, token breakdown), in full.",
 )
 @pass_ctx
-def threads(ctx: Context, as_json: bool, limit: int | None, agent: str | None, wide: bool) -> None:
-    """List stored threads, newest first, with counts and token totals.
+def threads(
+    ctx: Context,
+    as_json: bool,
+    limit: int | None,
+    agent: str | None,
+    since,
+    project: str | None,
+    query: str | None,
+    wide: bool,
+) -> None:
+    """List stored threads, newest first: title, counts, tokens and what the agent's calls cost
+    ($, at the price table; `?` for a model it does not know).
 
     The table fits the terminal: a thread id is shortened to what tells it apart (a prefix
     `auditor show` takes, or SESSION/SUBAGENT), a project path keeps its end.
@@ -130,7 +145,9 @@ def threads(ctx: Context, as_json: bool, limit: int | None, agent: str | None, w
 
     if agent:
         check_agent(ctx.engine, agent, (f.agent for f in ctx.plugins.formats().values()))
-    rows = list_threads(ctx.engine, limit=limit, agent=agent)
+    rows = list_threads(
+        ctx.engine, limit=limit, agent=agent, since=since, project=project, query=query
+    )
     if as_json:
         echo_json(rows)
     elif rows:

@@ -116,9 +116,13 @@ def layout(
     cut = [i for i in shown if cols[i].cut is not None]
     room = width - sum(widths.values()) - GAP * max(0, len(shown) - 1)
     # Share the room: the narrowest wants are met first, the rest split what remains.
-    for n, i in enumerate(sorted(cut, key=lambda i: natural[i])):
-        share = max(room // (len(cut) - n), min(natural[i], mins[i]))
-        widths[i] = min(natural[i], share)
+    ordered = sorted(cut, key=lambda i: natural[i])
+    for n, i in enumerate(ordered):
+        least = min(natural[i], mins[i])
+        share = max(room // (len(cut) - n), least)
+        # ...never so much that a column after it is pushed below its least
+        later = sum(min(natural[j], mins[j]) for j in ordered[n + 1 :])
+        widths[i] = max(least, min(natural[i], share, room - later))
         room -= widths[i]
     return shown, [widths[i] for i in shown]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, func, or_, select
@@ -46,10 +46,26 @@ class GuidanceText:
         return f"on disk{when}"
 
 
+def _like(text: str) -> str:
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 def list_threads(
-    engine: Engine, limit: int | None = None, agent: str | None = None
+    engine: Engine,
+    limit: int | None = None,
+    agent: str | None = None,
+    since: datetime | None = None,
+    project: str | None = None,
+    query: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Return one dict per thread, newest first, with token totals."""
+    """Return one dict per thread, newest first, with token totals and the agent's cost.
+
+    `since`: threads with a message since then; `project`: whose working directory contains
+    it; `query`: whose id, title or project contains it (any case). `title` is the
+    transcript's, else the first line of the first message the user typed. `agent_usd` is
+    what the agent's calls cost at the price table (None when a model has no price).
+    """
     u = s.TokenUsage
     tokens = (
         select(
@@ -76,6 +92,16 @@ def list_threads(
     )
     if agent:
         q = q.where(t.agent == agent)
+    if since is not None:
+        at = since.astimezone(UTC).replace(tzinfo=None) if since.tzinfo else since
+        q = q.where(func.coalesce(t.ended_at, t.started_at) >= at)
+    if project:
+        q = q.where(func.lower(t.cwd).like(_like(project), escape="\\"))
+    if query:
+        like = _like(query)
+        q = q.where(
+            or_(*(func.lower(c).like(like, escape="\\") for c in (t.native_id, t.title, t.cwd)))
+        )
     if limit:
         q = q.limit(limit)
     out = []
@@ -104,12 +130,51 @@ def list_threads(
                     "cache_write_tokens": int(row.cache_write_tokens or 0),
                 }
             )
+        firsts = _first_prompts(conn, [r["id"] for r in out if not r["title"]])
+        for r in out:
+            r["title"] = r["title"] or firsts.get(r["id"])
         shorts = shortest_forms(
             [r["native_id"] for r in out], conn.scalars(select(t.native_id)).all()
         )
+    costs = thread_costs(engine) if out else {}
     for r in out:
         r["short_id"] = shorts[r["native_id"]]
+        r["agent_usd"] = costs.get(r["id"], 0.0)
     return out
+
+
+def _first_prompts(conn, thread_ids: list[int]) -> dict[int, str]:
+    """The first line of the first message typed by the user in each of `thread_ids`."""
+    from ..model import SOURCE_TYPED
+
+    m = s.Message
+    out: dict[int, str] = {}
+    for start in range(0, len(thread_ids), 500):
+        chunk = thread_ids[start : start + 500]
+        first = (
+            select(func.min(m.id))
+            .where(m.thread_id.in_(chunk), m.role == "user", m.source_type == SOURCE_TYPED)
+            .group_by(m.thread_id)
+        )
+        for thread_id, blocks in conn.execute(
+            select(m.thread_id, m.blocks).where(m.id.in_(first))
+        ).all():
+            text = " ".join(
+                b.get("text") or ""
+                for b in blocks or []
+                if isinstance(b, dict) and b.get("kind") == "text"
+            )
+            line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+            if line:
+                out[thread_id] = line[:200]
+    return out
+
+
+def thread_costs(engine: Engine) -> dict[int, float | None]:
+    """What each thread's agent calls cost (None: a model without a price), by thread id."""
+    from ..reports.costs import cost_report
+
+    return {r["thread"]: r["agent_usd"] for r in cost_report(engine, ("thread",)).rows}
 
 
 EMPTY_STORE_HINT = (
