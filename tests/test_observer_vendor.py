@@ -104,6 +104,7 @@ def test_with_keys_for_two_vendors_no_agent_is_audited_by_its_own(mixed, models,
     assert "observer: claude for gemini-cli threads" in out.stderr
     summary = json.loads(out.stdout)
     assert summary["audited"] == 6 and summary["refused"] == {}
+    assert len(summary["run_ids"]) == 2  # one recorded run per observer
 
 
 def test_with_only_the_agents_own_vendor_ready_its_threads_are_refused_out_loud(

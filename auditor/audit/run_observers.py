@@ -76,6 +76,7 @@ def merge(summaries: list[RunSummary], refused: dict[str, str]) -> RunSummary:
             if f.name in ("run_id", "observer", "model") or not values:
                 continue
             setattr(out, f.name, _combine(f.name, values))
+        out.run_ids = [x.run_id for x in summaries if x.run_id is not None]
     out.refused.update(refused)  # said when the run began (`run` announces each)
     return out
 

@@ -91,6 +91,8 @@ class RunSummary:
     messages: list[str] = field(default_factory=list)
     # Agents whose threads were not audited, with why: only their own vendor's observer is ready.
     refused: dict[str, str] = field(default_factory=dict)
+    # A run of several observers (one per agent's vendor) records one run each: their ids.
+    run_ids: list[int] = field(default_factory=list)
     # The corrections this run got: verdict id, thread, checkpoint message and the message.
     found: list[dict[str, Any]] = field(default_factory=list)
 

@@ -459,8 +459,10 @@ def run_summary(summary, dry_run: bool, short_ids: dict[str, str] | None = None)
         elif summary.audited and not summary.batch_price:
             console.print("time: unknown (no answers of this model recorded yet)")
         return
+    ids = summary.run_ids or [summary.run_id]  # one run per observer when agents' vendors differ
+    runs = f"run {ids[0]}" if len(ids) == 1 else f"runs {', '.join(map(str, ids))}"
     console.print(
-        f"run {summary.run_id}: {summary.audited} audited, {summary.corrections} corrections, "
+        f"{runs}: {summary.audited} audited, {summary.corrections} corrections, "
         f"{summary.invalid} invalid, {summary.errors} errors, {summary.reused} already answered; "
         f"cost ${summary.cost_usd:.4f}"
         + (f" ({summary.unpriced} calls unpriced)" if summary.unpriced else "")
@@ -472,7 +474,9 @@ def run_summary(summary, dry_run: bool, short_ids: dict[str, str] | None = None)
         console.print(summary.budget_note)
     if summary.found:
         console.print(
-            f"corrections ({len(summary.found)}; in full: auditor verdicts -c --run {summary.run_id}):",
+            f"corrections ({len(summary.found)}; in full: "
+            + " and ".join(f"auditor verdicts -c --run {i}" for i in ids)
+            + "):",
             markup=False,
         )
         for c in summary.found:
