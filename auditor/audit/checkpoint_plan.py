@@ -82,3 +82,70 @@ def plan(
         view = guidance.for_checkpoint(conn, thread, upto)
         user = plugins.render_checkpoint(checkpoint, view, upto, formatter)
     return Plan(checkpoint, found, decision, user)
+
+
+def list_checkpoints(
+    engine, plugins: Plugins, thread: Any, messages: list, mode: str = END_TURN
+) -> list[dict[str, Any]]:
+    """Return the checkpoints of `thread` in order, each with its gate decision and verdicts.
+
+    The decision is the one a run stored (`stored` True), else the gate's answer now with the
+    default options; `verdicts` are every answer given at the checkpoint, oldest first. `at`
+    is the message id `auditor prompt --at` takes.
+    """
+    from sqlalchemy import select
+
+    from ..store import schema as s
+    from .checkpoints import find_checkpoints
+
+    c, v = s.Checkpoint.__table__, s.Verdict.__table__
+    found = find_checkpoints(thread.id, messages, mode)
+    with engine.connect() as conn:
+        stored = {
+            (r.message_native_id, r.kind): r
+            for r in conn.execute(select(c).where(c.c.thread_id == thread.id))
+        }
+        answers: dict[int, list[dict[str, Any]]] = {}
+        for r in conn.execute(
+            select(v).where(v.c.thread_id == thread.id).order_by(v.c.created_at, v.c.id)
+        ):
+            answers.setdefault(r.checkpoint_id, []).append(
+                {
+                    "id": r.id,
+                    "observer": r.observer,
+                    "model": r.model,
+                    "status": r.status,
+                    "needs_correction": r.needs_correction,
+                    "message": r.message,
+                    "cost_usd": r.cost_usd,
+                }
+            )
+        out = []
+        for cp in found:
+            row = stored.get((cp.message_id, cp.kind))
+            if row is not None and row.gate_reason is not None:
+                gate = {"audit": bool(row.gate_audit), "reason": row.gate_reason, "stored": True}
+            else:
+                p = plan(
+                    conn,
+                    plugins,
+                    cp,
+                    thread,
+                    messages,
+                    gate={"mode": mode},
+                    formatter={},
+                    signals={},
+                )
+                gate = {"audit": p.decision.audit, "reason": p.decision.reason, "stored": False}
+            out.append(
+                {
+                    "at": cp.message_id,
+                    "kind": cp.kind,
+                    "index": cp.index,
+                    "tool_calls": cp.tool_calls,
+                    "file_edits": cp.file_edits,
+                    "gate": gate,
+                    "verdicts": answers.get(row.id, []) if row is not None else [],
+                }
+            )
+    return out

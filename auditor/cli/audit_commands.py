@@ -313,6 +313,31 @@ def prompt(
 
 
 @click.command()
+@click.argument("thread")
+@mode_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def checkpoints(ctx: Context, thread: str, mode: str, as_json: bool) -> None:
+    """List the checkpoints of THREAD: where `auditor prompt THREAD --at ID` can look, whether
+    the gate lets each through (as the last run decided, else as it decides now) and what the
+    observers said there."""
+    from ..audit.checkpoint_plan import list_checkpoints
+    from ..store.threads import find_thread, load_messages
+
+    th = find_thread(ctx.engine, thread)
+    rows = list_checkpoints(ctx.engine, ctx.plugins, th, load_messages(ctx.engine, th.id), mode)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"Thread {th.native_id} has no checkpoint yet (no turn has ended).", err=True)
+        return
+    from .render import checkpoints_table
+
+    checkpoints_table(rows)
+
+
+@click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option(
     "--type",
@@ -452,7 +477,7 @@ def runs(ctx: Context, as_json: bool, limit: int, wide: bool) -> None:
     runs_table(rows, wide=wide)
 
 
-COMMANDS = [run, prompt, events, verdicts, runs]
+COMMANDS = [run, prompt, checkpoints, events, verdicts, runs]
 
 
 def _short_ids(engine, summary) -> dict[str, str]:

@@ -159,6 +159,44 @@ def threads_table(rows: list[dict], wide: bool = False) -> None:
     console.print(f"{len(rows)} threads", style="dim")
 
 
+def checkpoints_table(rows: list[dict]) -> None:
+    """A thread's checkpoints: the message id `prompt --at` takes, the gate, the verdicts."""
+    # Message ids whole: they are there to be copied into `prompt --at`.
+    cols = [
+        Col("at", keep=True),
+        Col("kind", keep=True),
+        Col("tools", right=True),
+        Col("edits", right=True),
+        Col("gate", cut="end", min=12),
+        Col("verdicts", cut="end", min=12),
+    ]
+    lines = []
+    for r in rows:
+        gate = ("audit" if r["gate"]["audit"] else "skip") + f": {r['gate']['reason']}"
+        if not r["gate"]["stored"]:
+            gate += " (now)"
+        said = []
+        for v in r["verdicts"]:
+            what = (
+                v["status"]
+                if v["status"] != "ok"
+                else ("correction" if v["needs_correction"] else "silent")
+            )
+            said.append(f"{v['observer']}: {what}")
+        lines.append(
+            [
+                r["at"],
+                r["kind"],
+                str(r["tool_calls"]),
+                str(r["file_edits"]),
+                gate,
+                ", ".join(said) or "—",
+            ]
+        )
+    print_table(console, cols, lines)
+    console.print(f"{len(rows)} checkpoints", style="dim")
+
+
 def runs_table(rows: list[dict], wide: bool = False) -> None:
     """Runs as a table that fits the terminal; each run's note (how it ended, what went wrong)
     on its own line under the table, where prose may take the room it needs."""
