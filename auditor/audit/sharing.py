@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from ..store import leases
 from ..store import schema as s
-from ..store.db import retry_lost
+from ..store.db import connection_lost, retry_lost
 from ..store.threads import load_messages
 from .checkpoints import find_checkpoints
 from .run_types import Job, RunSummary
@@ -173,7 +173,14 @@ class ThreadSharing:
             last = self._open[key] <= 0
             conn = self._held.pop(key, None) if last else None
         if conn is not None:
-            leases.finish(conn, key)
+            try:
+                leases.finish(conn, key)
+            except Exception as exc:
+                if not connection_lost(exc):
+                    raise
+                # The server ended the lease's connection (a restart): the lock went with it;
+                # the done mark is written on a new one once the server is back.
+                retry_lost(lambda: leases.finish(self.engine.connect(), key))
 
     def let_go_all(self) -> None:
         """Give back every lease still held (a run stopped early)."""
@@ -181,7 +188,11 @@ class ThreadSharing:
             held, self._held = self._held, {}
             helping, self._helping = self._helping, set()
         for key, conn in held.items():
-            leases.let_go(conn, key)
+            try:
+                leases.let_go(conn, key)
+            except Exception as exc:
+                if not connection_lost(exc):
+                    raise  # else the lock, the lease itself, ended with the connection
         for key in helping:
             self._let_go_help(key)
 
