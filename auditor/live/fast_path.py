@@ -96,6 +96,13 @@ KEEP = (
 # Of the agent's last message, the worker needs only the end (to see that the transcript has
 # caught up with the Stop, `sync_hook._same_text`, which compares the last 300 characters).
 LAST_MESSAGE_KEPT = 1000
+# A hook's input is read up to this many bytes: a bigger one (a tool's huge output inside it)
+# is ignored, said in one line, rather than read whole into memory. Kept fields are cut to
+# FIELD_KEPT characters (ids and paths are far shorter).
+STDIN_LIMIT = 64 << 20
+FIELD_KEPT = 4096
+# Transcripts are what the agents write: Claude Code and Codex JSON Lines, Gemini CLI JSON.
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json")
 # Options of `auditor hook AGENT` that take a value (so that their value is not read as a flag).
 GLOBAL_VALUE_OPTIONS = ("--db",)
 
@@ -166,7 +173,11 @@ def state_root(db: str | None = None) -> str:
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:200] or "_"
+    """`name` as one folder name: letters, digits, `-_.`; never `.` or `..` (which would put
+    the spool in the folder above)."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)
+    safe = safe[:200] or "_"
+    return "_" + safe[1:] if set(safe) == {"."} else safe
 
 
 def thread_of(agent: str, data: dict) -> str:
@@ -407,14 +418,21 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
         return "", f"ignored: the hook input on stdin is not JSON ({exc})", {}
     if not isinstance(data, dict) or not data.get("session_id"):
         return "", "ignored: the hook input has no session_id", {}
+    for key in ("transcript_path", "agent_transcript_path"):
+        path = data.get(key)
+        if path is not None and not _looks_like_transcript(path):
+            return "", f"ignored: {key} {str(path)[:200]!r} is not a .jsonl/.json file", {}
     native = str(data.get("hook_event_name") or "Stop")
     event = EVENT_NAMES.get(agent, {}).get(native, native)
     thread = thread_of(agent, data)
     sdir = session_dir(state_root(_db_option(head)), agent, str(data["session_id"]))
     os.makedirs(sdir, exist_ok=True)
-    record = {k: data[k] for k in KEEP if k in data}
-    if isinstance(record.get("last_assistant_message"), str):
-        record["last_assistant_message"] = record["last_assistant_message"][-LAST_MESSAGE_KEPT:]
+    record = {
+        k: data[k][:FIELD_KEPT] if isinstance(data[k], str) else data[k] for k in KEEP if k in data
+    }
+    record["last_assistant_message"] = _kept_message(data)
+    if record["last_assistant_message"] is None:
+        del record["last_assistant_message"]
     record["hook_event_name"] = event
     if native != event:
         record["agent_event"] = native
@@ -641,6 +659,32 @@ def _done(sdir: str, thread: str) -> int:
         return 0
 
 
+def _looks_like_transcript(path) -> bool:
+    """True for a path an agent's transcript can have: a .jsonl or .json file (not
+    /etc/passwd, not a device, not a folder). A file that does not exist yet passes: the
+    agent may write it after the event."""
+    if not isinstance(path, str) or not path.endswith(TRANSCRIPT_SUFFIXES):
+        return False
+    try:
+        return os.path.isfile(path) or not os.path.exists(path)
+    except ValueError:  # a NUL in the path
+        return False
+
+
+def read_stdin() -> str:
+    """The hook's input, or "" past STDIN_LIMIT bytes (the rest is drained unread)."""
+    raw = sys.stdin.buffer.read(STDIN_LIMIT + 1)
+    if len(raw) > STDIN_LIMIT:
+        while sys.stdin.buffer.read(1 << 20):  # the agent must not block on a full pipe
+            pass
+        raise InputTooLarge(f"the hook input is over {STDIN_LIMIT >> 20} MB: ignored")
+    return raw.decode("utf-8", "replace")
+
+
+class InputTooLarge(Exception):
+    pass
+
+
 def _kept_message(data: dict):
     """The agent's last message as the spool keeps it (its end)."""
     last = data.get("last_assistant_message")
@@ -667,8 +711,10 @@ def main(argv: list[str]) -> None:
         sys.stderr.flush()
         os._exit(code)
     try:
-        raw = sys.stdin.read()
+        raw = read_stdin()
         printed, did = (wait if "--wait" in rest else handle)(agent, raw, head, rest)
+    except InputTooLarge as exc:
+        printed, did, verbose = "", str(exc), True
     except Exception as exc:  # noqa: BLE001 - fail open: the agent must never be held up
         printed, did = "", f"failed: {type(exc).__name__}: {exc}"
         verbose = True
