@@ -17,6 +17,7 @@ from .common import (
     mode_option,
     pass_ctx,
     prompt_token_options,
+    row_formats,
     run_options,
 )
 
@@ -316,6 +317,7 @@ def prompt(
 @click.argument("thread")
 @mode_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@row_formats
 @pass_ctx
 def checkpoints(ctx: Context, thread: str, mode: str, as_json: bool) -> None:
     """List the checkpoints of THREAD: where `auditor prompt THREAD --at ID` can look, whether
@@ -356,6 +358,7 @@ def checkpoints(ctx: Context, thread: str, mode: str, as_json: bool) -> None:
 @click.option("--thread", metavar="THREAD", help="Only events about this thread.")
 @click.option("--run", "run_id", type=int, metavar="ID", help="Only events of this run.")
 @click.option("--since", type=SINCE, help="Only events since WHEN (ISO date, or 12h / 7d).")
+@row_formats
 @pass_ctx
 def events(ctx: Context, as_json: bool, types, limit: int, thread, run_id, since) -> None:
     """Show the event log: what auditor did (ingested, gated, audited, corrected...), newest first."""
@@ -406,6 +409,7 @@ def events(ctx: Context, as_json: bool, types, limit: int, thread, run_id, since
     help="Show at most N verdicts, newest first (0: all).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@row_formats
 @pass_ctx
 def verdicts(
     ctx: Context, corrections, thread, observer, model, run_id, since, query, status, limit, as_json
@@ -456,6 +460,7 @@ def verdicts(
 @click.option(
     "--wide", "-w", is_flag=True, help="Every column, in full, even past the terminal's width."
 )
+@row_formats
 @pass_ctx
 def runs(ctx: Context, as_json: bool, limit: int, wide: bool) -> None:
     """List audit runs, newest first: status, totals, cost. A run killed before it could finish

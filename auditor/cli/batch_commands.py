@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import Context, echo_json, pass_ctx
+from .common import Context, echo_json, pass_ctx, row_formats
 
 
 @click.group()
@@ -17,6 +17,7 @@ def batch() -> None:
 @click.option(
     "--limit", type=int, default=50, show_default=True, help="At most N batches, newest first."
 )
+@row_formats
 @pass_ctx
 def batch_list(ctx: Context, as_json: bool, limit: int) -> None:
     """List the batches, newest first: state, checkpoints still waiting, the provider's last

@@ -3,6 +3,7 @@ and the observer/gate options. The command modules import this one and never eac
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import traceback
 from datetime import datetime, timedelta
@@ -82,9 +83,70 @@ class AuditorGroup(click.Group):
             raise CommandError(line) from exc
 
 
+# How a listing prints its rows when asked for data rather than a table: json (one indented
+# document), csv or nl (one JSON object a line). Set by `row_formats` for the command running.
+_ROWS_AS: contextvars.ContextVar[str] = contextvars.ContextVar("auditor_rows_as", default="json")
+
+
 def echo_json(value: Any) -> None:
-    """Print `value` as indented JSON."""
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+    """Print `value` as indented JSON, or a list of rows as CSV or JSON lines under `--csv` and
+    `--nl` (`row_formats`)."""
+    how = _ROWS_AS.get()
+    if how == "json" or not isinstance(value, list):
+        option = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+        click.echo(orjson.dumps(value, option=option).decode())
+    elif how == "nl":
+        for row in value:
+            click.echo(orjson.dumps(row, option=orjson.OPT_NON_STR_KEYS).decode())
+    else:
+        click.echo(_csv(value), nl=False)
+
+
+def _csv(rows: list) -> str:
+    """Rows (dicts) as CSV with a header: nested values as JSON, None empty, booleans lower."""
+    import csv
+    import io
+
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+
+    def cell(value: Any) -> Any:
+        if value is None:
+            return ""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, dict | list):
+            return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        return value
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([cell(row.get(c)) for c in columns])
+    return out.getvalue()
+
+
+def row_formats(fn):
+    """Add --csv and --nl to a listing that has --json (its `as_json` parameter): the same rows
+    as CSV, or as one JSON object a line."""
+
+    @click.option("--nl", "as_nl", is_flag=True, help="Print one JSON object a line.")
+    @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
+    @functools.wraps(fn)
+    def wrapper(*args, as_csv: bool, as_nl: bool, **kwargs):
+        if as_csv and as_nl:
+            raise click.UsageError("--csv and --nl do not go together: choose one")
+        if not (as_csv or as_nl):
+            return fn(*args, **kwargs)
+        token = _ROWS_AS.set("csv" if as_csv else "nl")
+        try:
+            return fn(*args, **{**kwargs, "as_json": True})
+        finally:
+            _ROWS_AS.reset(token)
+
+    return wrapper
 
 
 class Duration(click.ParamType):

@@ -17,7 +17,7 @@ from . import audit_commands as cli_audit
 from . import batch_commands as cli_batch
 from . import live_commands as cli_live
 from . import report_commands as cli_reports
-from .common import SINCE, AuditorGroup, Context, echo_json, pass_ctx
+from .common import SINCE, AuditorGroup, Context, echo_json, pass_ctx, row_formats
 
 
 @click.group(cls=AuditorGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -123,6 +123,7 @@ def ingest(
     is_flag=True,
     help="Every column (full thread id, time, tool calls, models, token breakdown), in full.",
 )
+@row_formats
 @pass_ctx
 def threads(
     ctx: Context,
@@ -192,6 +193,7 @@ def show(ctx: Context, thread: str, full: bool, no_pager: bool, no_redact: bool)
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@row_formats
 @pass_ctx
 def observers(ctx: Context, as_json: bool) -> None:
     """List the observer backends: whose model each runs (its vendor), its default model, and
