@@ -157,6 +157,29 @@ def test_keying_files_by_source_keeps_what_points_at_them(tmp_path):
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
+def test_gate_decisions_recorded_before_codes_get_the_reason_without_its_particulars(tmp_path):
+    """0017: reports count decisions by their code; older rows take it from their reason."""
+    from alembic import command
+
+    path = tmp_path / "old.db"
+    command.upgrade(db.alembic_config("sqlite:///" + str(path)), "0016")
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO threads (id, agent, native_id, is_sidechain, message_count,"
+            " tool_call_count, file_edit_count) VALUES (1, 'x', 't', 0, 1, 0, 0)"
+        )
+        for n, reason in enumerate(["too-few-tool-calls (3 < 5)", "no-file-edit", "passed"]):
+            conn.execute(
+                "INSERT INTO checkpoints (thread_id, message_native_id, kind, tool_calls,"
+                " file_edits, gate_audit, gate_reason, gated_at)"
+                f" VALUES (1, 'm{n}', 'end-turn', 3, 0, 0, '{reason}', '2026-11-27 03:00:00')"
+            )
+    engine = db.open_db(path)
+    with engine.connect() as conn:
+        codes = conn.exec_driver_sql("SELECT gate_code FROM checkpoints ORDER BY id").scalars()
+        assert list(codes) == ["too-few-tool-calls", "no-file-edit", "passed"]
+
+
 def test_a_store_that_cannot_be_opened_is_named_in_one_line_without_its_password():
     pytest.importorskip("psycopg")
     url = "postgresql+psycopg://auditor:s3cret-pw@127.0.0.1:1/team"  # nothing listens on port 1

@@ -305,6 +305,7 @@ class Auditor(RunRecords, ThreadSharing):
             "file_edits": cp.file_edits,
             "gate_audit": decision.audit,
             "gate_reason": decision.reason,
+            "gate_code": decision.code,
             "gated_at": utcnow(),
             "run_id": self.summary.run_id,
         }

@@ -61,13 +61,6 @@ def _verdict_keys(by: list[str], side: str, dialect: str) -> list[tuple[str, str
     return out
 
 
-def _reason_sql(dialect: str) -> str:
-    """SQL for a gate reason without its figures (the text before " (")."""
-    if dialect == "postgresql":
-        return "split_part(c.gate_reason, ' (', 1)"
-    return "CASE WHEN instr(c.gate_reason, ' (') > 0 THEN substr(c.gate_reason, 1, instr(c.gate_reason, ' (') - 1) ELSE c.gate_reason END"
-
-
 def verdict_report(
     engine: Engine,
     by: Sequence[str] = ("observer", "model"),
@@ -99,7 +92,7 @@ def verdict_report(
     v_from = f"verdicts v{v_join} WHERE {vwin}"
     # Checkpoints whose latest gating was by a run of the group, with the reason when held back.
     gated_sql = f"""
-        SELECT {csel} CASE WHEN NOT c.gate_audit THEN {_reason_sql(dialect)} END AS reason, count(*)
+        SELECT {csel} CASE WHEN NOT c.gate_audit THEN c.gate_code END AS reason, count(*)
         FROM {c_from} GROUP BY {kl} reason
     """
     # Checkpoints the group answered that the query above did not already count for it.

@@ -364,6 +364,8 @@ class Checkpoint(Base):
     file_edits: Mapped[int] = mapped_column(Integer, default=0)
     gate_audit: Mapped[bool] = mapped_column(Boolean, default=False)
     gate_reason: Mapped[str] = mapped_column(String(128))
+    # The reason without its particulars (GateDecision.code), what reports count decisions by.
+    gate_code: Mapped[str | None] = mapped_column(String(128), nullable=True)
     gated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     run_id: Mapped[int | None] = mapped_column(
         ForeignKey("runs.id", ondelete="SET NULL"), index=True
