@@ -194,9 +194,12 @@ def session_dir(root: str, agent: str, session: str) -> str:
 
 def _append(path: str, line: bytes) -> int:
     """Append one line; return the file's size before it (the line's offset)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         offset = os.lseek(fd, 0, os.SEEK_END)
+        if offset and os.pread(fd, 1, offset - 1) != b"\n":
+            # A last line cut short (a crash, a full disk) must not swallow this one.
+            offset += os.write(fd, b"\n")
         os.write(fd, line)
         return offset
     finally:

@@ -26,6 +26,7 @@ recorded exactly as `auditor run` records it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -119,9 +120,44 @@ class Worker:
     def _load_state(self) -> tuple[int, list[str]]:
         try:
             state = json.loads(Path(self._path("worker.state")).read_text())
-            return int(state["offset"]), [str(t) for t in state.get("corrected", [])]
-        except (OSError, ValueError, KeyError, TypeError):
+            offset, corrected = int(state["offset"]), [str(t) for t in state["corrected"]]
+        except FileNotFoundError:
             return 0, []
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self._set_aside("worker.state", f"unreadable ({type(exc).__name__}: {exc})")
+            return 0, []
+        try:
+            size = os.path.getsize(self._path(live.EVENTS))
+        except OSError:
+            size = 0
+        if offset > size:  # the events were cut or replaced: what is there now is unread
+            self.log(f"worker.state: offset {offset} past the events' end ({size}): from 0")
+            offset = 0
+        return offset, corrected
+
+    # A damaged spool file (cut short by a full disk or a crash, edited by hand) is moved to
+    # DIR/damaged with a line in the worker's log, so that the rest of the session goes on.
+    ENTRY_KEYS = ("verdict_id", "checkpoint_id", "thread_id", "thread", "message", "checkpoint")
+
+    def _set_aside(self, name: str, why: str) -> None:
+        os.makedirs(self._path("damaged"), exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(self._path(name), self._path("damaged", name.replace(os.sep, "-")))
+            self.log(f"{name}: set aside in damaged/: {why}")
+
+    def _entry(self, where: str, name: str) -> dict | None:
+        """The correction in `where/name`, or None (a damaged one set aside)."""
+        try:
+            entry = json.loads(Path(self._path(where, name)).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            self._set_aside(os.path.join(where, name), f"not JSON ({exc})")
+            return None
+        if not isinstance(entry, dict) or any(k not in entry for k in self.ENTRY_KEYS):
+            self._set_aside(os.path.join(where, name), "not a correction (fields missing)")
+            return None
+        return entry
 
     def _save_state(self) -> None:
         """Persist how far the events are handled (before any audit still under way, so that
@@ -173,9 +209,8 @@ class Worker:
                 continue
             for name in names:
                 path = self._path(where, name)
-                try:
-                    entry = json.loads(Path(path).read_text())
-                except (OSError, ValueError):
+                entry = self._entry(where, name)
+                if entry is None:
                     continue
                 event = name.rsplit(".", 2)[-2] if name.count(".") >= 2 else "?"
                 self._record_injection(entry, status, event)
@@ -380,9 +415,8 @@ class Worker:
         except FileNotFoundError:
             return False
         for name in names:
-            try:
-                entry = json.loads(Path(self._path("outbox", name)).read_text())
-            except (OSError, ValueError):
+            entry = self._entry("outbox", name)
+            if entry is None:
                 continue
             if entry.get("thread") == thread_native:
                 return True
@@ -484,7 +518,8 @@ class Worker:
             held = inject._guard(conn, c, turn_key, wrote_after, self.options.max_corrections)
             if held is None and live.prompt_since(self.sdir, audit.offset):
                 held = "user-wrote-again: the user wrote while the observer thought"
-            if held is None and any(n.endswith(".json") for n in os.listdir(outbox)):
+            waiting = [n for n in os.listdir(outbox) if n.endswith(".json")]
+            if held is None and any(self._entry("outbox", n) is not None for n in waiting):
                 held = "one-per-gap: a correction is already waiting to go out"
             if held:
                 inject._record(conn, c, self.injector_name, inject.SKIPPED, turn_key, error=held)
