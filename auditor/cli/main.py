@@ -64,6 +64,11 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
     help="The machine the files are on, for a store several machines share "
     "(default: $AUDITOR_SOURCE, else the host name). The same path from two sources is two files.",
 )
+@click.option(
+    "--include-forgotten",
+    is_flag=True,
+    help="Bring back the threads `auditor forget` removed: their files are read again.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only errors.")
 @pass_ctx
@@ -72,6 +77,7 @@ def ingest(
     paths: tuple[str, ...],
     format_name: str | None,
     source: str | None,
+    include_forgotten: bool,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -87,7 +93,9 @@ def ingest(
 
     engine, plugins = ctx.engine, ctx.plugins
     with ingest_progress(enabled=not (as_json or quiet)) as progress:
-        summary = run_ingest(engine, plugins, paths, format_name, progress, source)
+        summary = run_ingest(
+            engine, plugins, paths, format_name, progress, source, include_forgotten
+        )
     if as_json:
         echo_json(summary.as_dict())
     else:
@@ -157,6 +165,40 @@ def threads(
         hint = empty_store_hint(ctx.engine)
         if hint or not as_json:
             click.echo(hint or "No thread matches these filters.", err=True)
+
+
+@cli.command()
+@click.argument("thread", required=False)
+@click.option("--project", metavar="TEXT", help="Every thread whose project path contains TEXT.")
+@click.option("--agent", metavar="NAME", help="Every thread of this agent.")
+@click.option(
+    "--samples", is_flag=True, help="The sample transcripts shipped with auditor (data/samples)."
+)
+@pass_ctx
+def forget(
+    ctx: Context, thread: str | None, project: str | None, agent: str | None, samples: bool
+) -> None:
+    """Remove THREAD (with its sub-agents), or every thread of --project, --agent or --samples,
+    from the store: messages, usage, checkpoints, verdicts. A tombstone keeps each out of later
+    ingests; `auditor ingest --include-forgotten PATHS` brings them back."""
+    from ..store.forget import forget as forget_threads
+    from ..store.forget import select_threads
+    from ..store.threads import find_thread
+
+    if not (thread or project or agent or samples):
+        raise click.UsageError("say what to forget: give THREAD, --project, --agent or --samples")
+    ids = [find_thread(ctx.engine, thread).id] if thread else []
+    chosen = select_threads(
+        ctx.engine, thread_ids=ids, project=project, agent=agent, samples=samples
+    )
+    if not chosen:
+        click.echo("No thread matches: nothing forgotten.", err=True)
+        return
+    done = forget_threads(ctx.engine, chosen)
+    click.echo(
+        f"forgot {done.threads} thread{'s' if done.threads != 1 else ''} ({done.messages} "
+        "messages); `auditor ingest --include-forgotten PATHS` brings them back"
+    )
 
 
 @cli.command()

@@ -124,9 +124,18 @@ class Ingester:
         plugins: Plugins,
         format_name: str | None = None,
         source: str | None = None,
+        include_forgotten: bool = False,
     ):
         self.engine = engine
         self.source = source or default_source()
+        from ..store import forget
+
+        # Threads `auditor forget` removed stay out, sub-agents of a forgotten session too;
+        # unless asked, when their files are read again from the start.
+        with engine.begin() as conn:
+            if include_forgotten:
+                forget.remember_again(conn)
+            self._forgotten = forget.tombstones(conn)
         self.plugins = plugins
         self.forced = plugins.format(format_name) if format_name else None
         # Formats with a lower `detect_priority` are tried first; generic ones set it high.
@@ -397,6 +406,15 @@ class Ingester:
         self._thread_stmts[cache_key] = stmt
         return stmt
 
+    def _is_forgotten(self, agent: str, rec) -> bool:
+        native = rec.native_id if isinstance(rec, ThreadInfo) else getattr(rec, "thread", None)
+        if not isinstance(native, str):
+            return False
+        return (agent, native) in self._forgotten or (
+            agent,
+            native.split("/", 1)[0],
+        ) in self._forgotten
+
     def _thread_id(
         self, conn: Connection, agent: str, info: ThreadInfo | None, native_id: str, file_id: int
     ) -> int:
@@ -504,6 +522,8 @@ class Ingester:
                         errors.append((spath, rec.line, rec.message))
                     else:
                         extra_errors += 1
+                    continue
+                if self._forgotten and self._is_forgotten(fmt.agent, rec):
                     continue
                 try:
                     if isinstance(rec, Message):
@@ -643,13 +663,16 @@ def ingest(
     format_name: str | None = None,
     progress: Callable[[FileResult], None] | None = None,
     source: str | None = None,
+    include_forgotten: bool = False,
 ) -> IngestSummary:
     """Ingest `paths` (files or directories) and return what happened.
 
-    `source` names the machine the files are on (default: `default_source()`)."""
+    `source` names the machine the files are on (default: `default_source()`). Threads
+    `auditor forget` removed are left out, unless `include_forgotten`."""
     if format_name is not None and format_name not in plugins.formats():
         plugins.format(format_name)  # raises UnknownName with the list
-    return Ingester(engine, plugins, format_name, source).run(paths, progress)
+    ingester = Ingester(engine, plugins, format_name, source, include_forgotten)
+    return ingester.run(paths, progress)
 
 
 __all__ = ["FileResult", "FormatError", "IngestSummary", "Ingester", "ingest"]

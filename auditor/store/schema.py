@@ -309,6 +309,20 @@ class PriceRate(Base):
     cache_write: Mapped[str | None] = mapped_column(Text)
 
 
+class ForgottenThread(Base):
+    """A thread `auditor forget` removed: ingest leaves its records out from then on, unless
+    `ingest --include-forgotten`, which reads `files` (source_files ids it came from) again."""
+
+    __tablename__ = "forgotten_threads"
+    __table_args__ = (UniqueConstraint("agent", "native_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    agent: Mapped[str] = mapped_column(String(32))
+    native_id: Mapped[str] = mapped_column(String(255))
+    files: Mapped[list | None] = mapped_column(JSON)
+    forgotten_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class IngestError(Base):
     """Something that could not be read, with where it was."""
 
