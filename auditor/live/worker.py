@@ -45,6 +45,9 @@ POLL = 0.05  # seconds between looks at the spool
 WATCH = 0.05  # seconds between looks at a transcript the worker waits on
 IDLE = 120.0  # seconds without an event before the worker exits
 LAG = 5.0  # at most, seconds to wait for the transcript to hold what a hook event names
+# A worker's lifetime has a ceiling: past it the worker finishes its audit under way and exits
+# (the session's next hook event starts a new one), so nothing it holds lives for days.
+LIFETIME = float(os.environ.get("AUDITOR_WORKER_LIFETIME") or 4 * 3600)
 
 
 @dataclass
@@ -316,9 +319,19 @@ class Worker:
                 a.task.cancel()
 
     # -- one audit ------------------------------------------------------------------------
+    def _audit_ceiling(self) -> float:
+        """The longest one audit may take: the wait for the transcript, the observer's call
+        with its retries (as `Auditor._call` bounds it), and room for the store."""
+        return self.options.lag + self.options.deadline * 4 + 60
+
     async def _audit(self, thread: str, t: _Thread, audit: _Audit) -> None:
+        ceiling = self._audit_ceiling()
         try:
-            await self._audit_inner(thread, t, audit)
+            await asyncio.wait_for(self._audit_inner(thread, t, audit), ceiling)
+        except TimeoutError:
+            self.log(f"audit at {audit.event.get('hook_event_name')}: given up after {ceiling:g} s")
+            audit.why = f"no end within {ceiling:g} s"
+            self._record_cancel(audit)
         except asyncio.CancelledError:
             self._record_cancel(audit)
         except Exception as exc:  # noqa: BLE001 - one failed audit must not end the worker
@@ -552,7 +565,10 @@ class Worker:
 
     async def serve(self) -> None:
         self.warm_up()
+        born = time.monotonic()
         while True:
+            if not self.ending and time.monotonic() - born > LIFETIME:
+                self.ending = f"lifetime ceiling ({LIFETIME:g} s)"
             events = self._read_events()
             self.fold()  # first: a hand-over made at one of these events counts already
             if events:
