@@ -1,0 +1,343 @@
+"""What the live hooks cost as a session grows (issue 26), as ratios from one run.
+
+A long real Claude Code session from the corpus is replayed event by event: its transcript is
+written out line by line as Claude Code wrote it, and at each point where Claude Code runs its
+hooks the installed `auditor hook claude-code` command gets the event on stdin (a PostToolUse
+per tool result, a UserPromptSubmit per typed prompt, a Stop at each end of turn). The session's
+worker audits every tool round (every-inference mode, a gate that lets every round through)
+against a stand-in observer speaking Gemini's wire format on 127.0.0.1, which answers at once
+that nothing needs correcting. The replay waits for each event's audit before the next one, so
+that every event is audited and its cost is its own.
+
+Printed:
+- the worker's CPU per event (read from /proc between events) by tenth of the session's
+  events, and the last tenth as a ratio to the first (goal <= 1.5x); its resident memory at the
+  end of each tenth and its peak (goal: flat);
+- the total CPU of hooks and worker as a share of the session's own wall time (its first to its
+  last timestamp);
+- the hook's fast path (CPU and wall per event) against a bare `python -c pass` of the same
+  interpreter, measured between the same events (goal <= 1.5x).
+
+`--copies N` replays a replica: the session N times over under one session id, each copy's ids
+made its own, so the thread grows to N times the session (N=16 is ~50 MB and ~3,000 tool calls
+of the default session).
+
+    python benchmarks/live.py [--session FILE] [--copies 1] [--limit EVENTS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from helpers.wire import Reply, Stub, gemini_response  # noqa: E402 (found through sys.path above)
+
+SESSION = "claude-code/marot-spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+TICK = os.sysconf("SC_CLK_TCK")
+IDS = re.compile(rb'"(uuid|parentUuid|id|tool_use_id|requestId|messageId|leafUuid)":"([^"]+)"')
+
+
+def auditor_argv() -> list[str]:
+    script = Path(sys.executable).parent / "auditor"
+    return (
+        [str(script)]
+        if script.is_file()
+        else [sys.executable, "-c", "from auditor.cli.main import main; main()"]
+    )
+
+
+def replica(lines: list[bytes], copies: int) -> list[bytes]:
+    """The session `copies` times over; from the second copy on every id gets a suffix of its
+    own (the store knows a message by its id) and the copy hangs off the one before."""
+    out = list(lines)
+    tail_uuid = None
+    for rec in reversed(lines):
+        m = re.search(rb'"uuid":"([^"]+)"', rec)
+        if m:
+            tail_uuid = m.group(1)
+            break
+    last_uuid = tail_uuid
+    for k in range(1, copies):
+        suffix = f"-c{k}".encode()
+        first = True
+        for line in lines:
+            line = IDS.sub(rb'"\1":"\2' + suffix + rb'"', line)
+            if first and last_uuid and b'"parentUuid":null' in line:
+                line = line.replace(b'"parentUuid":null', b'"parentUuid":"%s"' % last_uuid, 1)
+                first = False
+            out.append(line)
+        if tail_uuid:
+            last_uuid = tail_uuid + suffix
+    return out
+
+
+def _typed_prompt(rec: dict) -> str | None:
+    """The text of a user message the user typed (not a tool result, not the client's own)."""
+    if rec.get("type") != "user" or rec.get("isMeta") or rec.get("isCompactSummary"):
+        return None
+    content = (rec.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content:
+        if any(b.get("type") == "tool_result" for b in content if isinstance(b, dict)):
+            return None
+        return " ".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return None
+
+
+def plan_events(lines: list[bytes]) -> list[tuple[int, str, dict]]:
+    """(lines written so far, hook event, its fields) in the order Claude Code runs the hooks."""
+    events: list[tuple[int, str, dict]] = []
+    recs = []
+    for line in lines:
+        try:
+            recs.append(json.loads(line))
+        except ValueError:
+            recs.append({})
+    last_text = None
+    for i, rec in enumerate(recs):
+        content = (rec.get("message") or {}).get("content")
+        prompt = _typed_prompt(rec)
+        if prompt is not None:
+            if last_text is not None:
+                events.append((i, "Stop", {"last_assistant_message": last_text}))
+                last_text = None
+            events.append((i + 1, "UserPromptSubmit", {"prompt": prompt}))
+            continue
+        if rec.get("type") == "assistant" and isinstance(content, list):
+            texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+            if any(t.strip() for t in texts):
+                last_text = "\n".join(texts)
+            elif any(b.get("type") == "tool_use" for b in content):
+                last_text = None
+        if rec.get("type") == "user" and isinstance(content, list):
+            for b in content:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    events.append((i + 1, "PostToolUse", {"tool_use_id": b.get("tool_use_id")}))
+    if last_text is not None:
+        events.append((len(recs), "Stop", {"last_assistant_message": last_text}))
+    return events
+
+
+def wall_span(lines: list[bytes]) -> float:
+    stamps = []
+    for line in lines:
+        m = re.search(rb'"timestamp":"([^"]+)"', line)
+        if m:
+            try:
+                stamps.append(datetime.fromisoformat(m.group(1).decode().replace("Z", "+00:00")))
+            except ValueError:
+                pass
+    return (max(stamps) - min(stamps)).total_seconds() if stamps else float("nan")
+
+
+def proc_cpu(pid: int) -> float:
+    """Seconds of CPU (user + system) process `pid` used so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def proc_mem(pid: int) -> tuple[int, int]:
+    """(resident, peak resident) kB of process `pid`."""
+    got = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                got[line.split(":")[0]] = int(line.split()[1])
+    return got.get("VmRSS", 0), got.get("VmHWM", 0)
+
+
+def worker_pid(sdir: Path) -> int | None:
+    try:
+        pid = int((sdir / "worker.lock").read_text().split()[0])
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def done_offset(sdir: Path, thread: str) -> int:
+    try:
+        return int(json.loads((sdir / "done.json").read_text()).get(thread, 0))
+    except (OSError, ValueError):
+        return 0
+
+
+def child_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def replay(lines: list[bytes], limit: int | None, work: Path) -> None:
+    session_id = json.loads(next(x for x in lines if b'"sessionId"' in x))["sessionId"]
+    events = plan_events(lines)
+    if limit:
+        events = events[:limit]
+    transcript = work / "projects" / "-home-u-proj" / f"{session_id}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_bytes(b"")
+    stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": ""})))
+    state = work / "state"
+    env = {
+        **os.environ,
+        "AUDITOR_DB": str(work / "a.db"),
+        "AUDITOR_STATE_DIR": str(state),
+        "AUDITOR_CONFIG": str(work / "none.toml"),
+        "AUDITOR_WORKER_IDLE": "600",
+        "GEMINI_API_KEY": "AIza-bench",
+        "HOME": str(work),
+    }
+    hook = auditor_argv() + [
+        "hook",
+        "claude-code",
+        "--observer",
+        "gemini",
+        "--base-url",
+        stub.url,
+        "--max-retries",
+        "0",
+        "--min-tool-calls",
+        "1",
+    ]
+    sdir = None
+    written = 0
+    rows = []  # per event: (kind, worker cpu s, rss kB, hook cpu s, hook wall s)
+    bare_cpu, bare_wall = [], []
+    pid = None
+    last_cpu = 0.0
+    began = time.monotonic()
+    with open(transcript, "ab") as out:
+        for n, (upto, name, extra) in enumerate(events):
+            if upto > written:
+                out.write(b"".join(lines[written:upto]))
+                out.flush()
+                written = upto
+            payload = {
+                "session_id": session_id,
+                "transcript_path": str(transcript),
+                "cwd": "/home/u/proj",
+                "permission_mode": "default",
+                "hook_event_name": name,
+                **extra,
+            }
+            if name == "PostToolUse":
+                payload.update(tool_name="Bash", tool_input={}, tool_response={})
+            if name == "Stop":
+                payload["stop_hook_active"] = False
+            before, t0 = child_cpu(), time.perf_counter()
+            subprocess.run(hook, input=json.dumps(payload), text=True, env=env, check=True)
+            hook_wall, hook_cpu = time.perf_counter() - t0, child_cpu() - before
+            if n % 10 == 0:  # the bare interpreter, between the same events
+                before, t0 = child_cpu(), time.perf_counter()
+                subprocess.run([sys.executable, "-c", "pass"], check=True)
+                bare_wall.append(time.perf_counter() - t0)
+                bare_cpu.append(child_cpu() - before)
+            if sdir is None:
+                sdir = next(state.rglob("events.jsonl")).parent
+            size = (sdir / "events.jsonl").stat().st_size
+            until = time.monotonic() + 60
+            if name in ("PostToolUse", "Stop"):
+                while done_offset(sdir, session_id) < size and time.monotonic() < until:
+                    time.sleep(0.02)
+            else:
+                time.sleep(0.1)  # the worker reads the prompt at its next look
+            now = worker_pid(sdir)
+            if now != pid:
+                pid, last_cpu = now, 0.0
+            cpu = proc_cpu(pid) if pid else 0.0
+            rss, peak = proc_mem(pid) if pid else (0, 0)
+            rows.append((name, cpu - last_cpu, rss, peak, hook_cpu, hook_wall))
+            last_cpu = cpu
+    took = time.monotonic() - began
+    calls = len(stub.log)
+    if pid:
+        os.kill(pid, 15)
+    stub.close()
+    report(lines[:written], transcript, rows, bare_cpu, bare_wall, calls, took)
+
+
+def report(lines, transcript, rows, bare_cpu, bare_wall, calls, took) -> None:
+    tools = sum(1 for r in rows if r[0] == "PostToolUse")
+    span = wall_span(lines)
+    print(
+        f"session: {transcript.stat().st_size / 1e6:.1f} MB, {len(lines)} lines, {len(rows)} hook "
+        f"events ({tools} PostToolUse), {calls} observer calls; replayed in {took:.0f} s; "
+        f"the session itself spans {span / 60:.0f} min"
+    )
+    # The first event starts the worker (interpreter, imports, the observer's SDK): a cost
+    # of the session, not of an event; the tenths are the events after it.
+    print(f"  first event (starts the worker): worker CPU {rows[0][1] * 1000:.0f} ms")
+    all_rows, rows = rows, rows[1:]
+    n = len(rows)
+    tenth = max(1, n // 10)
+    print("  tenth   events  worker CPU/event  RSS at end  peak RSS   hook CPU/event")
+    parts = [rows[i * tenth : (i + 1) * tenth if i < 9 else n] for i in range(10)]
+    means = []
+    for i, part in enumerate(parts):
+        if not part:
+            continue
+        cpu = statistics.fmean(r[1] for r in part) * 1000
+        means.append(cpu)
+        print(
+            f"  {i + 1:>5}  {len(part):>7}  {cpu:13.0f} ms  {part[-1][2] / 1024:7.1f} MB  "
+            f"{part[-1][3] / 1024:6.1f} MB  {statistics.fmean(r[4] for r in part) * 1000:10.0f} ms"
+        )
+    ratio = means[-1] / means[0] if means and means[0] else float("nan")
+    print(
+        f"  worker CPU per event, last tenth / first tenth: {ratio:.2f}x "
+        f"({'meets' if ratio <= 1.5 else 'misses'} the 1.5x goal)"
+    )
+    first_rss, last_rss = parts[0][-1][2], parts[-1][-1][2]
+    print(
+        f"  worker RSS, end of the last tenth / end of the first: {last_rss / first_rss:.2f}x; "
+        f"peak {rows[-1][3] / 1024:.1f} MB"
+    )
+    worker = sum(r[1] for r in all_rows)
+    hooks = sum(r[4] for r in all_rows)
+    print(
+        f"  CPU in all: worker {worker:.1f} s + hooks {hooks:.1f} s = {worker + hooks:.1f} s, "
+        f"{(worker + hooks) / span * 100:.2f}% of the session's {span / 60:.0f} min"
+    )
+    h_cpu = statistics.median(r[4] for r in all_rows)
+    h_wall = statistics.median(r[5] for r in all_rows)
+    b_cpu, b_wall = statistics.median(bare_cpu), statistics.median(bare_wall)
+    print(
+        f"  hook fast path, median per event: CPU {h_cpu * 1000:.0f} ms, wall "
+        f"{h_wall * 1000:.0f} ms; python -c pass: CPU {b_cpu * 1000:.0f} ms, wall "
+        f"{b_wall * 1000:.0f} ms; ratio CPU {h_cpu / b_cpu:.2f}x, wall {h_wall / b_wall:.2f}x "
+        f"({'meets' if h_cpu / b_cpu <= 1.5 else 'misses'} the 1.5x goal)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    default = Path(os.environ.get("AUDITOR_SHARED", ROOT.parent / "shared")) / "corpus" / SESSION
+    parser.add_argument("--session", type=Path, default=default)
+    parser.add_argument("--copies", type=int, default=1)
+    parser.add_argument("--limit", type=int, help="Replay only the first N events.")
+    args = parser.parse_args()
+    lines = replica(args.session.read_bytes().splitlines(keepends=True), args.copies)
+    with tempfile.TemporaryDirectory(prefix="auditor-live-bench-") as tmp:
+        replay(lines, args.limit, Path(tmp))
+    print(
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+        f"python {sys.version.split()[0]}"
+    )
+
+
+if __name__ == "__main__":
+    main()
