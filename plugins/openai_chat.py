@@ -65,6 +65,7 @@ DEFAULT_EDIT_TOOLS = (
     "replace_in_file",
     "write_to_file",
     "insert_code",
+    "text_editor",
 )
 EDITOR_COMMANDS = {"create", "str_replace", "insert", "undo_edit"}
 EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor"}
@@ -155,7 +156,7 @@ def _looks_like_messages(head: bytes, start: int, allow_empty: bool = True) -> b
     return "role" in keys and bool(_ROLE_AT.match(rest, keys["role"]))
 
 
-def _content_blocks(content: Any) -> list[Block]:
+def content_blocks(content: Any) -> list[Block]:
     if content is None:
         return []
     if isinstance(content, str):
@@ -190,7 +191,7 @@ def _loads_maybe(raw: Any) -> Any:
         return raw
 
 
-def _edit(name: str | None, args: Any, tools: set[str]) -> tuple[bool, list[str] | None]:
+def tool_edit(name: str | None, args: Any, tools: set[str]) -> tuple[bool, list[str] | None]:
     if not name:
         return False, None
     if name in SHELL_TOOLS and name not in tools:
@@ -376,14 +377,14 @@ class OpenAIChatFormat:
         if role == TOOL:
             call_id = msg.get("tool_call_id") or state.get("last_function_call")
             text = "\n\n".join(
-                b.text or "" for b in _content_blocks(msg.get("content")) if b.kind == "text"
+                b.text or "" for b in content_blocks(msg.get("content")) if b.kind == "text"
             )
             blocks.append(
                 Block("tool_result", text=text, tool_use_id=call_id, is_error=msg.get("is_error"))
             )
             source = SOURCE_TOOL_RESULT
         else:
-            blocks += _content_blocks(msg.get("content"))
+            blocks += content_blocks(msg.get("content"))
             source = {USER: SOURCE_TYPED, SYSTEM: SOURCE_META, ASSISTANT: SOURCE_AGENT}[role]
             calls = c if isinstance(c := msg.get("tool_calls"), list) else []
             for n, call in enumerate(calls):
@@ -398,7 +399,7 @@ class OpenAIChatFormat:
                     tool_use_id=str(call.get("id") or f"{native}:{n}"),
                     tool_input=args,
                 )
-                block.is_file_edit, block.edited_paths = _edit(name, args, tools)
+                block.is_file_edit, block.edited_paths = tool_edit(name, args, tools)
                 blocks.append(block)
             legacy = msg.get("function_call")
             if isinstance(legacy, dict) and legacy.get("name"):
@@ -408,7 +409,7 @@ class OpenAIChatFormat:
                 block = Block(
                     "tool_use", tool_name=legacy["name"], tool_use_id=call_id, tool_input=args
                 )
-                block.is_file_edit, block.edited_paths = _edit(legacy["name"], args, tools)
+                block.is_file_edit, block.edited_paths = tool_edit(legacy["name"], args, tools)
                 blocks.append(block)
         key = None
         usage = _usage(thread, f"msg:{native}", msg.get("usage"), model, ts)
