@@ -13,6 +13,7 @@ the reasoning share of the output, kept for information.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -194,6 +195,22 @@ def parse_time(value: Any) -> datetime | None:
     return dt.astimezone(UTC)
 
 
+LINE_LIMIT = 64 << 20  # bytes of one JSON line read into memory, at most
+
+
+def _skip_line(fh) -> int:
+    """Move `fh` past the rest of the current line (its newline included), reading 1 MB at a
+    time; return how many bytes that was."""
+    skipped = 0
+    while chunk := fh.read(1 << 20):
+        end = chunk.find(b"\n")
+        if end >= 0:
+            fh.seek(end + 1 - len(chunk), os.SEEK_CUR)
+            return skipped + end + 1
+        skipped += len(chunk)
+    return skipped
+
+
 def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem]:
     """Yield `(line_number, object)` for each JSON line from `cursor`, or a `Problem`.
 
@@ -205,8 +222,16 @@ def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem
     with open(path, "rb") as fh:
         fh.seek(cursor.offset)
         line_no = cursor.line
-        for raw in fh:
+        while raw := fh.readline(LINE_LIMIT + 1):
             line_no += 1
+            if len(raw) > LINE_LIMIT and not raw.endswith(b"\n"):
+                # Never held whole: a line this long is no agent's record (a file of NUL bytes,
+                # a dump gone wrong); it is passed over in chunks and reported.
+                size = len(raw) + _skip_line(fh)
+                cursor.offset += size
+                cursor.line = line_no
+                yield Problem(f"line over {LINE_LIMIT >> 20} MB ({size:,} bytes): skipped", line_no)
+                continue
             complete = raw.endswith(b"\n")
             body = raw.strip()
             if line_no == 1:
