@@ -7,10 +7,11 @@ command, as the agents run it.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.live import run_cli
+from helpers.live import auditor_argv, run_cli
 
 from auditor.live.fast_path import FIELD_KEPT, state_root
 
@@ -60,3 +61,22 @@ def test_a_huge_field_is_cut_and_a_huge_input_ignored(tmp_path):
     said = hook(too_big)
     assert "the hook input is over 64 MB: ignored" in said
     assert events.stat().st_size < 2 * (FIELD_KEPT + 2_000)
+
+
+@pytest.mark.parametrize(
+    "raw_id", [b"s\xff\xfe1", b"s\\ud8001"], ids=["invalid-utf8", "lone-surrogate"]
+)
+def test_a_session_id_that_is_no_valid_text_is_still_recorded(tmp_path, raw_id):
+    body = json.dumps(event(tmp_path, session_id="SESSION")).encode()
+    done = subprocess.run(
+        [*auditor_argv(), "hook", "claude-code", "--verbose"],
+        input=body.replace(b"SESSION", raw_id),  # bytes, as the agent writes them
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    said = done.stderr.decode()
+    assert "recorded" in said, said
+    [events] = list(Path(state_root()).rglob("events.jsonl"))
+    recorded = json.loads(events.read_text())
+    recorded["thread"].encode("utf-8")  # storable as the thread's id

@@ -421,6 +421,9 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
         return "", f"ignored: the hook input on stdin is not JSON ({exc})", {}
     if not isinstance(data, dict) or not data.get("session_id"):
         return "", "ignored: the hook input has no session_id", {}
+    # A session id that is no valid text (a lone surrogate escaped in the JSON) could not be
+    # written to the store later: its bad characters become `?` here, once.
+    data["session_id"] = str(data["session_id"]).encode("utf-8", "replace").decode()
     for key in ("transcript_path", "agent_transcript_path"):
         path = data.get(key)
         if path is not None and not _looks_like_transcript(path):
