@@ -180,6 +180,7 @@ OWN_FILES = {
     "gemini-stream": "gemini-cli/metaphi-figma-eval-49bdd49a/transcript.stream.jsonl",
     "openai": "swe-agent/mini-swe-agent/github_issue.traj.json",
     "inspect-ai": "inspect-ai/UKGovernmentBEIS-inspect_ai/2025-05-12T20-27-36-04-00_browser.json",
+    "openhands": "openhands/All-Hands-AI-OpenHands/basic.json",
 }
 # Formats the corpus has no file of: a sample of our own (data/samples).
 SAMPLE_FILES = {
