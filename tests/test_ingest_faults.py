@@ -181,6 +181,7 @@ OWN_FILES = {
     "openai": "swe-agent/mini-swe-agent/github_issue.traj.json",
     "inspect-ai": "inspect-ai/UKGovernmentBEIS-inspect_ai/2025-05-12T20-27-36-04-00_browser.json",
     "openhands": "openhands/All-Hands-AI-OpenHands/basic.json",
+    "swe-agent": "swe-agent/SWE-agent/gpt4__swe-agent__test-repo-i1.traj",
 }
 # Formats the corpus has no file of: a sample of our own (data/samples).
 SAMPLE_FILES = {

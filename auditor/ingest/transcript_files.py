@@ -13,7 +13,7 @@ import orjson
 HEAD_BYTES = 64 * 1024  # what format detection reads of a file
 FINGERPRINT_BYTES = 4096
 # In a directory walk, only files with these suffixes are considered.
-TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".eval")
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".eval", ".traj")
 
 
 def iter_files(
