@@ -285,8 +285,10 @@ class EmbeddedObserver:
     name = "embedded"
     default_model = DEFAULT_MODEL
     description = "Gemma 3 270M in-process via llama-cpp-python; free, offline, toy verdicts"
+    # Gemma is Google's model, whatever machine it runs on: it shares Gemini's blind spots, so
+    # it is not "another vendor" for a Gemini CLI thread.
     needs = ObserverNeeds(
-        vendor="local",
+        vendor="google",
         offline=True,
         caveat="the offline embedded model's verdicts are for trying the pipeline",
     )

@@ -95,5 +95,5 @@ def test_the_built_in_observers_declare_their_vendors():
         "gemini": "google",
         "claude": "anthropic",
         "local": "local",
-        "embedded": "local",
+        "embedded": "google",  # Gemma: run offline, but Google's model
     }

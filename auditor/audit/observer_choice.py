@@ -9,7 +9,7 @@ now, the first in this order whose vendor is not the agent's is chosen:
 1. its API key is set (one of `key_env`) and `check()` finds nothing missing: gemini, claude;
 2. it is an agent CLI (`login`) that `check()` finds installed and logged in: gemini-cli,
    claude-cli, codex-cli;
-3. it runs on this machine (`offline`): the embedded model;
+3. it runs on this machine (`offline`): the embedded model (Gemma, so Google's vendor);
 
 within each step by `rank` (Google's first: its CLI's Google login has a free tier). Observers
 that declare no `needs` (a plugin's) are used only when named, or as the only one installed;
@@ -191,7 +191,9 @@ def plan_agents(
     """Choose per agent: the agents each chosen observer audits, and the refused agents with
     the reason."""
     ready = ready or Readiness(plugins)
-    groups: dict[Choice, list[str]] = {}
+    # One audit per observer: agents that get the same observer share it, even where the why
+    # differs (an agent of no known vendor is not told "another vendor than the agent's").
+    by_observer: dict[tuple[str, bool], tuple[Choice, list[str]]] = {}
     refused: dict[str, str] = {}
     for agent in sorted(set(agents)):
         try:
@@ -199,5 +201,9 @@ def plan_agents(
         except SameVendorOnly as exc:
             refused[agent] = str(exc)
             continue
-        groups.setdefault(choice, []).append(agent)
-    return groups, refused
+        key = (choice.observer, choice.same_vendor)
+        kept, who = by_observer.setdefault(key, (choice, []))
+        if len(choice.why) > len(kept.why):
+            by_observer[key] = (choice, who)
+        who.append(agent)
+    return {choice: who for choice, who in by_observer.values()}, refused

@@ -89,9 +89,14 @@ def _combine(name: str, values: list[Any]) -> Any:
         return any(values)
     if isinstance(first, bool):
         return any(values)
-    if isinstance(first, (int, float)) or first is None and name == "est_cost_usd":
-        known = [v for v in values if v is not None]
-        return sum(known) if known else None
+    known = [v for v in values if v is not None]
+    if known and all(isinstance(v, (int, float)) for v in known):
+        # Optional figures (a dry run's estimates) may be None for one observer and a number
+        # for another. The audits run one after another, so times and costs add up; what one
+        # call takes, or how many run at once, is the largest of them.
+        if name in ("est_call_seconds", "est_at_once"):
+            return max(known)
+        return sum(known)
     if isinstance(first, list):
         return [item for v in values for item in v]
     if isinstance(first, dict):
