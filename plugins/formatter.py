@@ -39,6 +39,7 @@ full (to measure the cuts against). Every piece of text goes through
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Callable
@@ -174,7 +175,7 @@ def _render_call(block, result, level: Level, protected: bool, focus: tuple[str,
         parts.append(fence(body))
     if result is None:
         parts.append("Result: (none recorded)")
-    elif _USER_REPLY.search(result.text or ""):  # the user's own words: shown whole, as typed
+    elif _user_reply(result.text or ""):  # the user's own words: shown whole, as typed
         output = abbreviate(clean(result.text or ""), USER_REPLY_CHARS, NOTHING)
         state = " (error)" if result.is_error else ""
         parts.append(f"Result{state}:\n" + fence(output))
@@ -221,7 +222,19 @@ def _tool_key(block) -> str:
 def _failed(result) -> bool:
     if result is None:
         return False
-    return bool(result.is_error or FAILURE.search(result.text or ""))
+    return bool(result.is_error or _shows_failure(result.text or ""))
+
+
+# Each output is looked at again at every later checkpoint of its thread: what it shows is
+# found once.
+@functools.lru_cache(maxsize=16384)
+def _shows_failure(text: str) -> bool:
+    return FAILURE.search(text) is not None
+
+
+@functools.lru_cache(maxsize=16384)
+def _user_reply(text: str) -> bool:
+    return _USER_REPLY.search(text) is not None
 
 
 def _assistant_units(
@@ -238,7 +251,7 @@ def _assistant_units(
             unit.key, unit.failed = _tool_key(b), _failed(result)
             tool_input = b.tool_input if isinstance(b.tool_input, dict) else {}
             unit.acts = bool(b.is_file_edit or COMMAND_KEYS & tool_input.keys())
-            unit.replies = bool(result and _USER_REPLY.search(result.text or ""))
+            unit.replies = bool(result and _user_reply(result.text or ""))
             out.append(unit)
         elif b.kind == "image":
             out.append(Unit("### Assistant", i, _fixed("[image]"), final, late, kind=PROSE))

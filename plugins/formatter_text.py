@@ -9,10 +9,11 @@ structure. Everything here depends only on its input.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,25 +79,41 @@ _KEPT_LINE = 240  # a line kept for what it says is cut beyond this
 _NEIGHBOURS = 2  # lines kept on each side of a line the checkpoint is about
 
 
-def _matching_lines(lines: list[str], pattern: re.Pattern[str], taken: set[int]) -> list[int]:
-    """Return the numbers of the lines that match `pattern` and are not taken, last first."""
-    text = "\n".join(lines)
+# An output is shortened again at every checkpoint of its thread, at several detail levels and
+# with a focus that grows with the thread; which of its lines match a pattern depends on
+# neither, so it is found once per output (a long live session would otherwise search every
+# earlier output again at each new event).
+@functools.lru_cache(maxsize=16384)
+def _matching_lines(text: str, pattern: re.Pattern[str]) -> tuple[int, ...]:
+    """Return the numbers of the lines of `text` that match `pattern`, last first."""
     found: list[int] = []
     line_no, pos = 0, 0
     for m in pattern.finditer(text):
         line_no += text.count("\n", pos, m.start())
         pos = m.start()
-        if (not found or found[-1] != line_no) and line_no not in taken:
+        if not found or found[-1] != line_no:
             found.append(line_no)
-    return found[::-1]
+    return tuple(found[::-1])
 
 
 def _focus_lines(lines: list[str], focus: tuple[str, ...]) -> list[int]:
     """Return the lines that contain one of the `focus` strings, each with its neighbours."""
+    text = "\n".join(lines)
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    hits: set[int] = set()
+    for f in focus:
+        if "\n" in f:
+            continue  # no single line holds it
+        at = text.find(f)
+        while at >= 0:
+            i = bisect.bisect_right(starts, at) - 1
+            hits.add(i)
+            at = text.find(f, starts[i + 1]) if i + 1 < len(lines) else -1
     near: list[int] = []
-    for i, line in enumerate(lines):
-        if any(f in line for f in focus):
-            near += range(max(i - _NEIGHBOURS, 0), min(i + _NEIGHBOURS + 1, len(lines)))
+    for i in sorted(hits):
+        near += range(max(i - _NEIGHBOURS, 0), min(i + _NEIGHBOURS + 1, len(lines)))
     return list(dict.fromkeys(near))
 
 
@@ -130,11 +147,11 @@ def abbreviate(
     chosen: set[int] = set()
     budget = max(limit // 2, 120)
     first = (_DECISIVE, keep) if keep is FAILURE else (keep,)
-    groups = [_matching_lines(lines, pattern, chosen) for pattern in first]
+    groups: list[Sequence[int]] = [_matching_lines(text, pattern) for pattern in first]
     if focus:
         groups.append(_focus_lines(lines, focus))
     if keep is FAILURE:
-        groups += [_matching_lines(lines, pattern, chosen) for pattern in (_OUTCOME, _SUCCESS)]
+        groups += [_matching_lines(text, pattern) for pattern in (_OUTCOME, _SUCCESS)]
     for group in groups:
         for line_no in group:
             if line_no in chosen:

@@ -115,6 +115,9 @@ class Worker:
         self.done: dict[str, int] = {}
         self.ending = ""  # why the worker leaves before it is idle (SessionEnd, a new environment)
         self.env_mark = live.env_mark()
+        # Each thread's stored messages as last loaded: an event loads only the rows stored
+        # since (see `_messages`), so that its cost does not grow with the session.
+        self._loaded: dict[int, list] = {}
 
     # -- the spool ------------------------------------------------------------------------
     def _path(self, *parts: str) -> str:
@@ -444,7 +447,6 @@ class Worker:
         (`last_assistant_message`): the checkpoint is the end of turn, once the thread ends
         with that message. The file is read again only when it grew."""
         from ..audit.checkpoints import END_TURN, checkpoint_at, find_checkpoints
-        from ..store.threads import load_messages
 
         name = event.get("hook_event_name")
         began = time.monotonic()
@@ -458,7 +460,7 @@ class Worker:
                 self._ingest(path)
                 thread = self._thread(thread_native)
                 if thread is not None:
-                    messages = load_messages(self.engine, thread.id)
+                    messages = self._messages(thread.id)
                     cp = None
                     if name in live.STOPS:
                         cp = _end_of_turn(thread.id, messages, event, find_checkpoints, END_TURN)
@@ -477,11 +479,40 @@ class Worker:
             looks += 1
             await asyncio.sleep(WATCH)
 
+    def _messages(self, thread_id: int) -> list:
+        """The thread's stored messages, in order: those loaded before and the rows stored
+        since. Everything is loaded again when the earlier rows changed (a rewritten file is
+        read again under new row ids) or a new row sorts before the last one kept."""
+        from sqlalchemy import func, select
+
+        from ..store import schema as s
+        from ..store.threads import load_messages
+
+        kept = self._loaded.get(thread_id)
+        if kept:
+            m = s.Message
+            last_id = max(x.id for x in kept)
+            with self.engine.connect() as conn:
+                still = conn.execute(
+                    select(func.count()).where(m.thread_id == thread_id, m.id <= last_id)
+                ).scalar_one()
+            if still == len(kept):
+                new = load_messages(self.engine, thread_id, after_id=last_id)
+                if not new or new[0].seq >= kept[-1].seq:  # (seq, id) order: they come after
+                    kept = kept + new
+                    self._loaded[thread_id] = kept
+                    return kept
+        kept = load_messages(self.engine, thread_id)
+        self._loaded[thread_id] = kept
+        return kept
+
     def _ingest(self, path) -> None:
         from ..ingest.ingester import Ingester
 
         if isinstance(path, str) and path and os.path.isfile(path):
-            Ingester(self.engine, self.plugins, self.format_name).run([path])
+            done = Ingester(self.engine, self.plugins, self.format_name).run([path])
+            if done.rewritten or done.failed:
+                self._loaded.clear()  # rows were read again under new ids: load them whole
 
     def _thread(self, native_id: str):
         from sqlalchemy import select

@@ -1,0 +1,54 @@
+"""The session worker keeps each thread's messages between hook events and loads only the rows
+stored since (issue 26: an event's cost must not grow with the session). What it hands the
+audit must be exactly what loading the thread whole gives: as the transcript grows, and when a
+rewritten transcript is read again under new row ids."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.live import CC_SESSION, append_lines, copy_lines
+from sqlalchemy import select
+
+from auditor.audit.run_types import RunConfig
+from auditor.live.worker import Worker
+from auditor.store import schema as s
+from auditor.store.threads import load_messages
+
+pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
+
+
+def thread_id(engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(select(s.Thread.id).where(s.Thread.agent == "claude-code")).scalar_one()
+
+
+def test_worker_loads_a_growing_thread_the_same_as_a_whole_load(corpus, tmp_path, engine, plugins):
+    src = corpus / CC_SESSION
+    path = copy_lines(src, tmp_path / "s.jsonl", 10)
+    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
+    worker._ingest(str(path))
+    tid = thread_id(engine)
+    first = worker._messages(tid)
+    assert first == load_messages(engine, tid) and first
+    for start, stop in ((10, 20), (20, 29)):
+        append_lines(path, src, start, stop)
+        worker._ingest(str(path))
+        grown = worker._messages(tid)
+        assert grown == load_messages(engine, tid)
+        assert grown[: len(first)] == first and len(grown) > len(first)
+        first = grown
+
+
+def test_worker_reloads_a_thread_whose_transcript_was_rewritten(corpus, tmp_path, engine, plugins):
+    src = corpus / CC_SESSION
+    path = copy_lines(src, tmp_path / "s.jsonl", 20)
+    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
+    worker._ingest(str(path))
+    tid = thread_id(engine)
+    before = worker._messages(tid)
+    copy_lines(src, path, 12)  # the file rewritten shorter: read again from its start
+    append_lines(path, src, 14, 25)
+    worker._ingest(str(path))
+    after = worker._messages(tid)
+    assert after == load_messages(engine, tid)
+    assert [m.id for m in after] != [m.id for m in before]
