@@ -39,12 +39,20 @@ def test_there_is_exactly_one_head():
     assert len(script.get_heads()) == 1
 
 
+def _declared(obj, name, kind, reflected, compare_to) -> bool:
+    """Leave out the full-text index of `auditor search`: the migration makes it in each
+    store's own form (an FTS5 table and its shadow tables, a tsvector GIN index), which the
+    models cannot declare (see auditor.store.search)."""
+    return not (name or "").startswith(("search_fts", "ix_search_texts_body_tsv"))
+
+
+COMPARE = {"compare_type": True, "include_object": _declared}
+
+
 def test_models_match_migrations(tmp_path):
     engine = db.open_db(tmp_path / "m.db")
     with engine.connect() as conn:
-        diff = compare_metadata(
-            MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata
-        )
+        diff = compare_metadata(MigrationContext.configure(conn, opts=COMPARE), Base.metadata)
     assert diff == []
 
 
@@ -52,9 +60,7 @@ def test_models_match_migrations_on_postgresql(pg_server):
     url = pg_server.new_database(blank=True)
     engine = db.open_db(url)
     with engine.connect() as conn:
-        diff = compare_metadata(
-            MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata
-        )
+        diff = compare_metadata(MigrationContext.configure(conn, opts=COMPARE), Base.metadata)
     engine.dispose()
     assert diff == []
 

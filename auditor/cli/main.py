@@ -234,6 +234,69 @@ def show(ctx: Context, thread: str, full: bool, no_pager: bool, no_redact: bool)
 
 
 @cli.command()
+@click.argument("text", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--agent", metavar="NAME", help="Only threads of this agent.")
+@click.option("--project", metavar="TEXT", help="Only threads whose project path contains TEXT.")
+@click.option("--since", type=SINCE, help="Only messages since WHEN (ISO date, or 12h / 7d).")
+@click.option("--limit", type=int, default=20, show_default=True, help="Show at most N messages.")
+@row_formats
+@pass_ctx
+def search(
+    ctx: Context,
+    text: tuple[str, ...],
+    as_json: bool,
+    agent: str | None,
+    project: str | None,
+    since,
+    limit: int,
+) -> None:
+    """Find the messages and tool results holding every word of TEXT (whole words, any case),
+    newest first: thread, agent, time and the words around the match, secrets redacted.
+
+    Messages ingested since the last search are found too; forgotten threads are not.
+    """
+    from ..redact import shown
+    from ..store.search import search as search_store
+    from ..store.search import snippet
+    from ..store.threads import check_agent, short_ids
+    from .render import search_table
+
+    if agent:
+        check_agent(ctx.engine, agent, (f.agent for f in ctx.plugins.formats().values()))
+    query = " ".join(text)
+    hits = search_store(
+        ctx.engine, query, agent=agent, project=project, since=since, limit=max(limit, 0)
+    )
+    shorts = short_ids(ctx.engine, {h["native_id"] for h in hits})
+    clean = shown(True)  # secrets redacted in the whole text, before any of it is cut
+    words = query.split()
+    rows = [
+        {
+            "thread": shorts[h["native_id"]],
+            "thread_id": h["thread_id"],
+            "message_id": h["message_id"],
+            "agent": h["agent"],
+            "time": h["time"],
+            "role": h["role"],
+            "project": h["project"],
+            "snippet": snippet(clean(h["body"]), words),
+        }
+        for h in hits
+    ]
+    if as_json:
+        echo_json(rows)
+    elif rows:
+        search_table(rows)
+    if not rows and not as_json:
+        click.echo(
+            f"No message holds {query!r}"
+            + (" with these filters." if (agent or project or since) else "."),
+            err=True,
+        )
+
+
+@cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @row_formats
 @pass_ctx

@@ -159,6 +159,29 @@ def threads_table(rows: list[dict], wide: bool = False) -> None:
     console.print(f"{len(rows)} threads", style="dim")
 
 
+def search_table(rows: list[dict]) -> None:
+    """Search hits: thread, agent, time, role and the words around the match."""
+    cols = [
+        Col("thread", keep=True),
+        Col("agent", keep=True),
+        Col("time", keep=True),
+        Col("role", drop=5),
+        Col("match", cut="end", min=20, keep=True),
+    ]
+    lines = [
+        [
+            r["thread"],
+            r["agent"],
+            (r["time"] or "—").replace("T", " ")[:16],
+            r["role"],
+            r["snippet"],
+        ]
+        for r in rows
+    ]
+    print_table(console, cols, lines)
+    console.print(f"{len(rows)} messages", style="dim")
+
+
 def checkpoints_table(rows: list[dict]) -> None:
     """A thread's checkpoints: the message id `prompt --at` takes, the gate, the verdicts."""
     # Message ids whole: they are there to be copied into `prompt --at`.

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, StatementError
 
 from ..errors import FormatError
 from ..model import BOM, Cursor, Message, Problem, Reread, ThreadInfo, Usage
-from ..store import events
+from ..store import events, search
 from ..store import schema as s
 from ..store.db import upsert, utcnow
 from . import guidance
@@ -629,6 +629,7 @@ class Ingester:
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             refresh_threads(conn, chunk)
+            search.index_new(conn, chunk)  # what they gained, found by `auditor search` now
             # Their cost rollups are stale, and so are their subagents' (whose calls are
             # told apart from the parent's by comparing with it).
             t = s.Thread.__table__

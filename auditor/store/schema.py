@@ -323,6 +323,21 @@ class ForgottenThread(Base):
     forgotten_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class SearchText(Base):
+    """A message's searchable text (its text blocks and tool results), for `auditor search`.
+
+    The full-text index over `body` is the store's own (see `auditor.store.search`): made by the
+    migration, not declared here, as SQLAlchemy has no form for an FTS5 table.
+    """
+
+    __tablename__ = "search_texts"
+
+    message_id: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    body: Mapped[str] = mapped_column(Text)
+
+
 class IngestError(Base):
     """Something that could not be read, with where it was."""
 

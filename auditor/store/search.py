@@ -1,0 +1,133 @@
+"""Full-text search over stored transcripts: what was said and what tools answered.
+
+Each message's searchable text (its text blocks and its tool results) is kept in
+`search_texts`, one row per message, written after each ingest for the threads it touched and
+caught up before each search (so a store filled before this table existed, or by the live
+hooks, is searchable too). A message whose thread is forgotten goes with it through the
+foreign key's cascade. Each store indexes the rows its own way, made by the migration:
+SQLite an FTS5 table over `search_texts` kept in step by triggers, PostgreSQL a GIN index on
+`to_tsvector('simple', body)`. Both match whole words, any case, every word of the query.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, func, select, text
+
+from . import schema as s
+
+CHUNK = 500
+
+
+def searchable(blocks: list | None) -> str:
+    """The text of a message worth searching: its text blocks and tool results, in order."""
+    parts = []
+    for b in blocks or []:
+        if b.get("kind") in ("text", "tool_result") and b.get("text"):
+            parts.append(b["text"])
+    return "\n".join(parts)
+
+
+def index_new(conn: Connection, thread_ids: list[int] | None = None) -> int:
+    """Add the messages not indexed yet (of `thread_ids`, or all); return how many."""
+    m, st = s.Message, s.SearchText
+    q = (
+        select(m.id, m.blocks)
+        .outerjoin(st, st.message_id == m.id)
+        .where(st.message_id.is_(None))
+        .order_by(m.id)
+    )
+    if thread_ids is not None:
+        q = q.where(m.thread_id.in_(thread_ids))
+    added = 0
+    rows = conn.execute(q).all()
+    for start in range(0, len(rows), CHUNK):
+        chunk = [
+            {"message_id": r.id, "body": searchable(r.blocks)} for r in rows[start : start + CHUNK]
+        ]
+        conn.execute(st.__table__.insert(), chunk)
+        added += len(chunk)
+    return added
+
+
+def _fts_query(words: list[str]) -> str:
+    """The words as FTS5 phrases (each quoted, so `-`, `:` or `AND` are plain text)."""
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def search(
+    engine: Engine,
+    query: str,
+    *,
+    agent: str | None = None,
+    project: str | None = None,
+    since: datetime | None = None,
+    limit: int | None = 20,
+) -> list[dict[str, Any]]:
+    """Return the messages holding every word of `query`, newest first, with their thread,
+    agent, time, role and text (unredacted: the caller redacts what it shows)."""
+    words = query.split()
+    if not words:
+        return []
+    m, t, st = s.Message, s.Thread, s.SearchText
+    with engine.begin() as conn:
+        index_new(conn)
+        q = select(
+            m.id,
+            m.role,
+            m.timestamp,
+            t.id.label("thread_id"),
+            t.native_id,
+            t.agent,
+            t.cwd,
+            st.body,
+        ).select_from(st.__table__.join(m, m.id == st.message_id).join(t, t.id == m.thread_id))
+        if conn.dialect.name == "sqlite":
+            hits = text("SELECT rowid FROM search_fts WHERE search_fts MATCH :q").bindparams(
+                q=_fts_query(words)
+            )
+            q = q.where(st.message_id.in_(hits.columns(rowid=st.message_id.type)))
+        else:
+            tsq = func.plainto_tsquery("simple", " ".join(words))
+            q = q.where(func.to_tsvector("simple", st.body).op("@@")(tsq))
+        if agent:
+            q = q.where(t.agent == agent)
+        if project:
+            q = q.where(func.lower(t.cwd).contains(project.lower(), autoescape=True))
+        if since is not None:
+            at = since.astimezone(UTC).replace(tzinfo=None) if since.tzinfo else since
+            q = q.where(m.timestamp >= at)
+        q = q.order_by(m.timestamp.desc().nulls_last(), m.id.desc())
+        if limit is not None:
+            q = q.limit(limit)
+        rows = conn.execute(q).all()
+    return [
+        {
+            "message_id": r.id,
+            "thread_id": r.thread_id,
+            "native_id": r.native_id,
+            "agent": r.agent,
+            "project": r.cwd,
+            "role": r.role,
+            "time": r.timestamp.replace(tzinfo=UTC).isoformat() if r.timestamp else None,
+            "body": r.body,
+        }
+        for r in rows
+    ]
+
+
+def snippet(body: str, words: list[str], width: int = 120) -> str:
+    """About `width` characters of `body` around the first of `words` found, on one line."""
+    flat = " ".join(body.split())
+    found = [
+        hit.start()
+        for w in words
+        if (hit := re.search(r"(?<!\w)" + re.escape(w), flat, re.IGNORECASE))
+    ]
+    at = min(found, default=0)
+    start = max(0, at - width // 3)
+    end = start + width
+    return ("…" if start else "") + flat[start:end].strip() + ("…" if end < len(flat) else "")
