@@ -114,3 +114,11 @@ def test_nothing_found_is_said_in_one_line(transcripts):
     assert result.stdout == ""
     assert result.stderr.strip().splitlines() == ["No message holds 'zeppelin'."]
     assert hits("zeppelin") == []
+
+
+@pytest.mark.sqlite_only
+def test_the_snippet_is_around_the_whole_word_matched():
+    from auditor.store.search import snippet
+
+    body = "Currencies are listed first. " + "filler " * 40 + "Then the currency option."
+    assert snippet(body, ["currency"], width=40) == "…Then the currency option."

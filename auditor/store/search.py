@@ -120,14 +120,17 @@ def search(
 
 
 def snippet(body: str, words: list[str], width: int = 120) -> str:
-    """About `width` characters of `body` around the first of `words` found, on one line."""
+    """About `width` characters of `body` around the first of `words` found as a whole word
+    (as the index matches them), on one line."""
     flat = " ".join(body.split())
     found = [
         hit.start()
         for w in words
-        if (hit := re.search(r"(?<!\w)" + re.escape(w), flat, re.IGNORECASE))
+        if (hit := re.search(rf"(?<!\w){re.escape(w)}(?!\w)", flat, re.IGNORECASE))
     ]
     at = min(found, default=0)
     start = max(0, at - width // 3)
+    if start and flat[start - 1] != " ":  # begin at a whole word
+        start = flat.find(" ", start, at) + 1 or start
     end = start + width
     return ("…" if start else "") + flat[start:end].strip() + ("…" if end < len(flat) else "")
