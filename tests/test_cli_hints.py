@@ -61,7 +61,7 @@ def test_an_unknown_agent_is_an_error_listing_the_agents(engine):
     assert result.exit_code == 2
     assert result.output == (
         "Error: 'claude' is not a known agent. "
-        "Available: amp, claude-code, codex, gemini-cli, openai\n"
+        "Available: amp, claude-code, codex, gemini-cli, inspect-ai, openai, openhands, swe-agent\n"
     )
 
 
