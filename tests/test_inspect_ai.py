@@ -15,7 +15,7 @@ from auditor.ingest.ingester import ingest
 from auditor.store.threads import load_messages
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "data" / "samples" / "inspect-ai-log.json"
+SAMPLE = ROOT / "data" / "formats" / "inspect-ai-log.json"
 LOGS = "inspect-ai/UKGovernmentBEIS-inspect_ai"
 
 

@@ -14,7 +14,7 @@ from auditor.ingest.ingester import ingest
 from auditor.store.threads import load_messages
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "data" / "samples" / "openhands-trajectory.json"
+SAMPLE = ROOT / "data" / "formats" / "openhands-trajectory.json"
 TRAJS = "openhands/All-Hands-AI-OpenHands"
 
 

@@ -14,7 +14,7 @@ from auditor.ingest.ingester import ingest
 from auditor.store.threads import load_messages
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "data" / "samples" / "swe-agent-greet.traj"
+SAMPLE = ROOT / "data" / "formats" / "swe-agent-greet.traj"
 TRAJS = "swe-agent/SWE-agent"
 
 
