@@ -182,7 +182,7 @@ def child_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def replay(lines: list[bytes], limit: int | None, work: Path) -> None:
+def replay(lines: list[bytes], limit: int | None, work: Path, copies: int = 1) -> None:
     session_id = json.loads(next(x for x in lines if b'"sessionId"' in x))["sessionId"]
     events = plan_events(lines)
     if limit:
@@ -267,12 +267,13 @@ def replay(lines: list[bytes], limit: int | None, work: Path) -> None:
     if pid:
         os.kill(pid, 15)
     stub.close()
-    report(lines[:written], transcript, rows, bare_cpu, bare_wall, calls, took)
+    report(lines[:written], transcript, rows, bare_cpu, bare_wall, calls, took, copies)
 
 
-def report(lines, transcript, rows, bare_cpu, bare_wall, calls, took) -> None:
+def report(lines, transcript, rows, bare_cpu, bare_wall, calls, took, copies=1) -> None:
     tools = sum(1 for r in rows if r[0] == "PostToolUse")
-    span = wall_span(lines)
+    # A replica repeats the session's timestamps: it lasts its copies end to end.
+    span = wall_span(lines[: len(lines) // copies or None]) * copies
     print(
         f"session: {transcript.stat().st_size / 1e6:.1f} MB, {len(lines)} lines, {len(rows)} hook "
         f"events ({tools} PostToolUse), {calls} observer calls; replayed in {took:.0f} s; "
@@ -335,7 +336,7 @@ def main() -> None:
     args = parser.parse_args()
     lines = replica(args.session.read_bytes().splitlines(keepends=True), args.copies)
     with tempfile.TemporaryDirectory(prefix="auditor-live-bench-") as tmp:
-        replay(lines, args.limit, Path(tmp))
+        replay(lines, args.limit, Path(tmp), args.copies)
     print(
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
         f"python {sys.version.split()[0]}"
