@@ -7,6 +7,7 @@ they fail: CI must install it.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -25,9 +26,11 @@ from auditor.audit.run import run
 from auditor.audit.run_types import RunConfig
 from auditor.cli.main import cli
 from auditor.ingest.ingester import ingest
+from auditor.live import delivery as inj
 from auditor.plugins import get_plugin_manager
 from auditor.reports import cost_report
 from auditor.reports.html_export import CORRECTION_HEADER, export_html
+from auditor.store.verdict_rows import cost_text, delivery_text, list_verdicts
 
 pytestmark = pytest.mark.both_stores
 
@@ -150,6 +153,37 @@ def test_a_transcript_full_of_markup_is_shown_as_text(engine, tmp_path):
     assert page.count("&lt;script&gt;alert(") == 5  # text, path, tool name, input, output
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
     assert f"/work/{script}" in Dom(index).find("td")[2][2]  # the project path, as text
+
+
+def test_the_correction_box_says_its_cost_and_delivery_as_show_does(store, exported, tmp_path):
+    """The verdict box carries what `auditor show` prints beside a verdict: the run, the cost,
+    and whether the correction reached the agent; the signals come in place before it."""
+    [asked] = list_verdicts(store, corrections=True)
+    assert asked["cost_usd"] > 0
+
+    def box(folder: Path) -> dict[str, str]:
+        dom = Dom((folder / f"thread-{asked['thread_id']}.html").read_text())
+        [verdict] = [e for e in dom.find("div", "verdict") if "correction" in e[1]["class"]]
+        return {
+            "id": verdict[1]["id"],
+            **{e[1]["class"]: e[2] for e in dom.find("span") if e[3][3] is verdict},
+            "facts": next(e[2] for e in dom.find("div", "facts") if e[3] is verdict),
+            "signals": " | ".join(e[2] for e in dom.find("div", "signal")),
+        }
+
+    before = box(exported)
+    assert before["id"] == f"v-{asked['id']}"
+    assert before["cost"] == cost_text(asked) == f"${asked['cost_usd']:.4f}"
+    assert before["delivery"] == "not delivered yet (`auditor inject` sends it)"
+    assert before["facts"].startswith(f"run {asked['run_id']} · {before['cost']}")
+    assert "signal " in before["signals"]
+
+    inj.inject_pending(store, get_plugin_manager().injector("stdout"), {"stream": io.StringIO()})
+    export_html(store, tmp_path / "later")
+    [delivered] = list_verdicts(store, corrections=True)
+    # the thread went on after the checkpoint, so the loop guard held it back; the page says so
+    assert delivery_text(delivered).startswith("held back by a loop guard: user-wrote-again")
+    assert box(tmp_path / "later")["delivery"] == delivery_text(delivered)
 
 
 # -- in the browser ------------------------------------------------------------------------

@@ -480,7 +480,7 @@ def export_html(ctx: Context, threads, run_id, out_dir, title, no_redact) -> Non
 
     if threads and run_id is not None:
         raise AuditorError("name THREADs or --run, not both")
-    result = write(ctx.engine, out_dir, threads or None, run_id, title, redact=not no_redact)
+    result = write(ctx.engine, out_dir, threads or None, run_id, title, not no_redact, ctx.plugins)
     click.echo(f"wrote {result.index} and {len(result.pages)} thread pages")
 
 

@@ -180,7 +180,7 @@ def _select_threads(engine: Engine, threads: Iterable[str] | None, run_id: int |
         return [r[0] for r in conn.execute(text("SELECT id FROM threads"))]
 
 
-def _thread_rows(engine: Engine, ids: list[int]) -> list[dict[str, Any]]:
+def thread_rows(engine: Engine, ids: list[int]) -> list[dict[str, Any]]:
     from . import cost_report
 
     wanted = set(ids)
@@ -321,32 +321,40 @@ def _blocks(m, clean) -> list[dict[str, Any]]:
     return out
 
 
-def _verdict(v, clean) -> dict[str, Any]:
+def _verdict(v: dict[str, Any], clean) -> dict[str, Any]:
+    """A stored verdict (as `auditor.store.verdict_rows.list_verdicts` gives it) for the page:
+    who answered and when in the header, then what it cost and whether it reached the agent,
+    as `auditor show` says them."""
+    from ..store.verdict_rows import cost_text, delivery_text
+
     return {
-        "status": v.status,
-        "correction": bool(v.needs_correction),
-        "who": f"{v.observer} · {v.model}",
-        "when": _when(v.created_at),
-        "text": clean(v.problem if v.status != "ok" else v.message),
+        "id": v["id"],
+        "status": v["status"],
+        "correction": bool(v["needs_correction"]),
+        "who": f"{v['observer']} · {v['model']}",
+        "when": _when(v["created_at"]),
+        "text": clean(v["problem"] if v["status"] != "ok" else v["message"]),
+        "run": f"run {v['run_id']}" if v["run_id"] is not None else "",
+        "cost": cost_text(v),
+        "latency": f"{v['latency_ms'] / 1000:.1f} s" if v["latency_ms"] is not None else "",
+        "delivery": clean(delivery_text(v) or ""),
     }
 
 
-def _thread_page(engine: Engine, row: dict, usage_chart: str, clean) -> str:
-    from ..store.threads import load_messages
+def thread_page(
+    engine: Engine, plugins, row: dict, usage_chart: str, clean, home: str = "index.html"
+) -> str:
+    """One thread's page: its messages, and at each checkpoint the signals that fire there and
+    the verdicts given on it (with their cost and delivery), as `auditor show` prints them.
+    `home` is where "all threads" leads (the index file, or `auditor serve`'s first page)."""
+    from ..store.threads import find_thread, load_messages
+    from ..store.verdict_rows import checkpoint_notes
 
-    with engine.connect() as conn:
-        verdicts = conn.execute(
-            text(
-                "SELECT v.*, c.message_native_id AS at FROM verdicts v JOIN checkpoints c ON c.id = v.checkpoint_id "
-                "WHERE v.thread_id = :t ORDER BY v.id"
-            ),
-            {"t": row["id"]},
-        ).all()
-    by_message: dict[str, list] = defaultdict(list)
-    for v in verdicts:
-        by_message[v.at].append(_verdict(v, clean))
+    thread_row = find_thread(engine, str(row["id"]))
+    loaded = load_messages(engine, row["id"])
+    notes = checkpoint_notes(engine, plugins, thread_row, loaded)
     messages = []
-    for m in load_messages(engine, row["id"]):
+    for m in loaded:
         when = _when(m.timestamp)
         head = " · ".join(x for x in (m.role, m.source_type, m.model) if x) + f" · {when}"
         if m.source_type == SOURCE_COURSE_CORRECTION:
@@ -357,13 +365,15 @@ def _thread_page(engine: Engine, row: dict, usage_chart: str, clean) -> str:
             cls = "msg tool"
         else:
             cls = f"msg {m.role}"
+        note = notes.get(m.native_id)
         messages.append(
             {
                 "cls": cls,
                 "native_id": m.native_id,
                 "head": head,
                 "blocks": _blocks(m, clean),
-                "verdicts": by_message.get(m.native_id, ()),
+                "signals": [clean(sig.summary()) for sig in note.signals] if note else [],
+                "verdicts": [_verdict(v, clean) for v in note.verdicts] if note else [],
             }
         )
     thread = {
@@ -382,10 +392,11 @@ def _thread_page(engine: Engine, row: dict, usage_chart: str, clean) -> str:
         thread=thread,
         chart=usage_chart,
         messages=messages,
+        home=home,
     )
 
 
-def _usage_chart(engine: Engine, thread_id: int, verdict_usd: dict[str, float]) -> str:
+def usage_chart(engine: Engine, thread_id: int, verdict_usd: dict[str, float]) -> str:
     """Bars of each agent call's cost, in order; the auditing cost as one bar at the end."""
     from ..pricing import stored_prices
 
@@ -417,13 +428,20 @@ def export_html(
     run_id: int | None = None,
     title: str = "auditor report",
     redact: bool = True,
+    plugins=None,
 ) -> ExportResult:
     """Write index.html and one page per thread (all threads, those named, or a run's) to `out_dir`.
 
     Secrets in the transcripts are shown as `[REDACTED:kind]` unless `redact` is False; terminal
-    control sequences are left out.
+    control sequences are left out. `plugins` (the signal plugins; by default those installed)
+    say which signals fire at each checkpoint.
     """
     from ..redact import shown
+
+    if plugins is None:
+        from ..plugins import get_plugin_manager
+
+        plugins = get_plugin_manager()
 
     clean = shown(redact)
     out = Path(out_dir)
@@ -434,12 +452,12 @@ def export_html(
             f"Cannot create {out}: {exc.strerror}. Pass -o with a writable directory."
         ) from None
     ids = _select_threads(engine, threads, run_id)
-    rows = _thread_rows(engine, ids)
+    rows = thread_rows(engine, ids)
     result = ExportResult(out, out / "index.html")
     result.index.write_text(_index(rows, _daily(engine, set(ids)), title, clean), encoding="utf-8")
     for row in rows:
-        chart = _usage_chart(engine, row["id"], {"audit": row["audit_usd"] or 0.0})
+        chart = usage_chart(engine, row["id"], {"audit": row["audit_usd"] or 0.0})
         page = out / f"thread-{row['id']}.html"
-        page.write_text(_thread_page(engine, row, chart, clean), encoding="utf-8")
+        page.write_text(thread_page(engine, plugins, row, chart, clean), encoding="utf-8")
         result.pages.append(page)
     return result
