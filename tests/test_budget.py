@@ -72,14 +72,49 @@ def test_a_dry_run_counts_only_the_calls_the_budget_lets_start(store, pm, stub):
     # A call's worst case (prompt and a full answer) is over $0.001: the run starts none.
     tiny = run(store, pm, config(stub, budget=0.001, dry_run=True), announce=quiet)
     assert (tiny.audited, tiny.over_budget) == (0, THREADS)
-    real = run(store, pm, config(stub, budget=0.001), announce=quiet)
-    assert (real.audited, real.over_budget) == (0, THREADS)
     ample = run(store, pm, config(stub, budget=10.0, dry_run=True), announce=quiet)
     assert (ample.audited, ample.over_budget) == (THREADS, 0)
     assert stub.log == []
     out = invoke("run", "--dry-run", "--observer", "gemini", "--budget", "0.001").output
     assert "0 observer calls would be made" in out
     assert f"{THREADS} left out: each call's worst case would cross --budget $0.0010" in out
+
+
+def planned(engine) -> int:
+    """The checkpoints a run planned (gated, and formatted when they passed)."""
+    with engine.connect() as conn:
+        return conn.scalar(select(func.count()).select_from(s.Checkpoint))
+
+
+def test_a_budget_no_call_fits_ends_the_run_at_once_in_one_line(store, pm, stub, monkeypatch):
+    # $0.001 cannot pay for the observer's prompt alone with a full answer: before, the run
+    # planned every checkpoint (minutes on a large store) only to refuse each call.
+    with pytest.raises(AuditorError) as said:
+        run(store, pm, config(stub, budget=0.001), announce=quiet)
+    least = float(estimate_usd(MODEL, "gemini", load_prompt().text, MAX_OUTPUT_TOKENS))
+    assert str(said.value) == (
+        "No call fits in the budget: --budget leaves $0.0010, and the smallest call to "
+        f"{MODEL} (the observer's prompt alone and a full answer) can cost ${least:.4f}; "
+        f"nothing was planned or called: raise --budget to at least ${least:.4f}"
+    )
+    assert (planned(store), stub.log) == (0, [])
+    monkeypatch.setenv("GEMINI_API_KEY", "k")
+    argv = ["run", "--observer", "gemini", "--base-url", stub.url, "--budget", "0.001"]
+    done = invoke(*argv)
+    assert done.exit_code != 0
+    assert done.output.splitlines()[-1].endswith(f"raise --budget to at least ${least:.4f}")
+    assert (planned(store), stub.log) == (0, [])
+
+
+def test_a_run_stops_planning_once_no_call_can_fit_any_more(store, pm, stub):
+    # Room for one call, not two: once it is paid, what is left is under the least any call
+    # can cost, and the checkpoints after are not planned (before: all 8, each refused).
+    least = float(estimate_usd(MODEL, "gemini", load_prompt().text, MAX_OUTPUT_TOKENS))
+    budget = one_call_usd() + least * 0.95
+    summary = run(store, pm, config(stub, budget=budget, concurrency=1), announce=quiet)
+    assert summary.audited == 1 and len(stub.log) == 1
+    assert planned(store) < THREADS
+    assert "the checkpoints after were not planned" in summary.budget_note
 
 
 def test_no_call_starts_that_would_cross_the_budget(store, pm, stub):
@@ -140,9 +175,9 @@ def test_a_budget_per_day_counts_what_earlier_runs_spent_today(store, pm, stub):
     earlier = sum(verdict_costs(store))
     assert len(stub.log) == 3
     # Enough left today for about one more answer, not for an estimate: nothing starts.
-    summary = run(store, pm, config(stub, budget_per_day=earlier + one_call_usd()), announce=quiet)
-    assert (summary.audited, summary.over_budget, len(stub.log)) == (0, THREADS - 3, 3)
-    assert "budget_per_day" in summary.budget_note
+    with pytest.raises(AuditorError, match=r"budget_per_day \$[0-9.]+, \$[0-9.]+ spent earlier"):
+        run(store, pm, config(stub, budget_per_day=earlier + one_call_usd()), announce=quiet)
+    assert len(stub.log) == 3
     # A larger daily budget lets the rest through.
     summary = run(store, pm, config(stub, budget_per_day=earlier + 1.0), announce=quiet)
     assert (summary.audited, summary.over_budget) == (THREADS - 3, 0)

@@ -57,3 +57,69 @@ def test_the_spool_is_the_owners_alone_and_keeps_the_end_of_the_last_message(cc)
     assert "MARKER-AT-THE-START" not in events
     kept = [json.loads(line).get("last_assistant_message") for line in events.splitlines()]
     assert said[-LAST_MESSAGE_KEPT:] in kept
+
+
+def threads(store: Path) -> str:
+    """Run `auditor threads` on `store`; return what it said on stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "auditor", "--db", str(store), "threads"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stderr
+
+
+def test_a_store_an_older_auditor_left_open_is_made_the_owners_alone_once():
+    from auditor.store.db import default_path
+
+    store = default_path()
+    threads(store)
+    # As an older auditor left it: the store 0644 in its default folder 0755.
+    for path in (store, *store.parent.glob("auditor.db-*")):
+        path.chmod(0o644)
+    store.parent.chmod(0o755)
+    said = threads(store)
+    assert (mode(store), mode(store.parent)) == (0o600, 0o700)
+    [note] = [line for line in said.splitlines() if "readable by others" in line]
+    assert note.startswith(f"auditor: the store {store} was readable by others (auditor 0755, ")
+    assert "auditor.db 0644" in note and "now yours alone" in note
+    assert "readable by others" not in threads(store)  # said once
+
+
+def test_a_store_in_a_folder_of_the_users_choice_keeps_that_folders_mode(tmp_path):
+    shared = tmp_path / "team"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    store = shared / "auditor.db"
+    store.touch(mode=0o644)
+    store.chmod(0o644)
+    said = threads(store)
+    assert (mode(store), mode(shared)) == (0o600, 0o755)
+    assert "readable by others (auditor.db 0644)" in said
+
+
+def test_a_spool_an_older_auditor_left_open_is_made_the_owners_alone(cc):  # noqa: F811
+    # Another session's spool as an older auditor left it: folders 0755, files 0644.
+    root = Path(state_root())
+    old = root / "claude-code" / "an-older-session"
+    (old / "outbox").mkdir(parents=True)
+    (old / "events.jsonl").write_text('{"hook_event_name": "Stop"}\n')
+    (old / "outbox" / "1.json").write_text('{"message": "what the agent wrote"}')
+    for path in [root.parent.parent, root.parent, *root.rglob("*"), root]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    cc.grow(FINAL)
+    cc.event("UserPromptSubmit", prompt="go on")  # starts the session's worker
+    cc.wait_until(
+        lambda: "made yours alone" in (cc.sdir / "worker.log").read_text(),
+        why="the worker's note",
+    )
+    made = [root.parent.parent, root.parent, root, *root.rglob("*")]
+    wrong = [
+        (str(p.relative_to(root.parent.parent)), oct(mode(p))) for p in made if mode(p) & 0o077
+    ]
+    assert not wrong
+    [note] = [
+        line for line in (cc.sdir / "worker.log").read_text().splitlines() if "readable" in line
+    ]
+    assert note.endswith("of its files and folders made yours alone (0600 / 0700)")

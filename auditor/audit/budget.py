@@ -156,6 +156,9 @@ class Budget:
     smallest_refused: float | None = None
     room_when_refused: float | None = None  # what was left when the smallest was refused
     day: DayCap | None = None
+    # The least any call can cost: the observer's prompt with no thread at all and a full
+    # answer. Once what is left is less, no call can start, whatever is planned next.
+    floor: float | None = None
     _settled: asyncio.Condition | None = field(default=None, repr=False)
 
     def _cond(self) -> asyncio.Condition:
@@ -166,6 +169,26 @@ class Budget:
     @property
     def left(self) -> float:
         return max(self.limit - self.spent(), 0.0)
+
+    def spent_out(self) -> bool:
+        """True once no call can fit any more: what is left is below `floor` (what was spent
+        only grows, so this never turns false again)."""
+        return self.floor is not None and self.limit - self.spent() < self.floor
+
+    def too_small(self, model: str) -> str:
+        """The one line for a budget that cannot pay for any call at all."""
+        floor = self.floor or 0.0
+        if self.why == "--budget" or self.day is None:
+            cap, fix = "--budget", f"raise --budget to at least ${floor:.4f}"
+        else:
+            cap = self.why  # "budget_per_day $X, $Y spent earlier today"
+            need = self.day.per_day - self.limit + floor
+            fix = f"raise budget_per_day to at least ${need:.4f}, or wait for midnight UTC"
+        return (
+            f"No call fits in the budget: {cap} leaves ${self.left:.4f}, and the smallest call "
+            f"to {model} (the observer's prompt alone and a full answer) can cost "
+            f"${floor:.4f}; nothing was planned or called: {fix}"
+        )
 
     async def reserve(self, estimate: float) -> Reservation | None:
         """Reserve `estimate` USD for a call; None (the call must not start) if it cannot fit.
@@ -230,6 +253,11 @@ class Budget:
             )
             if self.day is not None:
                 line += " (what every run spent today counted)"
+        if self.spent_out():
+            line += (
+                f"; no call can cost less than ${self.floor:.4f}, so the checkpoints after "
+                "were not planned"
+            )
         return line
 
 

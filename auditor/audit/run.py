@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from ..errors import ObserverDown, StoreGone
+from ..errors import AuditorError, ObserverDown, StoreGone
 from ..plugins import Plugins
 from ..store import events, leases
 from ..store import raw_answers as answers
@@ -435,6 +435,17 @@ class Auditor(RunRecords, ThreadSharing):
             owner=self.owner,
             lease=self.lease,
         )
+        if self.budget is not None:
+            prompts = [p for p in (self.prompt, self.critique_prompt) if p is not None]
+            batch = bool(c.batch or c.collect)
+            least = [
+                budget.estimate_usd(
+                    self.model, self.observer_name, p.text, MAX_OUTPUT_TOKENS, batch=batch
+                )
+                for p in prompts
+            ]
+            known = [float(usd) for usd in least if usd is not None]
+            self.budget.floor = min(known) if known else None
 
     async def _call(self, job: Job, deadline: float | None = None) -> int:
         request = ObserveRequest(
@@ -481,6 +492,7 @@ class Auditor(RunRecords, ThreadSharing):
                 asked_to_stop()
                 or self.reachability.down is not None
                 or file_gone(self.engine, self.store_file)
+                or (self.budget is not None and self.budget.spent_out())
             )
 
         queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=max(2, self.concurrency * 2))
@@ -659,6 +671,9 @@ def _audit(
     """Make the calls of one observer's audit, recorded as a run of its own."""
     config = auditor.config
     auditor.set_budget()
+    if auditor.budget is not None and auditor.budget.spent_out() and not before:
+        # Planning every checkpoint only to refuse each call took minutes: say it at once.
+        raise AuditorError(auditor.budget.too_small(auditor.model))
     try:
         with auditor.recording() as summary:
             if config.batch or config.collect:

@@ -702,6 +702,13 @@ def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_confi
             flush=True,
         )
 
+    opened = make_spool_private(sdir)
+    if opened:
+        log(
+            f"the spool was readable by others: {opened} of its files and folders made yours "
+            "alone (0600 / 0700)"
+        )
+
     worker = Worker(sdir, agent, engine_factory(), plugins_factory(), run_config, options, log)
     asyncio.run(worker.serve())
     log(f"{worker.ending}: exiting" if worker.ending else "idle: exiting")
@@ -744,6 +751,18 @@ def _inherited_lock(path: str) -> int | None:
         return None
     os.set_inheritable(fd, False)
     return fd
+
+
+def make_spool_private(sdir: str) -> int:
+    """Make the whole spool the session's folder is in its owner's alone: one an older auditor
+    made (folders 0755, files 0644) holds what the agents wrote. Return how many changed."""
+    from ..owner_only import tighten, tighten_tree
+
+    base = os.path.dirname(os.path.dirname(os.path.dirname(sdir)))  # BASE/STORE/AGENT/SESSION
+    changed = tighten_tree(base)
+    if not os.environ.get(live.STATE_ENV) and os.path.basename(base) == "live":
+        changed += len(tighten([os.path.dirname(base)]))  # ~/.local/state/auditor
+    return changed
 
 
 KEEP_DAYS = 7

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import time
 from datetime import UTC, datetime
 from functools import lru_cache, partial
@@ -111,13 +112,40 @@ def _on_sqlite_connect(dbapi_conn, _record, wait_until: float | None = None) -> 
 def _create_private(path: Path) -> None:
     """Create a new store file readable by its owner only (0600, its new folders 0700): it
     holds transcripts and the observer's answers (docs/schema.md). SQLite gives its -wal and
-    -shm files the same mode. An existing file keeps the mode its owner gave it."""
+    -shm files the same mode; an existing one open to others is closed (`_make_private`)."""
     missing = [p for p in reversed(path.parents) if not p.exists()]
     for folder in missing:
         with contextlib.suppress(FileExistsError):
             folder.mkdir(mode=0o700)
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    _make_private(path)
+
+
+def _make_private(path: Path) -> None:
+    """A store an older auditor left readable by others (0644, in a default folder 0755) is
+    made its owner's alone, said once in one line. The folder only when it is auditor's own
+    default one (a folder the user chose is theirs to set); a file of another user, a shared
+    one, is left as it is."""
+    from ..owner_only import tighten
+
+    folder = [path.parent] if path.parent == default_path().parent else []
+    files = [path, *(path.with_name(path.name + end) for end in ("-wal", "-shm"))]
+    before = {str(p): _mode(p) for p in [*folder, *files]}
+    changed = tighten([*folder, *files])
+    if changed:
+        said = ", ".join(f"{Path(p).name} {before[p]}" for p in changed)
+        sys.stderr.write(
+            f"auditor: the store {path} was readable by others ({said}); it holds transcripts "
+            "unredacted, so it is now yours alone (0600, its folder 0700; docs/schema.md)\n"
+        )
+
+
+def _mode(path: Path) -> str:
+    try:
+        return oct(path.stat().st_mode & 0o777)[2:].zfill(4)
+    except OSError:
+        return "?"
 
 
 def create(url: str, wait_until: float | None = None) -> Engine:
