@@ -8,7 +8,9 @@ plugins and of `examples/` to keep it so.
 - **Transcript formats** (`register_formats`): the `TranscriptFormat` protocol and the records
   a parser yields (`ThreadInfo`, `Message` with its `Block`s, `Usage`, `Problem`), the role
   and source-type constants, `Cursor`, and the readers `read_jsonl` (JSONL from a cursor),
-  `read_document` (a whole JSON file) and `parse_time`; the markers of Claude Code's user-role
+  `read_document` (a whole JSON file), `read_lines` (text lines from a cursor, with their
+  offsets), `each_record` (a parser's reading of each record, a damaged one costing only
+  itself) and `parse_time`; the markers of Claude Code's user-role
   texts nobody typed (`CLAUDE_CODE_*_PREFIXES`, shared with the live hook).
 - **Observers** (`register_observers`): the `Observer` protocol, `ObserveRequest`,
   `ObserveResult`, `ObserverUsage`, the one tool (`TOOL_NAME`, `TOOL_DESCRIPTION`,
@@ -85,12 +87,11 @@ from .model import (
     TranscriptFormat,
     Usage,
     parse_time,
-    read_document,
-    read_jsonl,
 )
 from .redact import redact
 from .store.signal_rows import Evidence, Signal
 from .store.threads import GuidanceText, StoredMessage, StoredThread
+from .transcript_reading import each_record, read_document, read_jsonl, read_lines
 
 if TYPE_CHECKING:
     from .audit.run import run
@@ -184,8 +185,10 @@ __all__ = [
     "is_typed_user",
     "open_db",
     "parse_time",
+    "each_record",
     "read_document",
     "read_jsonl",
+    "read_lines",
     "redact",
     "replace_atomically",
     "run",

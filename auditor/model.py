@@ -13,14 +13,11 @@ the reasoning share of the output, kept for information.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
-
-import orjson
 
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some editors put at the start of a file
 
@@ -169,6 +166,10 @@ class TranscriptFormat(Protocol):
     # True when the file only ever grows by whole lines (JSONL), so a grown file can be read
     # from where the last ingest stopped. False for documents rewritten as a whole.
     appendable: bool
+    # Optional, read with getattr: `detect_priority` (lower is tried first; generic formats set
+    # it high) and `file_patterns`, path patterns (`Path.match`) a directory walk looks at
+    # besides the JSON suffixes, for formats whose files are known by name
+    # (`.aider.chat.history.md`).
 
     def detect(self, path: Path, head: bytes) -> bool:
         """Return True if the file looks like this format. `head` is its first 64 KiB."""
@@ -193,82 +194,3 @@ def parse_time(value: Any) -> datetime | None:
     if dt.tzinfo is None:
         return dt.replace(tzinfo=UTC)
     return dt.astimezone(UTC)
-
-
-LINE_LIMIT = 64 << 20  # bytes of one JSON line read into memory, at most
-
-
-def _skip_line(fh) -> int:
-    """Move `fh` past the rest of the current line (its newline included), reading 1 MB at a
-    time; return how many bytes that was."""
-    skipped = 0
-    while chunk := fh.read(1 << 20):
-        end = chunk.find(b"\n")
-        if end >= 0:
-            fh.seek(end + 1 - len(chunk), os.SEEK_CUR)
-            return skipped + end + 1
-        skipped += len(chunk)
-    return skipped
-
-
-def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem]:
-    """Yield `(line_number, object)` for each JSON line from `cursor`, or a `Problem`.
-
-    The cursor moves past every complete line, good or malformed (a malformed line is reported
-    once, not again on the next ingest). A last line without a newline that does not parse is
-    reported as truncated and left unconsumed, so that it is read again once the agent has
-    finished writing it. Blank lines are skipped.
-    """
-    with open(path, "rb") as fh:
-        fh.seek(cursor.offset)
-        line_no = cursor.line
-        while raw := fh.readline(LINE_LIMIT + 1):
-            line_no += 1
-            if len(raw) > LINE_LIMIT and not raw.endswith(b"\n"):
-                # Never held whole: a line this long is no agent's record (a file of NUL bytes,
-                # a dump gone wrong); it is passed over in chunks and reported.
-                size = len(raw) + _skip_line(fh)
-                cursor.offset += size
-                cursor.line = line_no
-                yield Problem(f"line over {LINE_LIMIT >> 20} MB ({size:,} bytes): skipped", line_no)
-                continue
-            complete = raw.endswith(b"\n")
-            body = raw.strip()
-            if line_no == 1:
-                body = body.removeprefix(BOM)
-            if not body:
-                if complete:
-                    cursor.offset += len(raw)
-                    cursor.line = line_no
-                continue
-            try:
-                obj = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                if not complete:
-                    yield Problem(
-                        f"truncated last line ({len(raw)} bytes, no newline): {exc}", line_no
-                    )
-                    return
-                cursor.offset += len(raw)
-                cursor.line = line_no
-                yield Problem(f"malformed JSON: {exc}", line_no)
-                continue
-            cursor.offset += len(raw)
-            cursor.line = line_no
-            yield line_no, obj
-
-
-def read_document(path: Path) -> tuple[Any, Problem | None]:
-    """Parse a whole-file JSON document; on failure return a Problem naming the error and line."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return None, Problem(f"cannot read file: {exc.strerror or exc}")
-    try:
-        return orjson.loads(data.removeprefix(BOM)), None
-    except orjson.JSONDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        pos = getattr(exc, "pos", None)
-        if not line and isinstance(pos, int):
-            line = data[:pos].count(b"\n") + 1
-        return None, Problem(f"malformed JSON document: {exc}", line or None)

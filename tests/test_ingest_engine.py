@@ -15,9 +15,10 @@ from sqlalchemy import func, select
 from auditor.hookspecs import hookimpl
 from auditor.ingest.ingester import ingest
 from auditor.ingest.transcript_files import iter_files
-from auditor.model import Block, Message, ThreadInfo, Usage, read_jsonl
+from auditor.model import Block, Message, ThreadInfo, Usage
 from auditor.plugins import get_plugin_manager
 from auditor.store import schema as s
+from auditor.transcript_reading import read_jsonl
 
 pytestmark = pytest.mark.both_stores
 

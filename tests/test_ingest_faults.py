@@ -182,6 +182,7 @@ OWN_FILES = {
     "inspect-ai": "inspect-ai/UKGovernmentBEIS-inspect_ai/2025-05-12T20-27-36-04-00_browser.json",
     "openhands": "openhands/All-Hands-AI-OpenHands/basic.json",
     "swe-agent": "swe-agent/SWE-agent/gpt4__swe-agent__test-repo-i1.traj",
+    "aider": "aider/BeehiveInnovations-zen-mcp-server/.aider.chat.history.md",
 }
 # Formats the corpus has no file of: a sample of our own (data/samples).
 SAMPLE_FILES = {

@@ -212,7 +212,8 @@ class Ingester:
             self._record_errors([(path, None, message)])
 
         try:
-            for path in iter_files(paths, walk_error):
+            patterns = [p for f in self.formats for p in getattr(f, "file_patterns", ())]
+            for path in iter_files(paths, walk_error, patterns):
                 result = self.ingest_file(path)
                 if result.status != "skipped":
                     events.record_file(self._conn(), result)

@@ -17,9 +17,18 @@ TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".eval", ".traj")
 
 
 def iter_files(
-    paths: Iterable[str | os.PathLike], on_error: Callable[[str, str], None]
+    paths: Iterable[str | os.PathLike],
+    on_error: Callable[[str, str], None],
+    patterns: Iterable[str] = (),
 ) -> Iterator[Path]:
-    """Yield the transcript files under `paths` (files given directly are always yielded)."""
+    """Yield the transcript files under `paths` (files given directly are always yielded).
+
+    In a directory, a file is a transcript when its name ends in one of the JSON suffixes, or
+    when its path matches one of `patterns`, which formats of other kinds declare (Markdown
+    exports are known by name: `.aider.chat.history.md`, `.specstory/history/*.md`), so that a
+    walk never reports every README as an unknown transcript.
+    """
+    patterns = tuple(patterns)
     for p in paths:
         path = Path(p).expanduser()
         if path.is_file():
@@ -38,8 +47,9 @@ def iter_files(
         for root, dirs, files in os.walk(path.resolve(), onerror=_walk_error):
             dirs.sort()
             for name in sorted(files):
-                if name.endswith(TRANSCRIPT_SUFFIXES):
-                    yield Path(root, name)
+                found = Path(root, name)
+                if name.endswith(TRANSCRIPT_SUFFIXES) or any(found.match(p) for p in patterns):
+                    yield found
 
 
 def past_bad_lines(head: bytes) -> bytes | None:

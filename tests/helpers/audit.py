@@ -112,7 +112,8 @@ class ScriptFormat:
         return head.startswith(b'{"script"')
 
     def parse(self, path, cursor):
-        from auditor.model import Message, ThreadInfo, read_jsonl
+        from auditor.model import Message, ThreadInfo
+        from auditor.transcript_reading import read_jsonl
 
         for item in read_jsonl(path, cursor):
             if not isinstance(item, tuple):

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from auditor.audit.observe import ObserveResult, ObserverUsage
 from auditor.hookspecs import hookimpl
-from auditor.model import Block, Message, ThreadInfo, Usage, parse_time, read_jsonl
+from auditor.model import Block, Message, ThreadInfo, Usage, parse_time
+from auditor.transcript_reading import read_jsonl
 
 # Gate on counts only: the threads written here end with a failing test and a claim, which a
 # signal would send to the observer whatever the counts.
