@@ -142,3 +142,12 @@ def plugins():
     from auditor.plugins import get_plugin_manager
 
     return get_plugin_manager()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item (`item.report_call`), so that a fixture's
+    teardown can tell the test failed (the browser tests then take a screenshot)."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report

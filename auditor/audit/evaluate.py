@@ -22,6 +22,26 @@ class Label:
     needs_correction: bool
 
 
+STORED = "the store's labels"  # what a stored label's place reads as in messages
+
+
+def labels_in_store(engine: Engine) -> list[Label]:
+    """The labels marked on `auditor serve`'s review page; `line` is the label's id."""
+    from ..store.labels import stored_labels
+    from ..store.threads import find_thread
+
+    labels = [
+        Label(lb.id, find_thread(engine, str(lb.thread_id)), lb.at, lb.needs_correction)
+        for lb in stored_labels(engine)
+    ]
+    if not labels:
+        raise AuditorError(
+            "the store holds no labels: mark corrections right or wrong on the review page of "
+            "`auditor serve`, or give a labels file (auditor eval LABELS.jsonl)"
+        )
+    return labels
+
+
 def read_labels(engine: Engine, path: str) -> list[Label]:
     """Read LABELS.jsonl: lines of {"thread" or "file", "at", "needs_correction"}.
 
@@ -84,13 +104,14 @@ def read_labels(engine: Engine, path: str) -> list[Label]:
     return labels
 
 
-def evaluate(engine: Engine, plugins, labels_path: str, config) -> Report:
+def evaluate(engine: Engine, plugins, labels_path: str | None, config) -> Report:
     """Audit (or reuse the verdicts at) the labelled checkpoints and score the answers.
 
     The gate applies as in `auditor run`: a checkpoint it holds back counts as "no correction",
     so the figures judge gate and prompt together. Calls that fail or break the tool contract
     are listed and left out of the scores. Rows are the labels with their outcome; `extra` has
-    the confusion matrix, precision, recall, F1 and accuracy.
+    the confusion matrix, precision, recall, F1 and accuracy. Without `labels_path`, the
+    labels are those marked in the store (`auditor serve`'s review page).
     """
     import asyncio
 
@@ -98,7 +119,10 @@ def evaluate(engine: Engine, plugins, labels_path: str, config) -> Report:
     from .checkpoints import checkpoint_at
     from .run import Auditor
 
-    labels = read_labels(engine, labels_path)
+    if labels_path is None:
+        labels, labels_path = labels_in_store(engine), STORED
+    else:
+        labels = read_labels(engine, labels_path)
     if config.agents is None:  # an observer of another vendor than every labelled thread's
         config = replace(config, agents=sorted({label.thread.agent for label in labels}))
     auditor = Auditor(engine, plugins, config)

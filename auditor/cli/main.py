@@ -17,6 +17,7 @@ from . import audit_commands as cli_audit
 from . import batch_commands as cli_batch
 from . import live_commands as cli_live
 from . import report_commands as cli_reports
+from . import serve_command as cli_serve
 from .common import SINCE, AuditorGroup, Context, echo_json, pass_ctx, row_formats
 
 
@@ -396,7 +397,13 @@ def plugins(ctx: Context, as_json: bool) -> None:
     plugins_table(infos, formats, failures)
 
 
-for _command in cli_audit.COMMANDS + cli_batch.COMMANDS + cli_reports.COMMANDS + cli_live.COMMANDS:
+for _command in (
+    cli_audit.COMMANDS
+    + cli_batch.COMMANDS
+    + cli_reports.COMMANDS
+    + cli_live.COMMANDS
+    + cli_serve.COMMANDS
+):
     cli.add_command(_command)
 
 

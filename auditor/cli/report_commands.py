@@ -248,6 +248,8 @@ def _verdict_table(report) -> None:
         "audited",
         "corr.",
         "rate",
+        "right",
+        "wrong",
         "invalid",
         "errors",
         "p50 ms",
@@ -269,6 +271,8 @@ def _verdict_table(report) -> None:
             str(r["audited"]),
             str(r["corrections"]),
             _pct(r["correction_rate"]),
+            str(r["judged_right"]),
+            str(r["judged_wrong"]),
             str(r["invalid"]),
             str(r["errors"]),
             _key(r["latency_p50_ms"]),
@@ -287,7 +291,15 @@ def _verdict_table(report) -> None:
         total,
         keys=len(keys),
         wide_only=("p95 ms", "$/audit"),
-        drop_first=("gated out by reason", "invalid", "p50 ms", "gated out", "seen"),
+        drop_first=(
+            "gated out by reason",
+            "invalid",
+            "p50 ms",
+            "gated out",
+            "seen",
+            "wrong",
+            "right",
+        ),
     )
     if not report.rows:
         click.echo("no observer has been run on this store yet (see `auditor run`)", err=True)
@@ -302,7 +314,7 @@ def report_verdicts(ctx: Context, by, since, until, fmt) -> None:
     """How often each observer was asked and stepped in, failed, how fast, and at what cost.
 
     Per group: checkpoints seen, gated out (by reason), audited (valid answers), corrections and
-    their rate, invalid answers, errors, latency p50/p95 of answered calls, cost per audit and
+    their rate, corrections you judged right and wrong (`auditor serve`'s review page), invalid answers, errors, latency p50/p95 of answered calls, cost per audit and
     per correction.
     """
     from ..reports import verdict_report
@@ -518,7 +530,7 @@ def _eval_table(report) -> None:
 
 
 @click.command("eval")
-@click.argument("labels", type=click.Path(exists=True, dir_okay=False))
+@click.argument("labels", required=False, type=click.Path(exists=True, dir_okay=False))
 @run_options
 @click.option(
     "--concurrency",
@@ -539,7 +551,8 @@ def eval_command(
 
     LABELS is JSON lines of {"thread": ID or "file": PATH, "at": MESSAGE_ID, "needs_correction":
     true|false}: the checkpoint ending at that message, and whether it needed a correction.
-    Checkpoints already answered by the same observer, model, prompt and content are not paid
+    Without LABELS, the labels marked in the store on the review page of `auditor serve` (each
+    correction judged right or wrong). Checkpoints already answered by the same observer, model, prompt and content are not paid
     for again. A checkpoint the gate holds back counts as "no correction". The misses and false
     alarms are listed.
     """

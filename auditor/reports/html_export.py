@@ -56,7 +56,12 @@ def _render(template: str, **values: Any) -> str:
     return _templates().get_template(template).render(colors=COLORS, **values)
 
 
-def _usd(value: float | None) -> str:
+def render_page(template: str, **values: Any) -> str:
+    """Render one of the shipped templates (`auditor serve`'s pages are among them)."""
+    return _render(template, **values)
+
+
+def usd_text(value: float | None) -> str:
     if value is None:
         return "—"
     return f"${value:,.4f}" if value < 10 else f"${value:,.2f}"
@@ -66,7 +71,7 @@ def _pct(ratio: float) -> str:
     return f"{ratio * 100:.1f}%" if ratio >= 0.01 or ratio == 0 else f"{ratio * 100:.3f}%"
 
 
-def _clip(value: str, limit: int = CLIP) -> str:
+def clip(value: str, limit: int = CLIP) -> str:
     if len(value) <= limit:
         return value
     half = limit // 2
@@ -117,7 +122,7 @@ def bar_chart(
                     "h": f"{h:.1f}",
                     "color": color,
                     "name": name,
-                    "usd": _usd(v),
+                    "usd": usd_text(v),
                 }
             )
     labels = []
@@ -136,7 +141,7 @@ def bar_chart(
             left=pad_left,
             right=width - 8,
             base=8 + inner_h,
-            top=_usd(top),
+            top=usd_text(top),
             bars=bars,
             labels=labels,
         )
@@ -250,8 +255,8 @@ def _index(rows: list[dict], daily, title: str, clean) -> str:
     audit = sum(r["audit_usd"] or 0 for r in rows)
     cards = [
         ("threads", f"{len(rows):,}"),
-        ("agents' cost", _usd(agents)),
-        ("auditing cost", _usd(audit)),
+        ("agents' cost", usd_text(agents)),
+        ("auditing cost", usd_text(audit)),
         ("overhead", _pct(audit / agents) if agents else "—"),
         ("audited checkpoints", f"{sum(r['audited'] for r in rows):,}"),
         ("corrections", f"{sum(r['corrections'] for r in rows):,}"),
@@ -267,8 +272,8 @@ def _index(rows: list[dict], daily, title: str, clean) -> str:
             "cwd": clean(r["cwd"]),
             "started": _when(r["started_at"])[:16],
             "messages": r["message_count"],
-            "agent_usd": _usd(r["agent_usd"]) + ("+?" if r["unpriced"] else ""),
-            "audit_usd": _usd(r["audit_usd"]),
+            "agent_usd": usd_text(r["agent_usd"]) + ("+?" if r["unpriced"] else ""),
+            "audit_usd": usd_text(r["audit_usd"]),
             "audited": r["audited"],
             "corrections": r["corrections"],
         }
@@ -292,7 +297,7 @@ def _blocks(m, clean) -> list[dict[str, Any]]:
         if b.kind == "text" and b.text:
             out.append({"kind": "text", "text": clean(b.text)})
         elif b.kind == "thinking" and b.text:
-            out.append({"kind": "thinking", "text": _clip(clean(b.text))})
+            out.append({"kind": "thinking", "text": clip(clean(b.text))})
         elif b.kind == "tool_use":
             raw = (
                 b.tool_input
@@ -304,7 +309,7 @@ def _blocks(m, clean) -> list[dict[str, Any]]:
                     "kind": "tool_use",
                     "name": clean(b.tool_name),
                     "edit": b.is_file_edit,
-                    "text": _clip(clean(raw)),
+                    "text": clip(clean(raw)),
                 }
             )
         elif b.kind == "tool_result":
@@ -313,7 +318,7 @@ def _blocks(m, clean) -> list[dict[str, Any]]:
                     "kind": "tool_result",
                     "error": b.is_error,
                     "size": f"{len(b.text or ''):,}",
-                    "text": _clip(clean(b.text)),
+                    "text": clip(clean(b.text)),
                 }
             )
         elif b.kind == "image":
@@ -381,8 +386,8 @@ def thread_page(
         "native_id": clean(row["native_id"]),
         "cwd": clean(row["cwd"]),
         "parent": clean(row["parent_native_id"]),
-        "agent_usd": _usd(row["agent_usd"]),
-        "audit_usd": _usd(row["audit_usd"]),
+        "agent_usd": usd_text(row["agent_usd"]),
+        "audit_usd": usd_text(row["audit_usd"]),
         "audited": row["audited"],
         "corrections": row["corrections"],
     }

@@ -31,6 +31,8 @@ VERDICT_COLS = [
     "audited",
     "corrections",
     "correction_rate",
+    "judged_right",
+    "judged_wrong",
     "invalid",
     "errors",
     "latency_p50_ms",
@@ -72,7 +74,9 @@ def verdict_report(
     `seen`: distinct checkpoints a run of the group gated or the group answered; `gated_out`
     (by reason, the reason without its figures): of those, the ones the gate held back at their
     latest gating; `calls`: observer calls; `audited`: valid answers; `corrections`: valid
-    answers asking for a correction; latency percentiles (nearest rank) over answered calls.
+    answers asking for a correction; `judged_right` / `judged_wrong`: of those, the ones a
+    person marked right or wrong (the store's labels, `auditor serve`'s review page); latency
+    percentiles (nearest rank) over answered calls.
     """
     by = check_dims(by, VERDICT_DIMS)
     dialect = engine.dialect.name
@@ -112,6 +116,13 @@ def verdict_report(
                {count_if("v.status = 'invalid'")}, {count_if("v.status = 'error'")}, sum(v.cost_usd)
         FROM {v_from} {grp}
     """
+    # Corrections whose checkpoint a person labelled: right when it needed one, else wrong.
+    judged_sql = f"""
+        SELECT {vsel} {count_if("l.needs_correction")}, {count_if("NOT l.needs_correction")}
+        FROM verdicts v{v_join} JOIN checkpoints ck ON ck.id = v.checkpoint_id
+        JOIN labels l ON l.thread_id = ck.thread_id AND l.message_native_id = ck.message_native_id
+        WHERE {vwin} AND v.status = 'ok' AND v.needs_correction {grp}
+    """
     latency_sql = f"""
         SELECT {vsel} v.latency_ms FROM {v_from}
         AND v.status IN ('ok', 'invalid') AND v.latency_ms IS NOT NULL
@@ -146,6 +157,9 @@ def verdict_report(
                 row["errors"],
                 row["usd"],
             ) = (r[n], r[n + 1] or 0, r[n + 2] or 0, r[n + 3] or 0, r[n + 4] or 0, r[n + 5])
+        for r in conn.execute(text(judged_sql), params):
+            row = row_for(tuple(r[:n]))
+            row["judged_right"], row["judged_wrong"] = r[n] or 0, r[n + 1] or 0
         for r in conn.execute(text(latency_sql), params):
             latencies.setdefault(tuple(r[:n]), []).append(r[n])
     for key, values in latencies.items():
@@ -173,6 +187,8 @@ def verdict_report(
             "calls",
             "audited",
             "corrections",
+            "judged_right",
+            "judged_wrong",
             "invalid",
             "errors",
         ):

@@ -597,3 +597,25 @@ class SpendReservation(Base):
     usd: Mapped[float] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Label(Base):
+    """A person's word on a checkpoint: did it need a course correction? Marked on `auditor
+    serve`'s review page (a correction judged right or wrong); `auditor eval` scores observers
+    against these labels and `report verdicts` counts the corrections judged each way.
+
+    One label per checkpoint (the thread and the message it ends at, as in a labels file);
+    marking it again replaces it. `verdict_id` is the correction that was reviewed.
+    """
+
+    __tablename__ = "labels"
+    __table_args__ = (UniqueConstraint("thread_id", "message_native_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
+    message_native_id: Mapped[str] = mapped_column(String(255))
+    needs_correction: Mapped[bool] = mapped_column(Boolean)
+    verdict_id: Mapped[int | None] = mapped_column(
+        ForeignKey("verdicts.id", ondelete="SET NULL"), index=True
+    )
+    labelled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -77,6 +77,7 @@ def search(
         index_new(conn)
         q = select(
             m.id,
+            m.native_id.label("message_native_id"),
             m.role,
             m.timestamp,
             t.id.label("thread_id"),
@@ -107,6 +108,7 @@ def search(
     return [
         {
             "message_id": r.id,
+            "message_native_id": r.message_native_id,
             "thread_id": r.thread_id,
             "native_id": r.native_id,
             "agent": r.agent,
