@@ -83,6 +83,12 @@ _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _DIFF_PATH = re.compile(r"^\+\+\+ (?:b/)?(\S.*?)\s*$")
 
 
+def _position(msg: Message) -> int:
+    """A message's place: its line, and after a reply aider's results and then its close."""
+    step = {"out": 1, "end": 2}.get(msg.native_id.rpartition(":")[2], 0)
+    return 4 * (msg.line or 0) + step
+
+
 def _digest(msg: Message) -> str:
     blocks = [b.as_json() for b in msg.blocks]
     data = orjson.dumps([msg.role, msg.source_type, msg.usage_key, blocks])
@@ -512,8 +518,10 @@ class AiderFormat:
             else:
                 records = list(_Exchange(self, thread, part, notes).records(model))
             for rec in records:
-                if first and isinstance(rec, Message):
-                    rec.timestamp, first = started, False
+                if isinstance(rec, Message):
+                    rec.seq = _position(rec)
+                    if first:
+                        rec.timestamp, first = started, False
                 yield rec
             i = j
 

@@ -39,6 +39,7 @@ from auditor.api import (
     Record,
     ThreadInfo,
     Usage,
+    each_record,
     hookimpl,
     parse_time,
     read_document,
@@ -259,14 +260,12 @@ class AmpFormat:
             guidance=guidance or None,
             meta=meta or None,
         )
-        for index, msg in enumerate(doc["messages"]):
-            if not isinstance(msg, dict):
-                yield Problem(f"message {index} is not an object")
-                continue
-            try:
-                yield from self._message(thread, index, msg)
-            except Exception as exc:  # noqa: BLE001 - one odd message must not stop the file; it is reported as a Problem
-                yield Problem(f"cannot read Amp message {index}: {type(exc).__name__}: {exc}")
+        yield from each_record(
+            enumerate(doc["messages"]),
+            lambda index, msg: self._message(thread, index, msg),
+            "Amp message",
+            numbered=True,
+        )
 
     def _message(self, thread: str, index: int, msg: dict) -> Iterator[Record]:
         role = {"user": USER, "assistant": ASSISTANT, "info": SYSTEM}.get(

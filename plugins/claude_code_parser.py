@@ -23,10 +23,10 @@ from auditor.api import (
     Block,
     Cursor,
     Message,
-    Problem,
     Record,
     ThreadInfo,
     Usage,
+    each_record,
     parse_time,
     read_jsonl,
 )
@@ -223,29 +223,27 @@ class Parser:
             "progress": self._progress,
             "attachment": self._attachment,
         }
+
+        def read(line: int, rec: dict) -> Iterator[Record]:
+            # The handlers put what a record gives in `out`; a record that fails keeps what it
+            # gave before failing, reported after it.
+            kind = rec.get("type")
+            handler = handlers.get(kind) if type(kind) is str else None
+            try:
+                if handler is not None:
+                    handler(rec, line)
+                else:
+                    self._metadata(rec)
+            except Exception:
+                given = out[:]
+                out.clear()
+                yield from given
+                raise
+            yield from out
+            out.clear()
+
         try:
-            for item in read_jsonl(self.path, self.cursor):
-                if isinstance(item, Problem):
-                    yield item
-                    continue
-                line, rec = item
-                if type(rec) is not dict:
-                    yield Problem(f"not a JSON object: {type(rec).__name__}", line)
-                    continue
-                kind = rec.get("type")
-                try:
-                    handler = handlers.get(kind) if type(kind) is str else None
-                    if handler is not None:
-                        handler(rec, line)
-                    else:
-                        self._metadata(rec)
-                except Exception as exc:  # noqa: BLE001 - one odd record must not stop the file
-                    out.append(
-                        Problem(f"unreadable {kind!r} record: {type(exc).__name__}: {exc}", line)
-                    )
-                if out:
-                    yield from out
-                    out.clear()
+            yield from each_record(read_jsonl(self.path, self.cursor), read, "Claude Code record")
             self._finish()
             yield from out
             out.clear()

@@ -19,10 +19,10 @@ from auditor.api import (
     TOOL,
     Block,
     Cursor,
-    Problem,
     Record,
     ThreadInfo,
     Usage,
+    each_record,
     read_jsonl,
 )
 
@@ -60,21 +60,11 @@ class CodexExecFormat:
         st = cursor.state
         if "thread" not in st:
             st["thread"] = path.stem
-        for item in read_jsonl(path, cursor):
-            if isinstance(item, Problem):
-                yield item
-                continue
-            line, obj = item
-            if not isinstance(obj, dict):
-                yield Problem(f"not a codex exec event (a JSON {type(obj).__name__})", line)
-                continue
-            try:
-                yield from self._event(line, obj, st)
-            except Exception as exc:  # noqa: BLE001 - one odd event must not stop the file; it is reported as a Problem
-                yield Problem(
-                    f"cannot read codex exec {obj.get('type')!r} event: {type(exc).__name__}: {exc}",
-                    line,
-                )
+        yield from each_record(
+            read_jsonl(path, cursor),
+            lambda line, obj: self._event(line, obj, st),
+            "codex exec event",
+        )
 
     def _event(self, line: int, obj: dict, st: dict) -> Iterator[Record]:
         t = obj.get("type")

@@ -37,6 +37,7 @@ from auditor.api import (
     Record,
     ThreadInfo,
     Usage,
+    each_record,
     parse_time,
     read_jsonl,
 )
@@ -200,24 +201,12 @@ class CodexFormat:
         st = cursor.state
         if "thread" not in st:
             st["thread"] = _uuid_from_name(path)
-        for item in read_jsonl(path, cursor):
-            if isinstance(item, Problem):
-                yield item
-                continue
-            line, obj = item
-            if not isinstance(obj, dict):
-                yield Problem(f"not a Codex rollout record (a JSON {type(obj).__name__})", line)
-                continue
-            try:
-                for rec in self._record(line, obj, st):
-                    if isinstance(rec, Message) and st.get("subagent"):
-                        rec.is_sidechain = True
-                    yield rec
-            except Exception as exc:  # noqa: BLE001 - one odd line must not stop the file
-                yield Problem(
-                    f"cannot read Codex {obj.get('type')!r} record: {type(exc).__name__}: {exc}",
-                    line,
-                )
+        for rec in each_record(
+            read_jsonl(path, cursor), lambda line, obj: self._record(line, obj, st), "Codex record"
+        ):
+            if isinstance(rec, Message) and st.get("subagent"):
+                rec.is_sidechain = True
+            yield rec
 
     # -- one line ------------------------------------------------------------------------
     def _record(self, line: int, obj: dict, st: dict) -> Iterator[Record]:

@@ -34,6 +34,7 @@ from auditor.api import (
     Record,
     ThreadInfo,
     Usage,
+    each_record,
     parse_time,
     read_document,
 )
@@ -87,20 +88,18 @@ class GeminiChatFormat:
             title=summary if isinstance(summary, str) and summary else None,
             meta=meta or None,
         )
-        seq = 0
-        for index, msg in enumerate(doc["messages"]):
-            if not isinstance(msg, dict):
-                yield Problem(f"message {index} is not an object")
-                continue
-            try:
-                for rec in self._message(thread, index, msg, seq):
-                    if isinstance(rec, Message):
-                        seq = rec.seq + 1
-                    yield rec
-            except Exception as exc:  # noqa: BLE001 - one odd message must not stop the file
-                yield Problem(
-                    f"cannot read Gemini CLI message {index}: {type(exc).__name__}: {exc}"
-                )
+        seq = 0  # a message's blocks may become several messages: the next free position
+
+        def read(index: int, msg: dict) -> Iterator[Record]:
+            nonlocal seq
+            for rec in self._message(thread, index, msg, seq):
+                if isinstance(rec, Message):
+                    seq = rec.seq + 1
+                yield rec
+
+        yield from each_record(
+            enumerate(doc["messages"]), read, "Gemini CLI message", numbered=True
+        )
 
     def _message(self, thread: str, index: int, msg: dict, seq: int) -> Iterator[Record]:
         kind = msg.get("type")

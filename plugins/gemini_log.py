@@ -63,6 +63,7 @@ from auditor.api import (
     Reread,
     ThreadInfo,
     Usage,
+    each_record,
     parse_time,
     read_jsonl,
 )
@@ -234,47 +235,35 @@ class GeminiLogFormat:
         fold = _Fold(st)
         before = fold.keys()
         thread = st.get("thread") or path.stem
-        for item in read_jsonl(path, cursor):
-            if isinstance(item, Problem):
-                yield item
-                continue
-            line, obj = item
-            if not isinstance(obj, dict):
-                yield Problem(
-                    f"not a Gemini CLI chat-log record (a JSON {type(obj).__name__})", line
-                )
-                continue
-            try:
-                if "$rewindTo" in obj:
-                    fold.rewind(str(obj["$rewindTo"]))
-                elif _is_message(obj):
-                    yield from self._put(fold, thread, obj, line)
-                elif isinstance(obj.get("$set"), dict):
-                    update = obj["$set"]
-                    if isinstance(update.get("messages"), list):
-                        fold.messages.clear()
-                        for msg in update["messages"]:
-                            if _is_message(msg):
-                                yield from self._put(fold, thread, msg, line)
-                    info = self._info(path, thread, update, header=False)
-                    if info is not None:
-                        yield info
-                elif _is_header(obj):
-                    thread = str(obj["sessionId"])
-                    info = self._info(path, thread, obj, header=True)
-                    if info is not None:
-                        yield info
-                    for msg in obj.get("messages") or []:  # a header that carries messages
+
+        def read(line: int, obj: dict) -> Iterator[Record]:
+            nonlocal thread
+            if "$rewindTo" in obj:
+                fold.rewind(str(obj["$rewindTo"]))
+            elif _is_message(obj):
+                yield from self._put(fold, thread, obj, line)
+            elif isinstance(obj.get("$set"), dict):
+                update = obj["$set"]
+                if isinstance(update.get("messages"), list):
+                    fold.messages.clear()
+                    for msg in update["messages"]:
                         if _is_message(msg):
                             yield from self._put(fold, thread, msg, line)
-                else:
-                    yield Problem(
-                        "not a Gemini CLI chat-log record: no id, $set or $rewindTo", line
-                    )
-            except Exception as exc:  # noqa: BLE001 - one odd record must not stop the file
-                yield Problem(
-                    f"cannot read Gemini CLI chat-log record: {type(exc).__name__}: {exc}", line
-                )
+                info = self._info(path, thread, update, header=False)
+                if info is not None:
+                    yield info
+            elif _is_header(obj):
+                thread = str(obj["sessionId"])
+                info = self._info(path, thread, obj, header=True)
+                if info is not None:
+                    yield info
+                for msg in obj.get("messages") or []:  # a header that carries messages
+                    if _is_message(msg):
+                        yield from self._put(fold, thread, msg, line)
+            else:
+                yield Problem("not a Gemini CLI chat-log record: no id, $set or $rewindTo", line)
+
+        yield from each_record(read_jsonl(path, cursor), read, "Gemini CLI chat-log record")
         after = fold.keys()
         if after[: len(before)] != before:
             raise Reread("a message read before was rewritten or dropped (a rewind, $set)")

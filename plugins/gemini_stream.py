@@ -43,10 +43,10 @@ from auditor.api import (
     Block,
     Cursor,
     Message,
-    Problem,
     Record,
     ThreadInfo,
     Usage,
+    each_record,
     parse_time,
     read_jsonl,
 )
@@ -116,21 +116,11 @@ class GeminiStreamFormat:
 
     def parse(self, path: Path, cursor: Cursor) -> Iterator[Record]:
         st = cursor.state
-        for item in read_jsonl(path, cursor):
-            if isinstance(item, Problem):
-                yield item
-                continue
-            line, obj = item
-            if not isinstance(obj, dict):
-                yield Problem(f"not a Gemini stream-json event (a JSON {type(obj).__name__})", line)
-                continue
-            try:
-                yield from self._event(path, line, obj, st)
-            except Exception as exc:  # noqa: BLE001 - one odd event must not stop the file; it is reported as a Problem
-                yield Problem(
-                    f"cannot read Gemini stream-json {obj.get('type')!r} event: {type(exc).__name__}: {exc}",
-                    line,
-                )
+        yield from each_record(
+            read_jsonl(path, cursor),
+            lambda line, obj: self._event(path, line, obj, st),
+            "Gemini stream-json event",
+        )
 
     # -- state helpers --------------------------------------------------------------------
     @staticmethod

@@ -44,6 +44,7 @@ from auditor.api import (
     Record,
     ThreadInfo,
     Usage,
+    each_record,
     hookimpl,
     parse_time,
     read_document,
@@ -285,6 +286,10 @@ class OpenAIChatFormat:
             )
         if path.suffix != ".json":
             return False
+        from .mini_swe_agent import looks_like_mini
+
+        if looks_like_mini(body):  # a chat log too, but mini-swe-agent's own format reads it
+            return False
         if body.startswith(b"["):
             return _looks_like_messages(body, 0, allow_empty=False)
         if not body.startswith(b"{"):
@@ -325,14 +330,12 @@ class OpenAIChatFormat:
         )
         state = {"thread": thread, "model": model}
         tools = edit_tools()
-        for index, msg in enumerate(doc["messages"]):
-            if not isinstance(msg, dict):
-                yield Problem(f"message {index} is not an object")
-                continue
-            try:
-                yield from self._message(index, None, msg, state, tools)
-            except Exception as exc:  # noqa: BLE001 - one odd message must not stop the file; it is reported as a Problem
-                yield Problem(f"cannot read message {index}: {type(exc).__name__}: {exc}")
+        yield from each_record(
+            enumerate(doc["messages"]),
+            lambda index, msg: self._message(index, None, msg, state, tools),
+            "message",
+            numbered=True,
+        )
         usage = _usage(thread, "total", doc.get("usage"), model, None)
         if usage is not None and not state.get("per_message_usage"):  # else it would count twice
             yield usage
@@ -343,18 +346,11 @@ class OpenAIChatFormat:
         tools = edit_tools()
         if cursor.offset == 0:
             yield ThreadInfo(state["thread"], AGENT)
-        for item in read_jsonl(path, cursor):
-            if isinstance(item, Problem):
-                yield item
-                continue
-            line, msg = item
-            if not isinstance(msg, dict):
-                yield Problem(f"not a chat message (a JSON {type(msg).__name__})", line)
-                continue
-            try:
-                yield from self._message(line, line, msg, state, tools)
-            except Exception as exc:  # noqa: BLE001 - one odd message must not stop the file; it is reported as a Problem
-                yield Problem(f"cannot read message: {type(exc).__name__}: {exc}", line)
+        yield from each_record(
+            read_jsonl(path, cursor),
+            lambda line, msg: self._message(line, line, msg, state, tools),
+            "chat message",
+        )
 
     def _message(
         self, seq: int, line: int | None, msg: dict, state: dict, tools: set[str]

@@ -39,6 +39,7 @@ from auditor.api import (
     Record,
     ThreadInfo,
     Usage,
+    each_record,
     hookimpl,
     parse_time,
     read_document,
@@ -109,14 +110,12 @@ class OpenHandsFormat:
         yield ThreadInfo(thread, AGENT)
         calls: dict[Any, str] = {}  # event id of an action -> its tool call id
         billed: set[str] = set()
-        for index, event in enumerate(doc):
-            if not isinstance(event, dict):
-                yield Problem(f"event {index} is not an object; skipped")
-                continue
-            try:
-                yield from self._event(thread, index, event, calls, billed)
-            except Exception as exc:  # noqa: BLE001 - one odd event must not stop the file; it is reported as a Problem
-                yield Problem(f"cannot read event {index}: {type(exc).__name__}: {exc}")
+        yield from each_record(
+            enumerate(doc),
+            lambda index, event: self._event(thread, index, event, calls, billed),
+            "event",
+            numbered=True,
+        )
 
     def _event(self, thread, seq, event, calls, billed) -> Iterator[Record]:
         source, ts = event.get("source"), parse_time(event.get("timestamp"))

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.store import stored_thread
+from helpers.store import store_counts, stored_thread
 from sqlalchemy import text
 
 from auditor.audit.checkpoints import find_checkpoints
@@ -157,15 +157,6 @@ def test_every_aider_history_of_the_corpus_ingests(corpus, engine, plugins):
     assert summary.ok, summary.errors
     # The walk takes the chat histories; .aider.input.history repeats their typed lines.
     assert [f.format for f in summary.files] == ["aider"] * 4
-    with engine.connect() as conn:
-        threads, messages, calls, answered, edits, tokens = conn.execute(
-            text(
-                "SELECT (SELECT count(*) FROM threads), (SELECT count(*) FROM messages), "
-                "(SELECT count(*) FROM tool_calls), "
-                "(SELECT count(*) FROM tool_calls WHERE result_message_id IS NOT NULL), "
-                "(SELECT count(*) FROM tool_calls WHERE is_file_edit), "
-                "(SELECT sum(input_tokens + cache_read_tokens + output_tokens) FROM token_usage)"
-            )
-        ).one()
-    assert (threads, messages, calls, answered, edits) == (37, 207, 43, 43, 35)
-    assert tokens == 125_027
+    # threads, messages, calls (35 edits, 8 shell commands all declined), answered, edits,
+    # failed, tokens
+    assert store_counts(engine) == (37, 207, 43, 43, 35, 8, 125_027)

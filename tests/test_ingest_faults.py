@@ -178,14 +178,16 @@ OWN_FILES = {
     "codex-exec": "codex/jnarowski-agentcmd/exec-json/stream-output-2.jsonl",
     "gemini-cli": "gemini-cli/metaphi-figma-eval-010ac575/chats/session-2026-01-30T06-08-7befeae5.json",
     "gemini-stream": "gemini-cli/metaphi-figma-eval-49bdd49a/transcript.stream.jsonl",
-    "openai": "swe-agent/mini-swe-agent/github_issue.traj.json",
+    "mini-swe-agent": "swe-agent/mini-swe-agent/github_issue.traj.json",
     "inspect-ai": "inspect-ai/UKGovernmentBEIS-inspect_ai/2025-05-12T20-27-36-04-00_browser.json",
     "openhands": "openhands/All-Hands-AI-OpenHands/basic.json",
     "swe-agent": "swe-agent/SWE-agent/gpt4__swe-agent__test-repo-i1.traj",
     "aider": "aider/BeehiveInnovations-zen-mcp-server/.aider.chat.history.md",
+    "cursor": "cursor/edobry-minsky/.specstory/history/2025-04-29_16-19-available-tasks-inquiry.md",
 }
 # Formats the corpus has no file of: a sample of our own (data/samples).
 SAMPLE_FILES = {
+    "openai": Path(__file__).resolve().parent.parent / "data/samples/openai-chat-log.json",
     "gemini-jsonl": Path(__file__).resolve().parent.parent
     / "data/samples/gemini-cli/session-2026-11-27T02-22-e25d6c93.jsonl",
 }

@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.store import stored_thread
+from helpers.store import store_counts, stored_thread
 from sqlalchemy import text
 
 from auditor.audit.checkpoints import find_checkpoints
@@ -102,15 +102,9 @@ def test_every_inspect_log_of_the_corpus_ingests(corpus, engine, plugins):
     summary = ingest(engine, plugins, [corpus / LOGS])
     assert summary.ok, summary.errors
     assert [f.format for f in summary.files] == ["inspect-ai"] * 4
-    with engine.connect() as conn:
-        threads, messages, calls = conn.execute(
-            text(
-                "SELECT (SELECT count(*) FROM threads), (SELECT count(*) FROM messages), "
-                "(SELECT count(*) FROM tool_calls WHERE result_message_id IS NOT NULL)"
-            )
-        ).one()
+    counts = store_counts(engine)
     # 10 samples in the .eval, 1 + 3 + 1 in the JSON logs; the browser agent's 4 calls answered.
-    assert (threads, messages, calls) == (15, 52, 4)
+    assert (counts.threads, counts.messages, counts.answered) == (15, 52, 4)
     browser = stored_thread(engine, "inspect-ai", "ZB2vu5GNujYaBdPSReCeop/1/1")
     assert browser.tokens.input + browser.tokens.cache_read == 15235  # OpenAI's input counts cache
     assert browser.tokens.cache_read == 9088

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.store import stored_thread
+from helpers.store import store_counts, stored_thread
 from sqlalchemy import text
 
 from auditor.audit.checkpoints import find_checkpoints
@@ -69,14 +69,7 @@ def test_every_openhands_trajectory_of_the_corpus_ingests(corpus, engine, plugin
     summary = ingest(engine, plugins, [corpus / TRAJS])
     assert summary.ok, summary.errors
     assert [f.format for f in summary.files] == ["openhands"] * 4
-    with engine.connect() as conn:
-        threads, messages, answered, edits = conn.execute(
-            text(
-                "SELECT (SELECT count(*) FROM threads), (SELECT count(*) FROM messages), "
-                "(SELECT count(*) FROM tool_calls WHERE result_message_id IS NOT NULL), "
-                "(SELECT count(*) FROM tool_calls WHERE is_file_edit)"
-            )
-        ).one()
-    assert (threads, messages, answered, edits) == (4, 28, 8, 3)
+    counts = store_counts(engine)
+    assert (counts.threads, counts.messages, counts.answered, counts.edits) == (4, 28, 8, 3)
     chat = stored_thread(engine, "openhands", "basic_interactions")
     assert [m.role for m in chat.messages] == ["user", "assistant"] * 3

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.store import stored_thread
+from helpers.store import store_counts, stored_thread
 from sqlalchemy import text
 
 from auditor.audit.checkpoints import find_checkpoints
@@ -74,15 +74,7 @@ def test_every_swe_agent_trajectory_of_the_corpus_ingests(corpus, engine, plugin
     summary = ingest(engine, plugins, [corpus / TRAJS])
     assert summary.ok, summary.errors
     assert [f.format for f in summary.files] == ["swe-agent"] * 4
-    with engine.connect() as conn:
-        threads, messages, calls, answered, edits = conn.execute(
-            text(
-                "SELECT (SELECT count(*) FROM threads), (SELECT count(*) FROM messages), "
-                "(SELECT count(*) FROM tool_calls), "
-                "(SELECT count(*) FROM tool_calls WHERE result_message_id IS NOT NULL), "
-                "(SELECT count(*) FROM tool_calls WHERE is_file_edit)"
-            )
-        ).one()
-    assert (threads, messages, calls, answered, edits) == (4, 97, 38, 38, 17)
+    counts = store_counts(engine)
+    assert counts[:5] == (4, 97, 38, 38, 17)  # threads, messages, calls, answered, edits
     pydicom = stored_thread(engine, "swe-agent", "gpt4__pydicom__pydicom-1458")
     assert (pydicom.tokens.input, pydicom.tokens.output) == (122612, 1369)  # model_stats

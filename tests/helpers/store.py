@@ -68,3 +68,31 @@ def stored_thread(engine, agent: str, native_id: str) -> StoredThread:
             tid,
         ).one()
     return StoredThread(thread, list(messages), calls, Tokens(*(int(x) for x in tokens)))
+
+
+class StoreCounts(NamedTuple):
+    """What a whole store holds, as the corpus tests of each format count it."""
+
+    threads: int
+    messages: int
+    calls: int
+    answered: int  # tool calls with their result
+    edits: int  # tool calls that change files
+    failed: int  # tool calls whose result is an error
+    tokens: int  # input, cache and output tokens of every bill
+
+
+def store_counts(engine) -> StoreCounts:
+    with engine.connect() as conn:
+        row = conn.execute(
+            text(
+                "SELECT (SELECT count(*) FROM threads), (SELECT count(*) FROM messages), "
+                "(SELECT count(*) FROM tool_calls), "
+                "(SELECT count(*) FROM tool_calls WHERE result_message_id IS NOT NULL), "
+                "(SELECT count(*) FROM tool_calls WHERE is_file_edit), "
+                "(SELECT count(*) FROM tool_calls WHERE is_error), "
+                "(SELECT COALESCE(SUM(input_tokens + cache_read_tokens + cache_write_tokens "
+                "+ output_tokens), 0) FROM token_usage)"
+            )
+        ).one()
+    return StoreCounts(*(int(x) for x in row))
