@@ -42,4 +42,4 @@ def test_chromium_is_not_installed_outside_ci(tmp_path):
 def test_ci_installs_chromium(tmp_path):
     result, apt_calls = setup_chromium(tmp_path, {"CI": "1"})
     assert result.returncode == 0
-    assert apt_calls.splitlines() == ["update -qq", "install -y -qq chromium"]
+    assert apt_calls.splitlines() == ["update -qq", "install -y -qq chromium chromium-driver"]

@@ -268,6 +268,7 @@ def _copy_source(src: Path, dest: Path) -> Path:
     ignore = shutil.ignore_patterns(
         ".git",
         ".venv",
+        ".venv-*",
         "build",
         "dist",
         "*.egg-info",
