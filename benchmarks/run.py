@@ -90,7 +90,7 @@ def throughput(engine, concurrency: int, calls: int, gate: dict) -> float:
     auditor = Auditor(
         engine, pm, RunConfig(observer="stub", concurrency=concurrency, limit=calls, gate=gate)
     )
-    with auditor.recording():
+    with auditor.recorder.recording():
         started = time.perf_counter()
         summary = asyncio.run(auditor.execute())
         elapsed = time.perf_counter() - started
@@ -117,7 +117,7 @@ def main() -> None:
     instant = StubObserver(default_model="stub-instant", latency=0)
     pm_instant = get_plugin_manager(extra=[StubPlugin(instant)])
     auditor = Auditor(engine, pm_instant, RunConfig(observer="stub", concurrency=1, gate=gate))
-    with auditor.recording():
+    with auditor.recorder.recording():
         cpu = time.process_time()
         summary = asyncio.run(auditor.execute())
         cpu = time.process_time() - cpu

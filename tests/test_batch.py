@@ -224,7 +224,9 @@ def gemini_batch_run(store, pm, httpserver) -> tuple[GeminiBatches, RunConfig, l
     config = RunConfig(observer="gemini", model=model, observer_options=options, batch=True)
     planner = Auditor(store, pm, config)
     worst = [
-        float(estimate_usd(model, "gemini", planner.prompt.text + j.user, 1024, batch=True))
+        float(
+            estimate_usd(model, "gemini", planner.observing.prompt.text + j.user, 1024, batch=True)
+        )
         for j in planner.jobs()
     ]
     return api, config, worst

@@ -70,7 +70,9 @@ def test_the_longest_corpus_checkpoint_fits_and_gets_an_answer(corpus, tmp_path)
     # Rendered for the window, its typed messages alone (never cut by the formatter) still make
     # about 34k tokens: four times the window, for the backend to cut.
     assert len(job.user) > 130_000
-    request = ObserveRequest(auditor.prompt.text, job.user, str(gemma_gguf()), timeout=600)
+    request = ObserveRequest(
+        auditor.observing.prompt.text, job.user, str(gemma_gguf()), timeout=600
+    )
     started = time.monotonic()
     result = asyncio.run(EmbeddedObserver().observe(request, {"seed": 7}))
     print(f"longest checkpoint: {time.monotonic() - started:.1f} s", result.usage)
@@ -94,7 +96,7 @@ def test_every_gated_corpus_checkpoint_fits_the_window(corpus, tmp_path):
     auditor, jobs = gated_jobs(corpus, paths, open_db(tmp_path / "store.db"))
     assert len(jobs) >= 50
     model = embedded.load(gemma_gguf(), {})
-    system = auditor.prompt.text + embedded.TOOL_TEXT
+    system = auditor.observing.prompt.text + embedded.TOOL_TEXT
     sizes = [
         len(embedded.fit_prompt(model, system, j.user, embedded.ANSWER_TOKENS)[0]) for j in jobs
     ]

@@ -128,23 +128,33 @@ def test_the_observer_is_named_on_stderr(store, pm):
     assert lines == ["observer: fake (chosen with --observer), model fake-1"]
 
 
-def test_only_run_py_touches_the_auditors_private_methods():
-    """Callers (hook, live worker, eval, batch, schedule, benchmarks) use its public lifecycle;
-    recorder.py is the recording half of the class, sharing.py its leases."""
+def test_only_its_own_module_touches_a_part_of_the_runs_private_names():
+    """Callers (hook, live worker, eval, batch, schedule, benchmarks) use the parts' public
+    methods: the planner, caller, recorder and work sharing keep their insides to themselves."""
     import ast
     from pathlib import Path
 
+    from auditor.audit.caller import Caller
+    from auditor.audit.planner import Planner
+    from auditor.audit.recorder import Recorder
     from auditor.audit.run import Auditor
+    from auditor.audit.sharing import LeasedSharing
 
+    parts = (Auditor, Planner, Caller, Recorder, LeasedSharing)
     private = {
-        n for c in Auditor.__mro__ for n in vars(c) if n.startswith("_") and not n.startswith("__")
+        n
+        for part in parts
+        for c in part.__mro__
+        for n in vars(c)
+        if n.startswith("_") and not n.startswith("__")
     }
+    own = {"run.py", "planner.py", "caller.py", "recorder.py", "sharing.py"}
     root = Path(__file__).resolve().parent.parent
     found = [
         f"{path.relative_to(root)}:{node.lineno}: {node.attr}"
         for folder in ("auditor", "plugins", "benchmarks", "examples")
         for path in sorted((root / folder).rglob("*.py"))
-        if path.name not in ("run.py", "recorder.py", "sharing.py") or path.parent.name != "audit"
+        if path.name not in own or path.parent.name != "audit"
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Attribute) and node.attr in private
     ]
@@ -212,7 +222,7 @@ def test_the_timeout_is_the_observers_own_unless_given(store, pm, fake, monkeypa
     assert seen == [120.0, 120.0, 600.0, 600.0, 30.0, 30.0]
     assert Auditor(store, pm, RunConfig(observer="fake")).lease == 600 * 4 + 65
     embedded = Auditor(store, plugins(), RunConfig(observer="embedded"))
-    assert embedded.timeout == 600.0
+    assert embedded.caller.timeout == 600.0
 
 
 @pytest.mark.corpus
@@ -233,12 +243,14 @@ def test_a_small_window_is_filled_by_the_formatter_not_cut_by_the_backend(corpus
 
     def rendered(**formatter) -> tuple[dict, list[int]]:
         a = Auditor(engine, pm, RunConfig(observer="fake", gate=every, formatter=formatter))
-        return a.formatter, [estimate_tokens(j.user) for j in a.jobs()]
+        return a.planner.formatter, [estimate_tokens(j.user) for j in a.jobs()]
 
     _, wide = rendered()
     observer.context_tokens = 4000  # type: ignore[attr-defined]
     options, narrow = rendered()
-    room = 4000 - estimate_tokens(Auditor(engine, pm, RunConfig(observer="fake")).prompt.text)
+    room = 4000 - estimate_tokens(
+        Auditor(engine, pm, RunConfig(observer="fake")).observing.prompt.text
+    )
     assert options == {"max_tokens": int(room / TOKENIZER_MARGIN)}
     assert len(narrow) == len(wide) >= 5 and max(wide) > options["max_tokens"]
     assert max(narrow) <= options["max_tokens"]

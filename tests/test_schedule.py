@@ -14,7 +14,7 @@ from helpers.live import auditor_argv, copy_lines, rows, run_cli
 from helpers.wire import Reply, Stub, anthropic_response
 from sqlalchemy import func, select
 
-from auditor.audit.run import Auditor, run
+from auditor.audit.run import Auditor, audit_checkpoint, run
 from auditor.audit.run_types import RunConfig
 from auditor.audit.schedule import Stopper, repeat
 from auditor.durations import format_duration, parse_duration, parse_since
@@ -152,7 +152,7 @@ def test_a_call_answered_while_waiting_is_not_made_again(store, pm, fake):
     run(store, pm, RunConfig(observer="fake"), announce=quiet)  # another run answers it meanwhile
     import asyncio
 
-    assert asyncio.run(auditor.call(job)) is None
+    assert asyncio.run(audit_checkpoint(auditor, job)) is None
     assert job.answered is not None and fake.calls == 1
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import func, or_, select, update
 
@@ -30,8 +30,11 @@ from ..errors import AuditorError, UnknownName
 from ..store import leases
 from ..store import schema as s
 from ..store.db import utcnow
-from .observe import MAX_OUTPUT_TOKENS, BatchItem, ObserveRequest
+from .observe import MAX_OUTPUT_TOKENS, BatchItem, BatchObserver, ObserveRequest
 from .run_types import Job
+
+if TYPE_CHECKING:
+    from .run import Auditor
 
 BATCH_MAX_BYTES = 15_000_000  # Gemini takes inline batches up to 20 MB
 DEFAULT_BATCH_SIZE = 1000
@@ -71,28 +74,28 @@ class BatchReport:
         return out
 
 
-def _observer(auditor):
-    obs = auditor.observer
+def _observer(auditor: Auditor) -> BatchObserver:
+    obs = auditor.observing.backend
     if not all(callable(getattr(obs, m, None)) for m in METHODS):
         raise AuditorError(
-            f"observer {auditor.observer_name!r} has no batch API; --batch works with gemini "
+            f"observer {auditor.observing.name!r} has no batch API; --batch works with gemini "
             "and claude"
         )
-    return obs
+    return cast("BatchObserver", obs)
 
 
-def _options(auditor) -> dict[str, Any]:
-    return {"model": auditor.model, **auditor.config.observer_options}
+def _options(auditor: Auditor) -> dict[str, Any]:
+    return {"model": auditor.observing.model, **auditor.config.observer_options}
 
 
-def check(auditor) -> None:
+def check(auditor: Auditor) -> None:
     """Raise unless the run's options and observer allow a batch run (also for a dry run)."""
     if auditor.config.critique:
         raise AuditorError("--critique does not combine with --batch (it needs the first answer)")
     _observer(auditor)
 
 
-def run_batch(auditor, collect_only: bool = False) -> BatchReport:
+def run_batch(auditor: Auditor, collect_only: bool = False) -> BatchReport:
     """Collect finished batches, then (unless `collect_only`) submit what still needs a call."""
     check(auditor)
     report = BatchReport()
@@ -106,26 +109,26 @@ def run_batch(auditor, collect_only: bool = False) -> BatchReport:
     return report
 
 
-def _open_requests(conn, auditor) -> int:
+def _open_requests(conn, auditor: Auditor) -> int:
     b, r = s.Batch.__table__, s.BatchRequest.__table__
     q = (
         select(r.c.id)
         .join(b, b.c.id == r.c.batch_id)
         .where(b.c.state.in_(OPEN), r.c.verdict_id.is_(None))
-        .where(b.c.observer == auditor.observer_name, b.c.model == auditor.model)
+        .where(b.c.observer == auditor.observing.name, b.c.model == auditor.observing.model)
     )
     return len(conn.execute(q).all())
 
 
-def resolve_submitting(auditor) -> None:
+def resolve_submitting(auditor: Auditor) -> None:
     """Find the provider id of batches a stopped run had begun to submit, else drop them."""
     obs, b = _observer(auditor), s.Batch.__table__
     with auditor.engine.connect() as conn:
         rows = conn.execute(
             select(b).where(
                 b.c.state == "submitting",
-                b.c.observer == auditor.observer_name,
-                b.c.model == auditor.model,
+                b.c.observer == auditor.observing.name,
+                b.c.model == auditor.observing.model,
             )
         ).all()
     for row in rows:
@@ -142,8 +145,8 @@ def resolve_submitting(auditor) -> None:
             _note_error(auditor, row.id, exc)
             auditor.summary.messages.append(
                 f"batch {row.label}: its submission did not finish, and auditor could not ask "
-                f"{auditor.observer_name} whether it has it ({_why(exc)}); its {row.requests} "
-                f"checkpoints wait for it. If {auditor.observer_name} never got it, `auditor "
+                f"{auditor.observing.name} whether it has it ({_why(exc)}); its {row.requests} "
+                f"checkpoints wait for it. If {auditor.observing.name} never got it, `auditor "
                 f"batch drop {row.label}` gives them to the next run."
             )
             continue
@@ -167,7 +170,7 @@ def resolve_submitting(auditor) -> None:
         )
 
 
-def collect(auditor, report: BatchReport) -> None:
+def collect(auditor: Auditor, report: BatchReport) -> None:
     """Poll this observer's pending batches and record the answers of the finished ones."""
     from ..pricing.model_prices import cost
 
@@ -178,8 +181,8 @@ def collect(auditor, report: BatchReport) -> None:
             select(b)
             .where(
                 b.c.state == "pending",
-                b.c.observer == auditor.observer_name,
-                b.c.model == auditor.model,
+                b.c.observer == auditor.observing.name,
+                b.c.model == auditor.observing.model,
             )
             .order_by(b.c.id)
         ).all()
@@ -230,22 +233,28 @@ def collect(auditor, report: BatchReport) -> None:
                     "batch_id": batch.id,
                     "prompt_hash": req.prompt_hash,
                     "prompt_version": None
-                    if req.prompt_hash != auditor.prompt.sha256
-                    else auditor.prompt.version,
+                    if req.prompt_hash != auditor.observing.prompt.sha256
+                    else auditor.observing.prompt.version,
                 }
                 if answer is not None and answer.result is not None:
-                    verdict_id = auditor.record_verdict(job, answer.result, None, None, batch=extra)
+                    verdict_id = auditor.recorder.record_verdict(
+                        job, answer.result, None, None, batch=extra
+                    )
                     report.collected += 1
                     usage = answer.result.usage
-                    at_batch = cost(auditor.model, usage, auditor.observer_name, batch=True).usd
-                    one_by_one = cost(auditor.model, usage, auditor.observer_name).usd
+                    at_batch = cost(
+                        auditor.observing.model, usage, auditor.observing.name, batch=True
+                    ).usd
+                    one_by_one = cost(auditor.observing.model, usage, auditor.observing.name).usd
                     report.collected_usd += float(at_batch or 0)
                     report.interactive_usd += float(one_by_one or 0)
                 else:
                     error = (answer.error if answer else None) or (
                         f"the batch ended ({status.state}) without an answer for this request"
                     )
-                    verdict_id = auditor.record_verdict(job, None, error, None, batch=extra)
+                    verdict_id = auditor.recorder.record_verdict(
+                        job, None, error, None, batch=extra
+                    )
             with auditor.engine.begin() as conn:
                 conn.execute(update(r).where(r.c.id == req.id).values(verdict_id=verdict_id))
         with auditor.engine.begin() as conn:
@@ -260,7 +269,7 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:200]}{'…' if len(text) > 200 else ''}"
 
 
-def _note_error(auditor, batch_id: int, exc: BaseException) -> None:
+def _note_error(auditor: Auditor, batch_id: int, exc: BaseException) -> None:
     """Keep the provider's latest refusal on the batch row, for `auditor batch list`."""
     b = s.Batch.__table__
     with auditor.engine.begin() as conn:
@@ -338,7 +347,7 @@ def _job(req):
     return Job(req.checkpoint_id, req.thread_id, req.message_native_id, "", req.input_hash)
 
 
-def _recorded(auditor, batch_id: int, req) -> int | None:
+def _recorded(auditor: Auditor, batch_id: int, req) -> int | None:
     """The verdict a collect stopped half-way already made for `req`, if any."""
     v = s.Verdict.__table__
     with auditor.engine.connect() as conn:
@@ -351,7 +360,7 @@ def _recorded(auditor, batch_id: int, req) -> int | None:
         ).scalar()
 
 
-def _waiting(conn, auditor, job) -> bool:
+def _waiting(conn, auditor: Auditor, job) -> bool:
     """Tell whether `job` waits in an open batch (then it is not submitted again)."""
     b, r = s.Batch.__table__, s.BatchRequest.__table__
     q = (
@@ -359,8 +368,8 @@ def _waiting(conn, auditor, job) -> bool:
         .join(b, b.c.id == r.c.batch_id)
         .where(
             b.c.state.in_(OPEN),
-            b.c.observer == auditor.observer_name,
-            b.c.model == auditor.model,
+            b.c.observer == auditor.observing.name,
+            b.c.model == auditor.observing.model,
             r.c.verdict_id.is_(None),
             r.c.checkpoint_id == job.checkpoint_id,
             r.c.input_hash == job.input_hash,
@@ -370,23 +379,27 @@ def _waiting(conn, auditor, job) -> bool:
     return conn.execute(q).first() is not None
 
 
-def submit(auditor, report: BatchReport) -> None:
+def submit(auditor: Auditor, report: BatchReport) -> None:
     """Plan, then submit every job that needs a call, in batches."""
     from .budget import estimate_usd
 
     size = auditor.config.batch_size or DEFAULT_BATCH_SIZE
     chunk: list = []
     chunk_bytes = 0
-    budget = auditor.budget
+    budget = auditor.caller.budget
     limit = auditor.config.limit
     taken = 0
     try:
         for job in auditor.jobs():
             if limit is not None and taken >= limit:
                 break
-            prompt = auditor.prompt.text + job.user
+            prompt = auditor.observing.prompt.text + job.user
             priced = estimate_usd(
-                auditor.model, auditor.observer_name, prompt, MAX_OUTPUT_TOKENS, batch=True
+                auditor.observing.model,
+                auditor.observing.name,
+                prompt,
+                MAX_OUTPUT_TOKENS,
+                batch=True,
             )
             est = float(priced or 0)  # unknown: allowed with --allow-unpriced only
             job_bytes = len(prompt.encode("utf-8", "surrogatepass"))
@@ -397,7 +410,7 @@ def submit(auditor, report: BatchReport) -> None:
                     _submit_chunk(auditor, done, report)
                 finally:
                     _give_back(budget, done)
-            if not auditor.claim(job):
+            if not auditor.sharing.hold(job):
                 continue
             # Under the lease: another run may have put it in a batch since it was planned.
             with auditor.engine.connect() as conn:
@@ -410,10 +423,10 @@ def submit(auditor, report: BatchReport) -> None:
                 row, _ = budget.day.take(est)
                 over = row is None
             if waiting or over:
-                auditor.release(job)
+                auditor.sharing.release(job)
                 if waiting:
                     report.waiting += 1
-                else:
+                elif budget is not None:  # `over` is only ever set under a budget
                     budget.refuse(est)
                     auditor.summary.over_budget += 1
                 continue
@@ -423,7 +436,7 @@ def submit(auditor, report: BatchReport) -> None:
             chunk_bytes += job_bytes
     except BaseException:
         for job, _, _ in chunk:  # claimed, never recorded in a batch: free for the next run
-            auditor.release(job)
+            auditor.sharing.release(job)
         _give_back(budget, chunk)
         raise
     if chunk:
@@ -441,7 +454,7 @@ def _give_back(budget, chunk: list) -> None:
             budget.day.give_back(row)
 
 
-def _submit_chunk(auditor, jobs: list, report: BatchReport) -> None:
+def _submit_chunk(auditor: Auditor, jobs: list, report: BatchReport) -> None:
     """Record the batch, submit it, record its provider id; release the jobs' leases.
 
     `jobs` holds (job, worst-case USD at the batch price, its reservation) triples.
@@ -453,7 +466,7 @@ def _submit_chunk(auditor, jobs: list, report: BatchReport) -> None:
     items = [
         BatchItem(
             f"cp{job.checkpoint_id}-{job.input_hash[:16]}",
-            ObserveRequest(auditor.prompt.text, job.user, auditor.model),
+            ObserveRequest(auditor.observing.prompt.text, job.user, auditor.observing.model),
         )
         for job in jobs
     ]
@@ -462,8 +475,8 @@ def _submit_chunk(auditor, jobs: list, report: BatchReport) -> None:
             batch_id = conn.execute(
                 b.insert()
                 .values(
-                    observer=auditor.observer_name,
-                    model=auditor.model,
+                    observer=auditor.observing.name,
+                    model=auditor.observing.model,
                     label=label,
                     state="submitting",
                     requests=len(jobs),
@@ -483,7 +496,7 @@ def _submit_chunk(auditor, jobs: list, report: BatchReport) -> None:
                         "checkpoint_id": job.checkpoint_id,
                         "thread_id": job.thread_id,
                         "message_native_id": job.message_id,
-                        "prompt_hash": auditor.prompt.sha256,
+                        "prompt_hash": auditor.observing.prompt.sha256,
                         "input_hash": job.input_hash,
                     }
                     for i, (job, item) in enumerate(zip(jobs, items, strict=True))
@@ -500,7 +513,7 @@ def _submit_chunk(auditor, jobs: list, report: BatchReport) -> None:
         _note_error(auditor, batch_id, exc)
         raise AuditorError(
             f"batch {label}: submitting {len(jobs)} requests failed ({type(exc).__name__}: "
-            f"{exc}); the next run asks {auditor.observer_name} whether it has the batch before "
+            f"{exc}); the next run asks {auditor.observing.name} whether it has the batch before "
             "sending these checkpoints again"
         ) from None
     with auditor.engine.begin() as conn:

@@ -1,7 +1,7 @@
 """What auditor decides at one checkpoint before any observer call: signals -> gate -> format.
 
 `plan()` is the one place this order is written. `auditor run`, the Stop hooks, the live
-worker and `auditor eval` reach it through `Auditor.plan_checkpoint`, which also records the
+worker and `auditor eval` reach it through `Planner.plan_checkpoint`, which also records the
 decision; `auditor prompt` calls it directly and records nothing.
 """
 

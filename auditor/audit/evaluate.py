@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, text
 
 from ..errors import AuditorError
 from ..reports.shared import Report, ratio
+
+if TYPE_CHECKING:
+    from .run import Auditor
 
 
 @dataclass
@@ -117,7 +120,7 @@ def evaluate(engine: Engine, plugins, labels_path: str | None, config) -> Report
 
     from ..store.threads import load_messages
     from .checkpoints import checkpoint_at
-    from .run import Auditor
+    from .run import Auditor, audit_checkpoint
 
     if labels_path is None:
         labels, labels_path = labels_in_store(engine), STORED
@@ -126,11 +129,11 @@ def evaluate(engine: Engine, plugins, labels_path: str | None, config) -> Report
     if config.agents is None:  # an observer of another vendor than every labelled thread's
         config = replace(config, agents=sorted({label.thread.agent for label in labels}))
     auditor = Auditor(engine, plugins, config)
-    auditor.ensure_usable()
-    mode = auditor.gate_config["mode"]
+    auditor.caller.ensure_usable()
+    mode = auditor.planner.gate_config["mode"]
     messages: dict[int, list] = {}
     planned: list[tuple[Label, Any, Any]] = []  # (label, checkpoint, job or None)
-    with auditor.recording():
+    with auditor.recorder.recording():
         for label in labels:
             tid = label.thread.id
             if tid not in messages:
@@ -143,7 +146,7 @@ def evaluate(engine: Engine, plugins, labels_path: str | None, config) -> Report
                     f"{label.at!r}"
                 ) from None
             with engine.begin() as conn:
-                job = auditor.plan_checkpoint(conn, cp, label.thread, messages[tid])
+                job = auditor.planner.plan_checkpoint(conn, cp, label.thread, messages[tid])
             planned.append((label, cp, job))
 
         async def call_all() -> None:
@@ -151,7 +154,7 @@ def evaluate(engine: Engine, plugins, labels_path: str | None, config) -> Report
 
             async def one(job) -> None:
                 async with gate:
-                    job.answered = await auditor.call(job) or job.answered
+                    job.answered = await audit_checkpoint(auditor, job) or job.answered
 
             await asyncio.gather(
                 *(one(j) for _, _, j in planned if j is not None and j.answered is None)
@@ -161,7 +164,7 @@ def evaluate(engine: Engine, plugins, labels_path: str | None, config) -> Report
     return _score(engine, planned, auditor, labels_path)
 
 
-def _score(engine: Engine, planned, auditor, labels_path: str) -> Report:
+def _score(engine: Engine, planned, auditor: Auditor, labels_path: str) -> Report:
     ids = [j.answered for _, _, j in planned if j is not None and j.answered is not None]
     with engine.connect() as conn:
         verdicts = {
@@ -222,8 +225,8 @@ def _score(engine: Engine, planned, auditor, labels_path: str) -> Report:
     precision, recall = ratio(tp, tp + fp), ratio(tp, tp + fn)
     f1 = None if not precision or not recall else 2 * precision * recall / (precision + recall)
     extra = {
-        "observer": auditor.observer_name,
-        "model": auditor.model,
+        "observer": auditor.observing.name,
+        "model": auditor.observing.model,
         "run": auditor.summary.run_id,
         "labels": len(planned),
         "scored": tp + fp + fn + tn,

@@ -1,30 +1,25 @@
-"""What a run records: its start and end, and each call's verdict with its usage and price.
+"""The recorder of a run: its start and end, and each call's verdict with its usage and price.
 
-`RunRecords` is the half of `auditor.audit.run.Auditor` that writes: the lifecycle (`recording`,
-`start_run`, `finish_run`, `abandon`) and `record_verdict`. The other half plans and calls.
+`Recorder` writes what a run does (`recording`, `start_run`, `finish_run`) and what each call
+brought back (`record_verdict`): the planner records the gate's decisions, the rest is here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
-from ..errors import AuditorError
+from sqlalchemy import Engine
+
 from ..store import events
 from ..store import raw_answers as answers
 from ..store import run_rows as runs
 from ..store import schema as s
 from ..store.db import retry_lost, utcnow
 from .observe import ObserveResult, validate
-from .run_types import Job, RunConfig, RunSummary
-
-if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
-    from .observer_choice import Choice
-    from .prompt import Prompt
+from .run_types import Job, Observing, RunConfig, RunSummary
 
 
 def price_of(
@@ -39,32 +34,22 @@ def price_of(
     return float(c.usd), float(credits(c.usd))
 
 
-class RunRecords:
-    """The recording half of a run (mixed into `Auditor`, which sets these attributes)."""
+class Recorder:
+    """Records one audit as a run of the store, with its verdicts and their figures."""
 
-    engine: Engine
-    config: RunConfig
-    summary: RunSummary
-    observer: Any
-    observer_name: str
-    choice: Choice  # the observer chosen, and whether it is of the agent's own vendor
-    model: str
-    owner: str
-    prompt: Prompt
-    _heartbeat: runs.Heartbeat | None
-
-    release: Callable[[Job], None]  # gives back the lease of a job's call
-    _prompt_for: Callable[[Job], Prompt]  # the prompt a job is sent with
+    def __init__(
+        self,
+        engine: Engine,
+        config: RunConfig,
+        observing: Observing,
+        summary: RunSummary,
+        owner: str,
+    ):
+        self.engine, self.config, self.observing = engine, config, observing
+        self.summary, self.owner = summary, owner
+        self._heartbeat: runs.Heartbeat | None = None
 
     # -- the run's lifecycle --------------------------------------------------------------
-    def ensure_usable(self) -> None:
-        """Raise AuditorError saying why the observer cannot be called now (a missing key,
-        SDK or server). Checked only before a call is due: a backend's check may import its SDK.
-        """
-        problem = self.observer.check({"model": self.model, **self.config.observer_options})
-        if problem:
-            raise AuditorError(f"observer {self.observer_name!r} cannot be used: {problem}")
-
     @contextlib.contextmanager
     def recording(self, note: dict[str, Any] | None = None) -> Iterator[RunSummary]:
         """Record a run around the block and yield its summary.
@@ -93,9 +78,9 @@ class RunRecords:
             self.summary.run_id = runs.record_start(
                 conn,
                 owner=self.owner,
-                observer=self.observer_name,
-                model=self.model,
-                prompt=self.prompt,
+                observer=self.observing.name,
+                model=self.observing.model,
+                prompt=self.observing.prompt,
                 dry_run=self.config.dry_run,
                 config={**self.config.for_record(), **(note or {})},
                 critique=self.config.critique,
@@ -115,17 +100,6 @@ class RunRecords:
 
         retry_lost(record)
 
-    def abandon(self, job: Job, error: str, took: float, status: str = "error") -> int:
-        """Record the call of `job`, cut short after `took` seconds, and release its lease.
-
-        `status` is `error` for a call that failed (a deadline passed) or `cancelled` for one
-        given up on purpose (the user wrote meanwhile); return the verdict id.
-        """
-        verdict_id = self.record_verdict(job, None, error, took, status)
-        self.release(job)
-        return verdict_id
-
-    # -- executing ------------------------------------------------------------------------
     def record_verdict(
         self,
         job: Job,
@@ -141,19 +115,19 @@ class RunRecords:
         holds the columns of an answer collected from a provider batch (its `batch_id`, the
         prompt it was sent with): it is priced at the batch price.
         """
-        sm = self.summary
-        prompt = self._prompt_for(job)
+        sm, o = self.summary, self.observing
+        prompt = o.prompt_for(job)
         row: dict[str, Any] = {
             "checkpoint_id": job.checkpoint_id,
             "run_id": sm.run_id,
             "thread_id": job.thread_id,
-            "observer": self.observer_name,
-            "model": self.model,
+            "observer": o.name,
+            "model": o.model,
             "prompt_version": prompt.version,
             "prompt_hash": prompt.sha256,
             "input_hash": job.input_hash,
             "critique_of": job.critique_of,
-            "same_vendor": self.choice.same_vendor,
+            "same_vendor": o.same_vendor,
             "latency_ms": None if latency is None else int(latency * 1000),
             "created_at": utcnow(),
             **(batch or {}),
@@ -170,7 +144,7 @@ class RunRecords:
                 usd: float | None = float(u.cost_usd)
                 cr: float | None = float(credits(u.cost_usd))
             else:
-                usd, cr = price_of(self.model, u, self.observer_name, batch=bool(batch))
+                usd, cr = price_of(o.model, u, o.name, batch=bool(batch))
             if usd is None:
                 sm.unpriced += 1
             else:

@@ -1,15 +1,22 @@
 """What a run is given and what it gives back: its RunConfig, its RunSummary, the Job of one
-observer call, and which observer it uses when none is named."""
+observer call, the Observing that answers it, and which observer it uses when none is named."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, select
 
 from ..plugins import Plugins
+from ..store import schema as s
 from . import critique
+
+if TYPE_CHECKING:
+    from .observe import Observer
+    from .prompt import Prompt
 
 
 @dataclass
@@ -124,12 +131,53 @@ class Job:
     thread_native_id: str = ""
     thread_lease: str | None = None  # PostgreSQL: the lease on the thread held while it runs
     # PostgreSQL, a call of a thread another worker holds: the helper's lease on its checkpoint
-    # (Auditor._help), given back once the call is over.
+    # (LeasedSharing._help), given back once the call is over.
     helping: str | None = None
 
     @property
     def claim_key(self) -> str:
         return hashlib.sha256(f"{self.checkpoint_id}\0{self.input_hash}".encode()).hexdigest()
+
+
+@dataclass
+class Observing:
+    """Who answers a run's checkpoints: the observer (its name and backend), the model, the
+    prompts. A verdict is reused only when all of these and the rendered checkpoint match."""
+
+    name: str
+    backend: Observer
+    model: str
+    prompt: Prompt
+    critique_prompt: Prompt | None = None  # with --critique: the second pass's prompt
+    same_vendor: bool = False  # the observer is of the audited agent's own vendor
+
+    def prompt_for(self, job: Job) -> Prompt:
+        """The prompt `job` is sent with: the critique prompt for a second pass."""
+        if job.critique_of is not None and self.critique_prompt is not None:
+            return self.critique_prompt
+        return self.prompt
+
+    def input_hash(self, user: str, prompt: Prompt | None = None) -> str:
+        return hashlib.sha256(f"{(prompt or self.prompt).sha256}\0{user}".encode()).hexdigest()
+
+    def already_answered(self, conn: Connection, job: Job) -> int | None:
+        """The id of a verdict that answers `job` already, if any."""
+        v = s.Verdict
+        return conn.execute(
+            select(v.id)
+            .where(
+                v.checkpoint_id == job.checkpoint_id,
+                v.observer == self.name,
+                v.model == self.model,
+                v.prompt_hash == self.prompt_for(job).sha256,
+                v.input_hash == job.input_hash,
+                v.status.in_(("ok", "invalid")),
+                v.critique_of.is_(None)
+                if job.critique_of is None
+                else v.critique_of == job.critique_of,
+            )
+            .limit(1)
+        ).scalar()
 
 
 class RunInterrupted(KeyboardInterrupt):

@@ -93,10 +93,10 @@ def run_every(
 
     span = parse_duration(every) if isinstance(every, str) else every
     auditor = Auditor(engine, plugins, config)
-    auditor.ensure_usable()
+    auditor.caller.ensure_usable()
     report(
         f"every {format_duration(span)}: ingest {', '.join(sources) if sources else 'nothing (no sources configured)'}, "
-        f"then audit with {auditor.observer_name} {auditor.model}. Ctrl-C stops after the calls in flight."
+        f"then audit with {auditor.observing.name} {auditor.observing.model}. Ctrl-C stops after the calls in flight."
     )
 
     with Stopper() as stopper:

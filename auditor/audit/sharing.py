@@ -1,70 +1,194 @@
-"""How `auditor run` workers on one PostgreSQL store share the work, without a coordinator.
+"""How a run shares its work with the other runs on the same store: a strategy passed in.
 
-`ThreadSharing` is the part of `auditor.audit.run.Auditor` that holds leases (`auditor.store.leases`): a
-worker takes a thread's lease before planning it and gives it back, marked done, once its calls
-are made; a call is made under a lease of its own, a row lock taken with SKIP LOCKED and held
-by a connection of its own, so a worker that dies frees its work at once. A worker with no
-thread left to take helps with the threads others hold, from their last checkpoint back.
+Every run takes a lease (`auditor.store.leases`) on each observer call before making it, so
+that two runs never pay for the same answer. How the threads are shared differs by store:
+
+- `LocalSharing` (SQLite, and every run that is not `auditor run` on PostgreSQL): threads in
+  the order of their ids, each call under an expiring lease in the claims table;
+- `LeasedSharing` (`auditor run` on PostgreSQL): workers share the threads without a
+  coordinator. A worker takes a thread's lease before planning it and gives it back, marked
+  done, once its calls are made; a call is made under a lease of its own, a row lock taken with
+  SKIP LOCKED and held by a connection of its own, so a worker that dies frees its work at once.
+  A worker with no thread left to take helps with the threads others hold, from their last
+  checkpoint back.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Iterator
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from ..store import leases
 from ..store import schema as s
-from ..store.db import connection_lost, retry_lost
+from ..store.db import connection_lost, retry_lost, utcnow
 from ..store.threads import load_messages
 from .checkpoints import find_checkpoints
-from .run_types import Job, RunSummary
+from .run_types import Job, Observing, RunSummary
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from .prompt import Prompt
+    from .planner import Planner
 
-PLAN_CHUNK = 8  # checkpoints planned in one transaction
 TAKEN, HELD, DONE = "taken", "held", "done"  # what became of a thread's lease
+WAIT_FOR_THREADS = 1.0  # seconds between looks at threads other workers hold
+CLAIMS_KEPT = timedelta(days=1)  # how long an unheld claims row (a done mark) is kept
 
 
-class ThreadSharing:
-    """The leases of a run's threads and calls (mixed into `Auditor`, which sets these)."""
+class WorkSharing(Protocol):
+    """What the planner and the calls of a run ask of the way it shares work."""
 
-    engine: Engine
-    summary: RunSummary
-    owner: str
-    observer_name: str
-    model: str
-    prompt: Prompt
-    gate_config: dict[str, Any]
-    _held: dict[str, Any]  # lease key -> the connection holding its row lock
-    _helping: set[str]  # helper leases taken (`_help`), until their calls are over
-    lease: float  # seconds an expiring lease lasts
-    _open: dict[str, int]  # thread lease -> calls not yet made
-    _waiting: list[Job]  # calls another worker held when tried
-    _lock: threading.Lock
-    _started: datetime
-    plan_checkpoint: Any  # Auditor.plan_checkpoint
-    _already_answered: Any  # Auditor._already_answered
+    busiest_first: bool  # plan the threads with the most tool calls first
+    waiting: list[Job]  # calls another worker held when tried: tried again at the end
 
-    def _help(self, thread) -> Iterator[Job]:
+    def jobs(self, planner: Planner) -> Iterator[Job]:
+        """The jobs of the threads this run takes, planned by `planner`."""
+        ...
+
+    def hold(self, job: Job) -> bool:
+        """Take the lease on `job`'s call; False when another run holds it or it got answered
+        (counted in the summary as busy or reused)."""
+        ...
+
+    def release(self, job: Job) -> None:
+        """Give back the lease on `job`'s call."""
+        ...
+
+    def done(self, job: Job) -> None:
+        """`job`'s call is over (made, or passed over): give back what it kept held."""
+        ...
+
+    def let_go_all(self) -> None:
+        """Give back every lease still held (a run stopped early)."""
+        ...
+
+
+class LocalSharing:
+    """Threads in id order; each call under an expiring lease (the claims table)."""
+
+    busiest_first = False
+
+    def __init__(
+        self, engine: Engine, observing: Observing, summary: RunSummary, owner: str, lease: float
+    ):
+        self.engine, self.observing, self.summary = engine, observing, summary
+        self.owner, self.lease = owner, lease
+        self.waiting: list[Job] = []  # never filled: a call another run holds is left to it
+
+    def jobs(self, planner: Planner) -> Iterator[Job]:
+        for thread in planner.threads(self.busiest_first):
+            yield from planner.thread_jobs(thread)
+
+    def hold(self, job: Job) -> bool:
+        """The answer is checked again under the lease: another run may have recorded it
+        since this one planned."""
+        return retry_lost(self._claim, job)
+
+    def _claim(self, job: Job) -> bool:
+        with self.engine.begin() as conn:
+            if not leases.take(conn, job.claim_key, job.checkpoint_id, self.owner, self.lease):
+                self.summary.busy += 1
+                return False
+            job.answered = self.observing.already_answered(conn, job)
+            if job.answered is not None:
+                leases.release(conn, job.claim_key, self.owner)
+                self.summary.reused += 1
+                return False
+        return True
+
+    def release(self, job: Job) -> None:
+        def give_back() -> None:
+            with self.engine.begin() as conn:
+                leases.release(conn, job.claim_key, self.owner)
+
+        retry_lost(give_back)
+
+    def done(self, job: Job) -> None:
+        pass
+
+    def let_go_all(self) -> None:
+        pass
+
+
+class LeasedSharing(LocalSharing):
+    """Threads and calls shared with other workers by row locks (PostgreSQL)."""
+
+    busiest_first = True  # so that no worker starts a long thread when the others are done
+
+    def __init__(
+        self, engine: Engine, observing: Observing, summary: RunSummary, owner: str, lease: float
+    ):
+        super().__init__(engine, observing, summary, owner, lease)
+        self._held: dict[str, Connection] = {}  # lease key -> the connection holding its row lock
+        self._helping: set[str] = set()  # helper leases taken (`_help`), until their calls are over
+        self._open: dict[str, int] = {}  # thread lease -> calls not yet made
+        self._lock = threading.Lock()
+        self._started = utcnow()  # threads other workers finish from now on are theirs
+        # Rows no worker started in the last day can need.
+        leases.forget_old(engine, datetime.now(UTC) - CLAIMS_KEPT)
+
+    def jobs(self, planner: Planner) -> Iterator[Job]:
+        """Each thread is planned under its lease (`leases.hold`), kept until its calls are
+        made, then marked done (for the thread as it stands); a thread another worker holds,
+        or finished since this run began, is skipped. Once none is left to take, the worker
+        helps with the threads others hold (`_help`). Held ones are looked at again at the end:
+        done by then, or left by a worker that died (their lease free), then planned here."""
+        waiting: list = []
+        for thread in planner.threads(self.busiest_first):
+            status = self._take_thread(thread)
+            if status == HELD:
+                waiting.append(thread)
+            if status == TAKEN:
+                yield from self._thread_jobs(planner, thread)
+        for thread in waiting:
+            yield from self._help(planner, thread)
+        while waiting:
+            time.sleep(WAIT_FOR_THREADS)
+            keys = {self._thread_key(t): t for t in waiting}
+            gone, free = leases.unheld(self.engine, list(keys))
+            waiting = [t for key, t in keys.items() if key not in gone and key not in free]
+            for key in gone | free:  # done, or left by a worker that died or stopped
+                status = self._take_thread(keys[key])
+                if status == TAKEN:
+                    yield from self._thread_jobs(planner, keys[key])
+                elif status == HELD:
+                    waiting.append(keys[key])
+
+    def _thread_jobs(self, planner: Planner, thread) -> Iterator[Job]:
+        """The thread's jobs, under its lease, given back once its calls are made;
+        checkpoints other workers answered are passed over unrendered (`_passed_over`)."""
+        key = self._thread_key(thread)
+        known = self._checkpoint_rows(thread.id)
+        with self._lock:
+            self._open[key] = 1  # planning counts as one call until it is over
+        for job in planner.thread_jobs(thread, lambda chunk: self._passed_over(chunk, known)):
+            with self._lock:
+                self._open[key] += 1
+            job.thread_lease = key
+            yield job
+        # Not reached when the run stopped early: `let_go_all` gives the lease back.
+        self._done_with(key)
+
+    def _help(self, planner: Planner, thread) -> Iterator[Job]:
         """The calls of a thread another worker holds that nobody has made or taken yet, from
         its last checkpoint back (its holder goes from the first on), so that a long thread is
         not left to one worker. Checkpoints gated out, answered or held are passed over
         unrendered, and helpers take the rest one each; a call is still made only under its
-        own lock (`_hold`)."""
+        own lock (`hold`)."""
+        from .planner import PLAN_CHUNK
+
         thread_key = self._thread_key(thread)
         gone, free = leases.unheld(self.engine, [thread_key])
         if gone or free:  # finished, or left by a worker that died: `jobs` takes it over
             return
         messages = load_messages(self.engine, thread.id)
-        checkpoints = find_checkpoints(thread.id, messages, self.gate_config["mode"])
+        checkpoints = find_checkpoints(thread.id, messages, planner.gate_config["mode"])
         known = self._checkpoint_rows(thread.id)
         last_first = list(reversed(checkpoints))
         for start in range(0, len(last_first), PLAN_CHUNK):
@@ -81,13 +205,13 @@ class ThreadSharing:
                     if not leases.take(conn, key, None, self.owner, self.lease):
                         continue  # another helper took it
                 with self.engine.begin() as conn:  # one checkpoint a transaction: no lock waits
-                    job = self.plan_checkpoint(conn, cp, thread, messages)
+                    job = planner.plan_checkpoint(conn, cp, thread, messages)
                 if job is None or job.answered is not None:
                     self._let_go_help(key)
                     continue
                 job.helping = key
                 with self._lock:
-                    self._helping.add(key)  # until its call is over (`_done_helping`)
+                    self._helping.add(key)  # until its call is over (`done`)
                 yield job
 
     def _checkpoint_rows(self, thread_id: int) -> dict[tuple[str, str], Any]:
@@ -107,15 +231,15 @@ class ThreadSharing:
             known[(cp.message_id, cp.kind)] for cp in chunk if (cp.message_id, cp.kind) in known
         ]
         ids = [r.id for r in rows]
-        v = s.Verdict
+        v, o = s.Verdict, self.observing
         with self.engine.connect() as conn:
             answered = set(
                 conn.execute(
                     select(v.checkpoint_id).where(
                         v.checkpoint_id.in_(ids),
-                        v.observer == self.observer_name,
-                        v.model == self.model,
-                        v.prompt_hash == self.prompt.sha256,
+                        v.observer == o.name,
+                        v.model == o.model,
+                        v.prompt_hash == o.prompt.sha256,
                         v.status.in_(("ok", "invalid")),
                         v.critique_of.is_(None),
                         v.created_at >= self._started,
@@ -130,9 +254,9 @@ class ThreadSharing:
             if r.id in answered or (helping and not r.gate_audit)
         }
 
-    def _done_helping(self, job: Job) -> None:
-        """Give back the helper's lease on `job`'s checkpoint (taken in `_help`)."""
-        if job.helping:
+    def done(self, job: Job) -> None:
+        self._done_with(job.thread_lease)
+        if job.helping:  # give back the helper's lease on its checkpoint (taken in `_help`)
             with self._lock:
                 ours = job.helping in self._helping
                 self._helping.discard(job.helping)
@@ -145,9 +269,10 @@ class ThreadSharing:
 
     def _thread_key(self, thread) -> str:
         """The thread as it stands (its messages) with this run's observer, model and prompt."""
+        o = self.observing
         text = (
             f"thread\0{thread.id}\0{thread.message_count}\0{thread.ended_at}\0"
-            f"{self.observer_name}\0{self.model}\0{self.prompt.sha256}"
+            f"{o.name}\0{o.model}\0{o.prompt.sha256}"
         )
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -183,7 +308,6 @@ class ThreadSharing:
                 retry_lost(lambda: leases.finish(self.engine.connect(), key))
 
     def let_go_all(self) -> None:
-        """Give back every lease still held (a run stopped early)."""
         with self._lock:
             held, self._held = self._held, {}
             helping, self._helping = self._helping, set()
@@ -196,20 +320,33 @@ class ThreadSharing:
         for key in helping:
             self._let_go_help(key)
 
-    def _hold(self, job: Job) -> bool:
-        """`claim` for a call on PostgreSQL: a row lock taken with SKIP LOCKED, held through the call
-        (see `leases.hold`). A job another worker holds waits in `_waiting` and is tried again
-        once the rest is done: answered by then, or freed by a worker that died."""
+    def hold(self, job: Job) -> bool:
+        """A row lock taken with SKIP LOCKED, held through the call (see `leases.hold`). A job
+        another worker holds waits in `waiting` and is tried again once the rest is done:
+        answered by then, or freed by a worker that died."""
         conn = retry_lost(leases.hold, self.engine, job.claim_key, job.checkpoint_id, self.owner)
         if conn is None:
             self.summary.busy += 1
             if not job.helping:  # the holder of a thread being helped makes what is left
-                self._waiting.append(job)
+                self.waiting.append(job)
             return False
-        job.answered = self._already_answered(conn, job)
+        job.answered = self.observing.already_answered(conn, job)
         if job.answered is not None:
             leases.let_go(conn, job.claim_key)
             self.summary.reused += 1
             return False
         self._held[job.claim_key] = conn
         return True
+
+    def release(self, job: Job) -> None:
+        conn = self._held.pop(job.claim_key, None)
+        if conn is None:  # an expiring lease
+            super().release(job)
+            return
+        try:
+            leases.let_go(conn, job.claim_key)
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
+            # The server ended the connection, and with it the row lock that was the
+            # lease: nothing is left to give back (the row goes with `forget_old`).

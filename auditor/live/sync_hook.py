@@ -274,24 +274,24 @@ class Hook:
     ) -> HookOutcome:
         import asyncio
 
-        from ..audit.run import Auditor
+        from ..audit.run import Auditor, audit_checkpoint
         from ..errors import AuditorError
 
         self.auditor = a = Auditor(self.store, self.registry, self.run_config)
-        a.start_run({"hook": {"agent": self.agent, **p.info}})
+        a.recorder.start_run({"hook": {"agent": self.agent, **p.info}})
         with self.store.begin() as conn:
-            job = a.plan_checkpoint(conn, cp, thread, messages)
+            job = a.planner.plan_checkpoint(conn, cp, thread, messages)
         t = self._lap("gate+format", t)
         if job is None:
-            a.finish_run("done")
+            a.recorder.finish_run("done")
             reason = next(iter(a.summary.gated_out), "gated out")
             return HookOutcome("silent", f"gate: {reason}", a.summary.run_id)
         verdict_id = job.answered
         if verdict_id is None:
             try:
-                a.ensure_usable()  # only now: a gated-out stop never needs the backend's SDK
+                a.caller.ensure_usable()  # only now: a gated-out stop never needs the backend's SDK
             except AuditorError as exc:
-                a.finish_run("failed", str(exc))
+                a.recorder.finish_run("failed", str(exc))
                 return HookOutcome("failed", str(exc), a.summary.run_id)
             self.job, self.call_started = job, time.monotonic()
             budget = self.remaining() - MARGIN
@@ -299,11 +299,11 @@ class Hook:
                 raise DeadlinePassed(
                     f"deadline exceeded: no time left for the observer call within {self.options.deadline:g}s"
                 )
-            verdict_id = asyncio.run(a.call(job, deadline=budget))
+            verdict_id = asyncio.run(audit_checkpoint(a, job, deadline=budget))
             self.job = None
             t = self._lap("observer", t)
             if verdict_id is None and job.answered is None:
-                a.finish_run("done")
+                a.recorder.finish_run("done")
                 return HookOutcome(
                     "silent",
                     "another auditor process is auditing this checkpoint",
@@ -312,7 +312,7 @@ class Hook:
             verdict_id = verdict_id or job.answered
             assert verdict_id is not None  # one of the two, or it returned above
         outcome = self._deliver(p, thread, messages, cp, verdict_id, stream)
-        a.finish_run(
+        a.recorder.finish_run(
             "failed" if outcome.status == "failed" else "done",
             outcome.detail if outcome.status == "failed" else None,
         )
@@ -394,7 +394,7 @@ def record_failure(hook: Hook, error: str) -> int | None:
     if auditor is not None and hook.job is not None:
         auditor.abandon(hook.job, error, time.monotonic() - hook.call_started)
     if auditor is not None and auditor.summary.run_id is not None:
-        auditor.finish_run("failed", error)
+        auditor.recorder.finish_run("failed", error)
         return auditor.summary.run_id
     with engine.begin() as conn:
         return conn.execute(
@@ -403,8 +403,8 @@ def record_failure(hook: Hook, error: str) -> int | None:
                 started_at=utcnow(),
                 ended_at=utcnow(),
                 status="failed",
-                observer=(auditor.observer_name if auditor else run_config.observer) or "",
-                model=(auditor.model if auditor else run_config.model) or "",
+                observer=(auditor.observing.name if auditor else run_config.observer) or "",
+                model=(auditor.observing.model if auditor else run_config.model) or "",
                 config={**run_config.for_record(), "hook": {"agent": agent}},
                 error=error,
             )

@@ -324,7 +324,7 @@ class Worker:
     # -- one audit ------------------------------------------------------------------------
     def _audit_ceiling(self) -> float:
         """The longest one audit may take: the wait for the transcript, the observer's call
-        with its retries (as `Auditor._call` bounds it), and room for the store."""
+        with its retries (as `Caller.call` bounds it), and room for the store."""
         return self.options.lag + self.options.deadline * 4 + 60
 
     async def _audit(self, thread: str, t: _Thread, audit: _Audit) -> None:
@@ -343,7 +343,7 @@ class Worker:
             )
             if audit.auditor is not None and audit.auditor.summary.run_id is not None:
                 try:
-                    audit.auditor.finish_run("failed", f"{type(exc).__name__}: {exc}")
+                    audit.auditor.recorder.finish_run("failed", f"{type(exc).__name__}: {exc}")
                 except Exception:  # noqa: BLE001 - the audit's own failure is being reported; recording it must not hide it
                     pass
         finally:
@@ -371,10 +371,10 @@ class Worker:
             error = f"cancelled: {why}, {took:.1f}s into the call"
             vid = a.abandon(job, error, took, status="cancelled")
             self.log(f"verdict {vid}: cancelled {took:.1f}s into the call ({why})")
-        a.finish_run("done")
+        a.recorder.finish_run("done")
 
     async def _audit_inner(self, thread_native: str, t: _Thread, audit: _Audit) -> None:
-        from ..audit.run import Auditor
+        from ..audit.run import Auditor, audit_checkpoint
 
         event = audit.event
         name = event.get("hook_event_name")
@@ -400,28 +400,28 @@ class Worker:
             return
         thread, messages, cp = found
         a = audit.auditor = Auditor(self.engine, self.plugins, self.run_config)
-        a.start_run({"hook": {"agent": self.agent, "live": True, **_trigger(event)}})
+        a.recorder.start_run({"hook": {"agent": self.agent, "live": True, **_trigger(event)}})
         with self.engine.begin() as conn:
-            job = a.plan_checkpoint(conn, cp, thread, messages)
+            job = a.planner.plan_checkpoint(conn, cp, thread, messages)
         if job is None:
-            a.finish_run("done")
+            a.recorder.finish_run("done")
             self.log(f"{name}: gate: {next(iter(a.summary.gated_out), 'gated out')}")
             return
         verdict_id = job.answered
         if verdict_id is None:
             try:
-                a.ensure_usable()
+                a.caller.ensure_usable()
             except AuditorError as exc:
-                a.finish_run("failed", str(exc))
+                a.recorder.finish_run("failed", str(exc))
                 self.log(str(exc))
                 return
             audit.job, audit.started = job, time.monotonic()
-            verdict_id = await a.call(job, deadline=self.options.deadline)
+            verdict_id = await audit_checkpoint(a, job, deadline=self.options.deadline)
             audit.job = None
             if verdict_id is None:
-                a.finish_run("done")
+                a.recorder.finish_run("done")
                 return
-        a.finish_run("done")
+        a.recorder.finish_run("done")
         self._stage(thread, messages, cp, verdict_id, audit)
 
     def _waiting(self, thread_native: str) -> bool:
