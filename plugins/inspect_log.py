@@ -46,6 +46,7 @@ from auditor.api import (
     Record,
     ThreadInfo,
     Usage,
+    each_record,
     hookimpl,
     parse_time,
     read_document,
@@ -189,13 +190,19 @@ class InspectLogFormat:
         yield ThreadInfo(thread, AGENT, title=title, model=model, meta=meta)
         times, last_time = _message_times(sample)
         tools = edit_tools()
-        for seq, msg in enumerate(sample["messages"]):
-            if not isinstance(msg, dict) or msg.get("role") not in ROLES:
+
+        def read(seq: int, msg: dict) -> Iterator[Record]:
+            nonlocal last_time
+            if msg.get("role") not in ROLES:
                 yield Problem(f"{where}: message {seq} has no known role; skipped")
-                continue
+                return
             native = str(msg.get("id") or f"{thread}:{seq}")
             last_time = times.get(native, last_time)
             yield self._message(thread, native, seq, msg, tools, last_time)
+
+        yield from each_record(
+            enumerate(sample["messages"]), read, f"{where}: message", numbered=True
+        )
         for name, u in (sample.get("model_usage") or {}).items():
             usage = _usage(thread, name, u)
             if usage is not None:

@@ -45,6 +45,7 @@ from auditor.api import (
     Record,
     ThreadInfo,
     Usage,
+    each_record,
     hookimpl,
     read_document,
 )
@@ -105,6 +106,87 @@ def _model(doc: dict) -> str | None:
     return name if isinstance(name, str) else None
 
 
+class _History:
+    """The run's history read in order: the call waiting for its observation is remembered."""
+
+    def __init__(self, thread: str, model: str | None, info: dict):
+        self.thread, self.model, self.info = thread, model, info
+        self.pending: str | None = None
+        self.task_seen = False
+
+    def read(self, seq: int, msg: dict) -> Iterator[Record]:
+        thread, model, info = self.thread, self.model, self.info
+        if msg.get("role") not in ("system", "user", "assistant", "tool"):
+            yield Problem(f"history entry {seq} has no known role; skipped")
+            return
+        role, native = msg["role"], f"h{seq}"
+        if role == "assistant":
+            blocks: list[Block] = []
+            thought = msg.get("thought") if isinstance(msg.get("thought"), str) else None
+            text = thought or _text(msg.get("content"))
+            if text:
+                blocks.append(Block("text", text=text))
+            action = msg.get("action")
+            if isinstance(action, str) and action.strip().split()[0] in _FINAL_COMMANDS:
+                # The run's end: the agent's last answer, with the patch it submitted.
+                submission = info.get("submission")
+                if isinstance(submission, str) and submission:
+                    blocks.append(Block("text", text=f"Submitted patch:\n{submission}"))
+            elif isinstance(action, str) and action.strip():
+                calls = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else []
+                first = calls[0] if calls and isinstance(calls[0], dict) else {}
+                fn = _obj(first.get("function"))
+                command = action.strip()
+                name = fn.get("name") or command.split()[0]
+                self.pending = str(first.get("id") or f"{native}:action")
+                block = Block(
+                    "tool_use",
+                    tool_name=name,
+                    tool_use_id=self.pending,
+                    tool_input={"command": command},
+                )
+                block.is_file_edit, block.edited_paths = _edit(command.split()[0], command)
+                blocks.append(block)
+            yield Message(
+                thread,
+                native,
+                ASSISTANT,
+                seq,
+                blocks,
+                source_type=SOURCE_AGENT,
+                model=model,
+            )
+            return
+        text = _text(msg.get("content"))
+        if role == "tool" or (role == "user" and self.pending is not None):
+            ids = msg.get("tool_call_ids")
+            call = ids[0] if isinstance(ids, list) and ids else self.pending
+            block = Block("tool_result", text=text, tool_use_id=str(call))
+            self.pending = None
+            yield Message(
+                thread,
+                native,
+                TOOL if role == "tool" else USER,
+                seq,
+                [block],
+                source_type=SOURCE_TOOL_RESULT,
+            )
+            return
+        if role == "user" and not msg.get("is_demo") and not self.task_seen:
+            self.task_seen, source = True, SOURCE_TYPED
+        else:
+            source = SOURCE_META
+        blocks = [Block("text", text=text)] if text else []
+        yield Message(
+            thread,
+            native,
+            SYSTEM if role == "system" else USER,
+            seq,
+            blocks,
+            source_type=source,
+        )
+
+
 class SweAgentFormat:
     """A SWE-agent `.traj` trajectory."""
 
@@ -135,83 +217,10 @@ class SweAgentFormat:
             "instance_cost": stats.get("instance_cost"),
         }
         yield ThreadInfo(thread, AGENT, model=model, meta=meta)
-        pending: str | None = None  # the call waiting for its observation
-        task_seen = False
-        for seq, msg in enumerate(doc["history"]):
-            if not isinstance(msg, dict) or msg.get("role") not in (
-                "system",
-                "user",
-                "assistant",
-                "tool",
-            ):
-                yield Problem(f"history entry {seq} has no known role; skipped")
-                continue
-            role, native = msg["role"], f"h{seq}"
-            if role == "assistant":
-                blocks: list[Block] = []
-                thought = msg.get("thought") if isinstance(msg.get("thought"), str) else None
-                text = thought or _text(msg.get("content"))
-                if text:
-                    blocks.append(Block("text", text=text))
-                action = msg.get("action")
-                if isinstance(action, str) and action.strip().split()[0] in _FINAL_COMMANDS:
-                    # The run's end: the agent's last answer, with the patch it submitted.
-                    submission = info.get("submission")
-                    if isinstance(submission, str) and submission:
-                        blocks.append(Block("text", text=f"Submitted patch:\n{submission}"))
-                elif isinstance(action, str) and action.strip():
-                    calls = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else []
-                    first = calls[0] if calls and isinstance(calls[0], dict) else {}
-                    fn = _obj(first.get("function"))
-                    command = action.strip()
-                    name = fn.get("name") or command.split()[0]
-                    pending = str(first.get("id") or f"{native}:action")
-                    block = Block(
-                        "tool_use",
-                        tool_name=name,
-                        tool_use_id=pending,
-                        tool_input={"command": command},
-                    )
-                    block.is_file_edit, block.edited_paths = _edit(command.split()[0], command)
-                    blocks.append(block)
-                yield Message(
-                    thread,
-                    native,
-                    ASSISTANT,
-                    seq,
-                    blocks,
-                    source_type=SOURCE_AGENT,
-                    model=model,
-                )
-                continue
-            text = _text(msg.get("content"))
-            if role == "tool" or (role == "user" and pending is not None):
-                ids = msg.get("tool_call_ids")
-                call = ids[0] if isinstance(ids, list) and ids else pending
-                block = Block("tool_result", text=text, tool_use_id=str(call))
-                pending = None
-                yield Message(
-                    thread,
-                    native,
-                    TOOL if role == "tool" else USER,
-                    seq,
-                    [block],
-                    source_type=SOURCE_TOOL_RESULT,
-                )
-                continue
-            if role == "user" and not msg.get("is_demo") and not task_seen:
-                task_seen, source = True, SOURCE_TYPED
-            else:
-                source = SOURCE_META
-            blocks = [Block("text", text=text)] if text else []
-            yield Message(
-                thread,
-                native,
-                SYSTEM if role == "system" else USER,
-                seq,
-                blocks,
-                source_type=source,
-            )
+        history = _History(thread, model, info)
+        yield from each_record(
+            enumerate(doc["history"]), history.read, "history entry", numbered=True
+        )
         if stats.get("tokens_sent") or stats.get("tokens_received"):
             yield Usage(
                 thread,

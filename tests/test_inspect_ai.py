@@ -97,6 +97,19 @@ def test_a_damaged_log_is_one_line_naming_where(tmp_path, engine, plugins):
     assert "damaged .eval log (a zip)" in found[str(zipped)][1]
 
 
+def test_a_message_that_is_no_object_costs_only_itself(tmp_path, engine, plugins):
+    doc = json.loads(SAMPLE.read_text())
+    doc["samples"][0]["messages"][6] = ["not", "a", "message"]  # the user's nudge
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(doc))
+    summary = ingest(engine, plugins, [path])
+    assert summary.errors == [
+        f"{path}: sample 0: message 6 is not a JSON object (found a JSON array); skipped"
+    ]
+    _, msgs, calls, _ = stored_thread(engine, "inspect-ai", "hand-made-eval-1/fix-readme/1")
+    assert len(msgs) == 7 and all(c.result_message_id for c in calls.values())
+
+
 @pytest.mark.corpus
 def test_every_inspect_log_of_the_corpus_ingests(corpus, engine, plugins):
     summary = ingest(engine, plugins, [corpus / LOGS])
