@@ -61,7 +61,8 @@ def test_an_unknown_agent_is_an_error_listing_the_agents(engine):
     assert result.exit_code == 2
     assert result.output == (
         "Error: 'claude' is not a known agent. "
-        "Available: amp, claude-code, codex, gemini-cli, inspect-ai, openai, openhands, swe-agent\n"
+        "Available: aider, amp, claude-code, codex, cursor, gemini-cli, inspect-ai, "
+        "mini-swe-agent, openai, openhands, swe-agent\n"
     )
 
 
