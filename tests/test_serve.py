@@ -305,3 +305,11 @@ def test_help_says_what_it_serves_and_where():
         "[REDACTED:kind]",
     ):
         assert part in text, part
+
+
+@pytest.mark.sqlite_only
+def test_without_the_serve_extra_it_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if not installed
+    result = CliRunner().invoke(cli, ["serve"])
+    assert result.exit_code == 2
+    assert result.output == "Error: auditor serve needs uvicorn: pip install 'auditor[serve]'\n"
