@@ -133,6 +133,13 @@ def page(browser, request, tmp_path):
     context.close()
 
 
+def follow(page, target) -> None:
+    """Click `target` (a selector or a locator) and wait for the page it leads to: a click
+    only starts the navigation, and reading the page at once could read the old one."""
+    with page.expect_navigation():
+        (page.locator(target) if isinstance(target, str) else target).click()
+
+
 def rows(page) -> list[str]:
     return page.locator("#threads tbody tr").all_inner_texts()
 
@@ -146,15 +153,16 @@ def test_threads_with_search_and_filters(served, page):
     assert "/work/other" in dated.inner_text() and "2026-03-02" in dated.inner_text()
 
     page.fill("input[name=q]", "shipped production")  # every word, anywhere in a message
-    page.press("input[name=q]", "Enter")
-    page.wait_for_url("**/?q=shipped+production*")
+    with page.expect_navigation():
+        page.press("input[name=q]", "Enter")
+    assert "/?q=shipped+production&" in page.url
     assert (
         page.inner_text("#found")
         == "1 thread with messages holding every word of “shipped production”"
     )
     [only] = rows(page)
     assert "t-shipped" in only and "shipped to production" in only
-    page.click("#threads .hit a")  # the match leads to the message in its thread
+    follow(page, "#threads .hit a")  # the match leads to the message in its thread
     assert page.url.endswith("#m-t-shipped-end")
     assert page.locator("#m-t-shipped-end").is_visible()
 
@@ -162,15 +170,15 @@ def test_threads_with_search_and_filters(served, page):
     assert len(rows(page)) == 4
     assert SECRET not in page.content() and "[REDACTED:" in page.inner_text("#threads")
     page.fill("input[name=project]", "/elsewhere")
-    page.click("button[type=submit]")
+    follow(page, "button[type=submit]")
     assert page.inner_text("#threads tbody") == "No thread matches these filters."
     page.fill("input[name=project]", "demo")
     page.select_option("select[name=agent]", "script")
-    page.click("button[type=submit]")
+    follow(page, "button[type=submit]")
     assert len(rows(page)) == 3
-    page.click("text=clear")
+    follow(page, "text=clear")
     page.fill("input[name=since]", "2026-03-01")
-    page.click("button[type=submit]")
+    follow(page, "button[type=submit]")
     [dated_only] = rows(page)
     assert "/work/other" in dated_only
 
@@ -185,7 +193,7 @@ def test_a_thread_with_its_signals_and_verdicts_in_place(served, page, audited):
         v for v in list_verdicts(engine, corrections=True) if v["thread_native_id"] == "t-claims"
     ]
     page.goto(served.url)
-    page.click(f"tr[data-thread='{claims['thread_id']}'] a.title")
+    follow(page, f"tr[data-thread='{claims['thread_id']}'] a.title")
     assert page.url == f"{served.url}threads/{claims['thread_id']}"
     box = page.locator(f"#v-{claims['id']}")
     assert "auditor asked for a course correction here · fake · fake-1" in box.inner_text()
@@ -199,7 +207,7 @@ def test_a_thread_with_its_signals_and_verdicts_in_place(served, page, audited):
     assert order[end + 1] == "signal" and order[-1] == f"v-{claims['id']}"
     text = page.inner_text("body")
     assert SECRET not in page.content() and "[REDACTED:anthropic-key]" in text
-    page.click("text=← all threads")
+    follow(page, "text=← all threads")
     assert page.url == served.url
 
 
@@ -225,11 +233,9 @@ def test_review_marks_are_labels_that_eval_and_the_report_read(served, page, aud
     assert page.inner_text("#progress") == "0 of 2 corrections reviewed."
     claims = page.locator(f"section[data-verdict='{by_thread['t-claims']['id']}']")
     assert "Done! all tests pass." in claims.inner_text() and SECRET not in claims.inner_text()
-    claims.locator("button.right").click()
-    page.wait_for_load_state()
+    follow(page, claims.locator("button.right"))
     assert page.inner_text("#progress") == "1 of 2 corrections reviewed."
-    page.locator(f"section[data-verdict='{by_thread['t-shipped']['id']}'] button.wrong").click()
-    page.wait_for_load_state()
+    follow(page, f"section[data-verdict='{by_thread['t-shipped']['id']}'] button.wrong")
     assert page.inner_text("#progress") == "2 of 2 corrections reviewed."
     assert page.inner_text(".empty") == "Every correction is reviewed."
     marks = page.locator("#reviewed tbody tr .mark").all_inner_texts()
@@ -251,10 +257,7 @@ def test_review_marks_are_labels_that_eval_and_the_report_read(served, page, aud
     page.goto(served.url + "corrections")
     assert sorted(page.locator("#corrections .mark").all_inner_texts()) == ["right", "wrong"]
     page.goto(served.url + "review")
-    page.locator(
-        f"#reviewed tr[data-verdict='{by_thread['t-shipped']['id']}'] button.clear"
-    ).click()
-    page.wait_for_load_state()
+    follow(page, f"#reviewed tr[data-verdict='{by_thread['t-shipped']['id']}'] button.clear")
     assert page.inner_text("#progress") == "1 of 2 corrections reviewed."
     assert [lb.at for lb in stored_labels(engine)] == ["t-claims-end"]
 
