@@ -63,9 +63,12 @@ def hook(stub, rollout, *args, turn="turn-1", **extra):
         "gemini",
         "--max-retries",
         "0",
+        "--deadline",  # none a loaded machine reaches, unless the test gives its own
+        "150",
         *args,
         stdin=json.dumps(data),
         env=env,
+        timeout=180,
     )
 
 
@@ -206,7 +209,18 @@ def test_the_hook_input_may_come_as_an_argument(stub, rollout):
         }
     )
     env = {"GEMINI_API_KEY": "AIza-TEST-dummy", "GOOGLE_GEMINI_BASE_URL": stub.url}
-    result = run_cli("hook", "codex", "--sync", "--observer", "gemini", data, env=env)
+    result = run_cli(
+        "hook",
+        "codex",
+        "--sync",
+        "--observer",
+        "gemini",
+        "--deadline",
+        "150",
+        data,
+        env=env,
+        timeout=180,
+    )
     assert (result.returncode, result.stdout) == (0, block(FIRST))
 
 
