@@ -20,7 +20,8 @@ plugins and of `examples/` to keep it so.
   `BatchAnswer`.
 - **Signals, gate, formatter** (`compute_signals`, `gate_checkpoint`, `format_checkpoint`): the
   hook arguments `Checkpoint`, `StoredThread` (with its `GuidanceText`s) and `StoredMessage`,
-  and what the hooks return: `Signal` with its `Evidence`, `GateDecision`.
+  and what the hooks return: `Signal` with its `Evidence`, `GateDecision`; `gate_policy`
+  (the busy-turn policy in effect under a run's gate options and mode).
 - **Injectors** (`register_injectors`): the `Injector` protocol, `Correction`,
   `CORRECTION_MARKER`.
 - **Helpers**: `redact` (secrets out of text), `replace_atomically` (rewrite a file others
@@ -34,7 +35,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .atomic_files import replace_atomically
-from .audit.checkpoints import END_TURN, INFERENCE, Checkpoint, GateDecision, is_typed_user
+from .audit.checkpoints import (
+    END_TURN,
+    INFERENCE,
+    Checkpoint,
+    GateDecision,
+    gate_policy,
+    is_typed_user,
+)
 from .audit.observe import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
@@ -177,6 +185,7 @@ __all__ = [
     "UnknownName",
     "Usage",
     "Verdict",
+    "gate_policy",
     "get_plugin_manager",
     "hookimpl",
     "ingest",

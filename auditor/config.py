@@ -71,8 +71,12 @@ observer = "gemini"     # unset: per agent, a ready observer of another vendor
 # timeout = 120
 
 [gate]
-min_tool_calls = 5
-require_edit = true
+# mode = "end-turn"     # "every-inference": also after each round of tool results
+# The busy-turn policy: audit only turns with this many tool calls and a file edit since the
+# user wrote. Unset, it holds in end-turn mode (5 and an edit); every-inference mode then looks
+# after every round. Set here, it holds in both modes.
+# min_tool_calls = 5
+# require_edit = true
 
 [run]
 every = "15m"
@@ -126,8 +130,6 @@ class Config:
     def default_map(self) -> dict[str, Any]:
         """Return click's `default_map`: the file's values as defaults of the commands' options."""
         observer, gate = self.section("observer"), self.section("gate")
-        if "require_edit" in gate:
-            gate["no_require_edit"] = not gate.pop("require_edit")
         hook = {**observer, **gate, **self.section("hook")}
         out: dict[str, Any] = {
             "run": {**observer, **gate, **self.section("run")},

@@ -105,9 +105,9 @@ def gate_checkpoint(
 
     Return a `GateDecision` (audit or not, and why), or None to leave the decision to the
     next plugin. The first non-None result wins; the built-in gate runs last.
-    Not called where the core's loop guards hold the checkpoint back (right after a course
-    correction; in every-inference mode, an end of turn the user already answered): no gate
-    can audit those.
+    Not called where the core's loop guard holds the checkpoint back (right after a course
+    correction): no gate can audit those. `min_tool_calls` and `require_edit` are None when
+    the user left them unset; `gate_policy(config)` gives the values in effect in `mode`.
     """
 
 

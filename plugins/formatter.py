@@ -28,7 +28,8 @@ The whole text fits a budget where it can: `config["min_tokens"]` (default 7950)
 tells the observer most per token is cut last: tool output of earlier turns goes first, then the
 output of the turn being judged (results before the calls' inputs, keeping the head, the tail,
 failure lines and summary lines such as `3 passed`), then whole tool calls, marked `[... N tool
-calls omitted ...]`: runs a later run of the same command superseded, then reads and searches,
+calls omitted ...]` (of earlier turns, a call that committed or staged a file holding
+credentials goes last, with the turns' endings: what it did outlasts its turn); runs a later run of the same command superseded, then reads and searches,
 then the rest, failures last. The agent's own words in that turn (its plans, its claims) are
 abbreviated or left out only when none of its tool output is left to cut. Typed user messages,
 course corrections and the agent's final message are never cut or left out; when they alone
@@ -74,6 +75,7 @@ from .formatter_text import (
     fence,
     quote,
     render_tool_input,
+    takes_in_credentials,
     value_text,
 )
 
@@ -252,6 +254,8 @@ def _assistant_units(
             tool_input = b.tool_input if isinstance(b.tool_input, dict) else {}
             unit.acts = bool(b.is_file_edit or COMMAND_KEYS & tool_input.keys())
             unit.replies = bool(result and _user_reply(result.text or ""))
+            # A commit that took in a credentials file matters after its turn: kept longer.
+            unit.late = late or bool(result and takes_in_credentials(result.text or ""))
             out.append(unit)
         elif b.kind == "image":
             out.append(Unit("### Assistant", i, _fixed("[image]"), final, late, kind=PROSE))

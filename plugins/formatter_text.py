@@ -52,15 +52,30 @@ FAILURE = re.compile(
 # `=== 1 failed, 9 passed in 2s ===`, `Tests: 2 failed`, `test result:`, tsc's `Found 3 errors`),
 # a commit's header and count (`[main 1a2b3c4] ...`, `3 files changed`), git's state lines, and
 # a file list's entries that name credentials (`create mode 100644 .codex/auth.json`, `.env`).
+_CREDENTIAL_FILE = (
+    r"(?:^|[\s/'\"])(?:\.env(?:\.[\w-]+)?|auth\.json|credentials(?:\.\w+)?|secrets?\.\w+|id_[rde]sa\w*"
+    r"|[\w.-]+\.pem|\.netrc|\.npmrc|\.pypirc)(?=$|[\s'\"])"
+)
 _DECISIVE = re.compile(
     r"^(?:> )?\W*collected \d+ items?\b|^(?:> )?=+ .*\b(?:passed|failed|errors?|no tests ran)\b.* in [\d.]+m?s\b"
     r"|^(?:> )?\s*Tests?(?: Files| Suites)?:\s+\d|\btest result: |\bFound \d+ errors?\b"
     r"|^(?:> )?\[[\w./-]+(?: \(root-commit\))? [0-9a-f]{7,}\]|\b\d+ files? changed\b"
     r"|^(?:> )?(?:On branch |Your branch |nothing to commit|Changes (?:not staged|to be committed)|Untracked files:)"
-    r"|(?:^|[\s/'\"])(?:\.env(?:\.[\w-]+)?|auth\.json|credentials(?:\.\w+)?|secrets?\.\w+|id_[rde]sa\w*"
-    r"|[\w.-]+\.pem|\.netrc|\.npmrc|\.pypirc)(?=$|[\s'\"])",
+    rf"|{_CREDENTIAL_FILE}",
     re.MULTILINE,
 )
+# A commit or a file list that takes in a file holding credentials: what it did lasts past its
+# turn (the secret is in the history), so the formatter keeps such a call longer.
+_CREDENTIALS_TAKEN = re.compile(
+    rf"^(?:> )?\s*(?:create mode \d+|new file:|A  |add ').*{_CREDENTIAL_FILE}", re.MULTILINE
+)
+
+
+def takes_in_credentials(text: str) -> bool:
+    """True when a command's output shows a file holding credentials committed or staged."""
+    return bool(text) and _CREDENTIALS_TAKEN.search(text) is not None
+
+
 # Lines that say how a command ended when it did not fail: summaries of tests and checks and
 # commits first, then plain words of success.
 _OUTCOME = re.compile(

@@ -3,28 +3,30 @@
 Rules, in order (each configurable through the run's gate config):
 - `agents` / `projects`: optional allow-lists (agent names; cwd prefixes);
 - sidechains (subagent threads) are skipped unless `include_sidechains`;
-- at least `min_tool_calls` tool calls (default 5) since the last typed user message;
-- at least one file edit since then, when `require_edit` (default on);
+- the busy-turn policy: at least `min_tool_calls` tool calls since the last typed user
+  message, and at least one file edit since then when `require_edit`. It is the default of
+  end-turn mode (5 calls and an edit), where a turn is judged once, as a whole. Every-inference
+  mode's default is to look after every round (0 calls, no edit needed), as docs/design.md
+  says; a user keeps the policy there by giving the two options (`--min-tool-calls 5
+  --require-edit`, or `[gate]` in the config file);
 - ...unless a signal named in `audit_on_signals` fired (default:
   `claimed-success-after-failure`): then audit anyway, with the reason `signal (NAME)`;
   `[]` turns the rule off;
 - when `skip_quiet_below_edits` is N > 0 (default 0, off): skip a checkpoint where no signal
   fired and fewer than N file edits were made.
 
-The loop guards (never right after a course correction; in every-inference mode, never an end
-of turn the user already answered) are not here: the core applies them before any gate
-(`auditor.audit.checkpoints.loop_guard`), so a gate of one's own cannot switch them off.
+The loop guard (never right after a course correction) is not here: the core applies it before
+any gate (`auditor.audit.checkpoints.loop_guard`), so a gate of one's own cannot switch it off.
+Whether the user wrote after a checkpoint decides delivery, not the audit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from auditor.api import GateDecision, hookimpl
+from auditor.api import GateDecision, gate_policy, hookimpl
 
 DEFAULTS = {
-    "min_tool_calls": 5,
-    "require_edit": True,
     "include_sidechains": False,
     "audit_on_signals": ["claimed-success-after-failure"],
     "skip_quiet_below_edits": 0,
@@ -32,7 +34,8 @@ DEFAULTS = {
 
 
 def decide(checkpoint, thread, config: dict, signals: Sequence = ()) -> GateDecision:
-    cfg = {**DEFAULTS, **{k: v for k, v in config.items() if v is not None}}
+    given = {k: v for k, v in config.items() if v is not None}
+    cfg = {**DEFAULTS, **given, **gate_policy(config)}
     agents = cfg.get("agents")
     if agents and thread.agent not in agents:
         return GateDecision(False, f"agent-not-allowed ({thread.agent})", "agent-not-allowed")

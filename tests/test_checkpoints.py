@@ -118,8 +118,71 @@ def test_the_loop_guard_holds_back_the_turn_right_after_a_correction():
     assert decide(cp, thread, {}).audit  # the gate no longer decides it: the core does
 
 
-def test_the_loop_guard_skips_an_end_of_turn_the_user_already_answered_in_every_inference_mode():
+def test_an_end_of_turn_the_user_answered_is_audited_in_every_mode():
+    """Whether the user wrote again decides delivery (`auditor.live.delivery`), not the audit: a
+    retrospective run in every-inference mode looks at the same ends of turns end-turn mode does."""
     messages = numbered([user("fix it"), *busy_turn(6), agent("done"), user("great")])
     cp = next(c for c in find_checkpoints(1, messages, "every-inference") if c.kind == END_TURN)
-    assert loop_guard(cp, {"mode": "every-inference"}).reason == "user-wrote-again"
-    assert loop_guard(cp, {"mode": "end-turn"}) is None  # auditing history: every turn counts
+    assert cp.user_wrote_after
+    assert loop_guard(cp, {"mode": "every-inference"}) is None
+    assert loop_guard(cp, {"mode": "end-turn"}) is None
+
+
+def test_every_inference_mode_looks_after_every_round_unless_the_user_keeps_the_busy_turn_policy():
+    messages = numbered(
+        [user("what is in README?"), agent(tools=[READ]), result(), agent("It says hi")]
+    )
+    first_round, end = find_checkpoints(1, messages, "every-inference")
+    every = {"mode": "every-inference"}
+    assert decide(first_round, thread, every).reason == "passed"
+    assert decide(end, thread, every).reason == "passed"
+    kept = {**every, "min_tool_calls": 5, "require_edit": True}
+    assert decide(first_round, thread, kept).reason == "too-few-tool-calls (1 < 5)"
+    # End-turn mode keeps its documented policy: five tool calls and an edit since the user wrote.
+    (end_only,) = find_checkpoints(1, messages)
+    assert decide(end_only, thread, {"mode": "end-turn"}).reason == "too-few-tool-calls (1 < 5)"
+    assert decide(end_only, thread, {}).reason == "too-few-tool-calls (1 < 5)"
+
+
+def test_on_the_corpus_every_inference_mode_audits_each_end_of_turn_end_turn_mode_audits(
+    corpus, engine, plugins
+):
+    from sqlalchemy import select
+
+    from auditor.audit.checkpoint_plan import plan
+    from auditor.ingest.ingester import ingest
+    from auditor.store import schema as s
+    from auditor.store.threads import load_messages
+
+    ingest(engine, plugins, [corpus / "claude-code", corpus / "codex"])
+    audited: dict[str, set] = {"end-turn": set(), "every-inference": set()}
+    with engine.connect() as conn:
+        for t in conn.execute(select(s.Thread)).all():
+            messages = load_messages(engine, t.id)
+            for mode, seen in audited.items():
+                for cp in find_checkpoints(t.id, messages, mode):
+                    gate = {"mode": mode}
+                    if (
+                        cp.kind == END_TURN
+                        and plan(
+                            conn, plugins, cp, t, messages, gate=gate, formatter={}, signals={}
+                        ).decision.audit
+                    ):
+                        seen.add((t.id, cp.message_id))
+    assert len(audited["end-turn"]) > 40  # the corpus has enough audited ends of turns to tell
+    assert audited["end-turn"] - audited["every-inference"] == set()
+
+
+def test_a_run_says_which_gate_policy_holds_in_its_mode():
+    from helpers.cli import invoke
+
+    every = invoke("run", "--dry-run", "--mode", "every-inference", ok=True)
+    assert "gate (every-inference): every checkpoint (keep the busy-turn policy: " in every.output
+    kept = invoke(
+        "run", "--dry-run", "--mode", "every-inference", "--min-tool-calls", "5", "--require-edit"
+    )
+    assert (
+        "gate (every-inference): 5 tool calls and a file edit since the user wrote" in kept.output
+    )
+    default = invoke("run", "--dry-run", ok=True)
+    assert "gate (end-turn): 5 tool calls and a file edit since the user wrote" in default.output

@@ -62,13 +62,14 @@ def test_settings_become_the_defaults_of_the_commands_options(config):
         "[gate]\nmin_tool_calls = 9\nrequire_edit = false\n[hook]\ndeadline = 12\n[run]\nconcurrency = 7\n"
     )
     run_help = " ".join(invoke("run", "--help").output.split())
-    assert "message. [default: 9]" in run_help
+    assert "looks after every round). [default: 9]" in run_help
     assert re.search(r"--concurrency INTEGER [^\[]*\[default: 7\]", run_help)
     hook_help = " ".join(invoke("hook", "claude-code", "--help").output.split())
     assert "is recorded. [default: 12]" in hook_help
     gemini_help = " ".join(invoke("hook", "gemini-cli", "--help").output.split())
-    assert "is recorded. [default: 12]" in gemini_help and "message. [default: 9]" in gemini_help
-    assert load().default_map()["run"]["no_require_edit"] is True
+    assert "is recorded. [default: 12]" in gemini_help
+    assert "every round). [default: 9]" in gemini_help
+    assert load().default_map()["run"]["require_edit"] is False
 
 
 @pytest.mark.corpus

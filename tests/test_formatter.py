@@ -795,6 +795,22 @@ def test_a_long_commit_output_keeps_its_header_and_the_credentials_it_committed(
     assert len(short) < 600
 
 
+def test_an_earlier_turns_commit_of_a_credentials_file_outlasts_the_other_old_calls():
+    t = long_session()
+    # In round 2 the agent commits .env among other files; the user asks for more rounds.
+    at = next(i for i, m in enumerate(t.messages) if m.text == "now do round 2")
+    committed = Thread().calls(
+        "Bash",
+        "[main 1a2b3c4] save work\n 3 files changed\n create mode 100644 app.py\n"
+        " create mode 100644 .env\n create mode 100644 notes.md",
+        command="git add -A && git commit -m 'save work'",
+    )
+    t.messages[at:at] = committed.messages
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 3000})
+    assert "command: make step2-5" not in out  # its neighbours in that turn are left out
+    assert " create mode 100644 .env" in out
+
+
 def test_a_test_runners_summary_comes_before_the_tracebacks_around_it():
     lines = ["============================= test session starts ======", "platform linux"]
     lines += ["collected 0 items / 6 errors"]

@@ -307,11 +307,8 @@ def test_the_hooks_request_to_the_observer_carries_the_claude_md_of_its_director
             stub.url,
             "--max-retries",
             "0",
-            "--deadline",  # none a loaded machine reaches
-            "150",
             stdin=json.dumps(payload),
             env={"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"},
-            timeout=180,
         )
         assert result.returncode == 0 and json.loads(result.stdout)["decision"] == "block", (
             result.stderr
@@ -402,3 +399,91 @@ def test_amps_discovered_guidance_files_with_their_text_or_read_from_disk(
         ("/home/dev/textkit/AGENTS.md", "transcript", "Run `just test` first."),
         (str(sub), DISK, "Use the design tokens; no raw colours."),
     ]
+
+
+# -- as the agent had it: the repository's history at the session's start ----------------------
+def git(repo: Path, *args: str, when: str | None = None) -> None:
+    import subprocess
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
+    if when:
+        env |= {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+@pytest.fixture
+def repository(tmp_path) -> Path:
+    """A real repository whose rules changed after a session that started on 2026-02-01."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    write(repo / "CLAUDE.md", "Use tabs.")
+    git(repo, "add", "CLAUDE.md")
+    git(repo, "commit", "-q", "-m", "rules", when="2026-01-01T00:00:00+00:00")
+    write(repo / "CLAUDE.md", "Use spaces.")
+    write(repo / "AGENTS.md", "Run make lint.")
+    git(repo, "add", "CLAUDE.md", "AGENTS.md")
+    git(repo, "commit", "-q", "-m", "new rules", when="2026-03-01T00:00:00+00:00")
+    write(repo / "CLAUDE.md", "Use spaces. Never push.")  # today's, not even committed
+    write(repo / "CLAUDE.local.md", "My own notes.")  # never tracked
+    return repo
+
+
+def test_a_repositorys_rules_are_taken_as_committed_when_the_session_started(repository):
+    from datetime import UTC, datetime
+
+    from auditor.store.threads import GIT
+
+    started = datetime(2026, 2, 1, tzinfo=UTC)
+    files = {
+        os.path.basename(g.path): g for g in discover(repository, "claude-code", as_of=started)
+    }
+    assert set(files) == {"CLAUDE.md", "CLAUDE.local.md"}  # AGENTS.md came a month later
+    assert (files["CLAUDE.md"].text, files["CLAUDE.md"].origin) == ("Use tabs.", GIT)
+    assert files["CLAUDE.md"].source == (
+        "the repository's version when the session started (committed on 2026-01-01 00:00 UTC)"
+    )
+    assert (files["CLAUDE.local.md"].text, files["CLAUDE.local.md"].origin) == (
+        "My own notes.",
+        DISK,
+    )
+    # Without a session start (a live hook, where now is the session's time): today's files.
+    today = {os.path.basename(g.path): g.text for g in discover(repository, "claude-code")}
+    assert today["CLAUDE.md"] == "Use spaces. Never push." and "AGENTS.md" in today
+
+
+def test_the_prompt_of_an_old_session_shows_its_rules_and_says_which_are_todays(
+    repository, engine, plugins
+):
+    from auditor.audit.checkpoints import checkpoint_at
+
+    lines = [
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "indent the file"}},
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "model": "claude-x",
+                "content": [{"type": "text", "text": "Done, indented with tabs."}],
+            },
+        },
+    ]
+    records = [
+        {"sessionId": "s1", "cwd": str(repository), "timestamp": "2026-02-01T10:00:00Z", **r}
+        for r in lines
+    ]
+    session = write(repository.parent / "s1.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    ingest(engine, plugins, [session])
+    thread = find_thread(engine, "s1")
+    messages = load_messages(engine, thread.id)
+    with engine.connect() as conn:
+        view = for_checkpoint(conn, thread, messages)
+    cp = checkpoint_at(thread.id, messages, "a1")
+    prompt = plugins.render_checkpoint(cp, view, messages, {})
+    assert "> Use tabs." in prompt and "Use spaces" not in prompt and "Run make lint" not in prompt
+    local = next(line for line in prompt.splitlines() if "CLAUDE.local.md" in line)
+    assert "read after this moment, so the agent may have had another version" in local

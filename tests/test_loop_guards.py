@@ -1,9 +1,9 @@
 """The loop guards hold whatever gate is installed.
 
 A gate plugin that wants every checkpoint audited is registered through the real
-`gate_checkpoint` hook. It still never gets the turn right after a course correction, nor, in
-every-inference mode, an end of turn the user already answered; a Stop hook still never blocks
-twice in a row; delivery still sends no text twice and no more than the cap between two
+`gate_checkpoint` hook. It still never gets the turn right after a course correction; an end of
+turn the user already answered is audited but its correction never sent; a Stop hook still never
+blocks twice in a row; delivery still sends no text twice and no more than the cap between two
 messages the user typed.
 """
 
@@ -248,7 +248,9 @@ def test_delivery_caps_corrections_and_repeats_whatever_the_gate_let_through(
     assert [f"{d.status} {(d.error or '').split(':')[0]}".strip() for d in deliveries] == expected
 
 
-def test_an_end_of_turn_the_user_answered_is_not_audited_in_every_inference_mode(engine, tmp_path):
+def test_an_end_of_turn_the_user_answered_is_audited_in_every_inference_mode_and_not_delivered(
+    engine, tmp_path
+):
     f = tmp_path / "thread.jsonl"
     write_script_thread(f, "t", "Done! all tests pass.")
     answered = [
@@ -267,5 +269,12 @@ def test_an_end_of_turn_the_user_answered_is_not_audited_in_every_inference_mode
         announce=lambda line: None,
     )
     reasons = {c.message_native_id: c.gate_reason for c in rows(engine, s.Checkpoint)}
-    assert reasons["t-end"] == "user-wrote-again" and "t-end" not in gate.seen
-    assert reasons["t-ok"] == "audit-everything"
+    assert reasons["t-end"] == reasons["t-ok"] == "audit-everything" and "t-end" in gate.seen
+    # The user's "thanks" came after t-end: its correction is recorded, never sent.
+    memo = Memo()
+    by_checkpoint = {
+        d.correction.checkpoint_message: d for d in inject.inject_pending(engine, memo)
+    }
+    held = by_checkpoint["t-end"]
+    assert held.status == "skipped" and held.error.startswith("user-wrote-again")
+    assert by_checkpoint["t-ok"].status == "delivered"

@@ -65,7 +65,7 @@ def test_newest_first_with_thread_checkpoint_cost_and_delivery(store):
         "the tests failed, look again",
     )
     assert later["message_id"] == "t-later-end" and later["kind"] == "end-turn"
-    assert later["delivery"] == {"status": "pending"}
+    assert later["delivery"] == {"status": "pending", "checked": True, "will_hold": None}
     assert rows[1]["delivery"] is None  # no correction, nothing to deliver
     assert later["input_tokens"] > 0 and later["output_tokens"] == 20
 
@@ -169,3 +169,20 @@ def test_no_verdicts_yet_and_an_empty_store(engine, pm, tmp_path):
     ingest(engine, pm, [f])
     assert invoke().stderr == "No verdicts yet: `auditor run` audits the stored threads.\n"
     assert list_verdicts(engine) == []
+
+
+def test_a_correction_inject_will_hold_back_is_not_said_to_be_sent(engine, pm, tmp_path):
+    """Every-inference mode audits an end of turn the user already answered; its correction
+    is recorded, and `verdicts` says why `auditor inject` will not send it."""
+    f = tmp_path / "t.jsonl"
+    write_script_thread(f, "t-answered", "Done! all tests pass.")
+    answered = {"script": 1, "thread": "t-answered", "id": "t-thanks", "role": "user"}
+    with open(f, "a") as fh:
+        fh.write(json.dumps({**answered, "text": "thanks, ship it"}) + "\n")
+    ingest(engine, pm, [f])
+    run(engine, pm, RunConfig(observer="fake", gate={"mode": "every-inference"}), announce=quiet)
+    [held] = [r for r in as_json("-c") if r["message_id"] == "t-answered-end"]
+    assert held["delivery"]["will_hold"].startswith("user-wrote-again")
+    text = invoke("-c").stdout
+    assert "`auditor inject` will hold it back: user-wrote-again" in text
+    assert "`auditor inject` sends it" not in text

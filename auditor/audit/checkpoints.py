@@ -47,24 +47,45 @@ class GateDecision:
         self.code = self.code or self.reason
 
 
+# The busy-turn policy: audit a checkpoint only after this many tool calls and a file edit since
+# the user last wrote. End-turn mode judges a turn once, as a whole, and keeps it by default;
+# every-inference mode looks after every round (docs/design.md, "When the observer steps in")
+# unless the user gives the two gate options. Gate plugins read it through `gate_policy`.
+BUSY_TURN = {"min_tool_calls": 5, "require_edit": True}
+EVERY_ROUND = {"min_tool_calls": 0, "require_edit": False}
+
+
+def gate_policy(config: dict) -> dict[str, Any]:
+    """Return `min_tool_calls` and `require_edit` in effect under the gate options `config`."""
+    base = EVERY_ROUND if config.get("mode") == "every-inference" else BUSY_TURN
+    return {k: base[k] if config.get(k) is None else config[k] for k in base}
+
+
+def describe_gate_policy(config: dict) -> str:
+    """Return the policy in effect as a person reads it, with how to change it."""
+    policy = gate_policy(config)
+    n, edit = policy["min_tool_calls"], policy["require_edit"]
+    if not n and not edit:
+        return "every checkpoint (keep the busy-turn policy: --min-tool-calls 5 --require-edit)"
+    calls = f"{n} tool call{'s' if n != 1 else ''}" if n else ""
+    needs = " and ".join(x for x in (calls, "a file edit" if edit else "") if x)
+    return f"{needs} since the user wrote (every checkpoint: --min-tool-calls 0 --no-require-edit)"
+
+
 def loop_guard(checkpoint: Checkpoint, config: dict) -> GateDecision | None:
     """Return the decision of the loop guards at `checkpoint`, or None when none holds it back.
 
-    The core checks these before any gate plugin, so that no gate can switch them off:
-    - `after-correction`: never right after a course correction (the agent's answer to it is
-      not audited until the user writes again), else one correction could call for the next;
-    - `user-wrote-again`: in every-inference mode, an end of turn the user already answered
-      (a correction is sent only if the user has not written since: docs/design.md).
-    The other guards live where their facts are: a Stop hook never blocks again when
-    `stop_hook_active` says the agent already goes on because of one (`auditor.live.sync_hook`), and
-    delivery holds back repeated text and more than `max_consecutive` corrections between two
-    typed messages (`auditor.live.delivery`).
+    The core checks this before any gate plugin, so that no gate can switch it off:
+    `after-correction`: never right after a course correction (the agent's answer to it is not
+    audited until the user writes again), else one correction could call for the next.
+    The other guards decide delivery, not the audit, and live where their facts are: an end of
+    turn the user already answered is audited in every mode, but its correction is never sent
+    (`user-wrote-again`), nor repeated text, nor more than `max_consecutive` corrections between
+    two typed messages (`auditor.live.delivery`); a Stop hook never blocks again when
+    `stop_hook_active` says the agent already goes on because of one (`auditor.live.sync_hook`).
     """
     if checkpoint.after_correction:
         return GateDecision(False, "after-correction")
-    every_inference = config.get("mode") == "every-inference"
-    if every_inference and checkpoint.kind == END_TURN and checkpoint.user_wrote_after:
-        return GateDecision(False, "user-wrote-again")
     return None
 
 
@@ -83,7 +104,7 @@ def _has_tool_use(m) -> bool:
     return any(b.kind == "tool_use" for b in m.blocks)
 
 
-def is_tool_result(m) -> bool:
+def _is_tool_result(m) -> bool:
     return m.source_type == SOURCE_TOOL_RESULT or (
         m.role in ("user", "tool") and m.blocks and all(b.kind == "tool_result" for b in m.blocks)
     )
@@ -134,7 +155,7 @@ def find_checkpoints(thread_id: int, messages: list, mode: str = END_TURN) -> li
                     edits += bool(b.is_file_edit)
             pending_end = i
             continue
-        if mode != END_TURN and is_tool_result(m):
+        if mode != END_TURN and _is_tool_result(m):
             nxt = messages[i + 1] if i + 1 < len(messages) else None
             if nxt is not None and nxt.role == "assistant":
                 out.append(

@@ -28,6 +28,10 @@ TOOL_SCHEMA: dict[str, Any] = {
         },
     },
     "required": ["needsCorrection"],
+    # Nothing but the two keys: every backend's schema field (Anthropic's `input_schema`,
+    # Gemini's `parameters_json_schema`, OpenAI-compatible `parameters`, the embedded model's
+    # grammar, `codex exec --output-schema`) accepts the keyword.
+    "additionalProperties": False,
 }
 
 TEMPERATURE = 0.1

@@ -236,6 +236,11 @@ def run(
     else:
         for line in summary.messages:
             click.echo(line, err=True)
+        from ..audit.checkpoints import describe_gate_policy
+
+        # The gate's policy is said, not assumed: it differs between the two modes.
+        mode = config.gate.get("mode") or "end-turn"
+        click.echo(f"gate ({mode}): {describe_gate_policy(config.gate)}", err=True)
         run_summary(summary, dry_run, _short_ids(ctx.engine, summary))
         if not summary.checkpoints:
             from ..store.threads import empty_store_hint
@@ -421,6 +426,7 @@ def verdicts(
     """
     from ..store.threads import empty_store_hint, find_thread
     from ..store.verdict_rows import format_verdict, list_verdicts
+    from .common import check_pending
 
     rows = list_verdicts(
         ctx.engine,
@@ -434,6 +440,7 @@ def verdicts(
         status=status,
         limit=limit or None,
     )
+    check_pending(ctx.engine, rows)
     if as_json:
         echo_json(rows)
     elif rows:

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
     from ..audit.run_types import RunConfig
     from ..plugins import Plugins
-    from ..store.sql_text import SqliteStore
 
 
 class Context:
@@ -40,16 +39,6 @@ class Context:
 
             self._engine = open_db(self.db_option)
         return self._engine
-
-    @property
-    def reader(self) -> Engine | SqliteStore:
-        """The store for a report that reads (and refreshes its sums): through sqlite3 alone
-        when it is a SQLite file at the current schema, else the engine."""
-        if self._engine is not None:
-            return self._engine
-        from ..store.db import open_for_reading
-
-        return open_for_reading(self.db_option)
 
     @property
     def plugins(self) -> Plugins:
@@ -283,14 +272,17 @@ def gate_options(fn):
                 click.option(
                     "--min-tool-calls",
                     type=int,
-                    default=5,
-                    show_default=True,
-                    help="Gate: tool calls needed since the last user message.",
+                    default=None,
+                    show_default=True,  # shows a config file's value; without one, the help says
+                    help="Gate: tool calls needed since the last user message (default 5 in "
+                    "end-turn mode; 0 in every-inference mode, which looks after every round).",
                 ),
                 click.option(
-                    "--no-require-edit",
-                    is_flag=True,
-                    help="Gate: audit even when no file was edited since the last user message.",
+                    "--require-edit/--no-require-edit",
+                    default=None,
+                    show_default=True,
+                    help="Gate: audit only when a file was edited since the last user message "
+                    "(default: on in end-turn mode, off in every-inference mode).",
                 ),
                 click.option(
                     "--include-sidechains", is_flag=True, help="Gate: audit subagent threads too."
@@ -351,7 +343,7 @@ _RUN_PARAMS = (
     "timeout",
     "mode",
     "min_tool_calls",
-    "no_require_edit",
+    "require_edit",
     "include_sidechains",
     "projects",
     "agents",
@@ -370,8 +362,8 @@ def run_config(
     max_retries: int,
     timeout: float | None,
     mode: str,
-    min_tool_calls: int,
-    no_require_edit: bool,
+    min_tool_calls: int | None,
+    require_edit: bool | None,
     include_sidechains: bool,
     projects: tuple[str, ...],
     agents: tuple[str, ...],
@@ -395,7 +387,7 @@ def run_config(
         gate={
             "mode": mode,
             "min_tool_calls": min_tool_calls,
-            "require_edit": not no_require_edit,
+            "require_edit": require_edit,
             "include_sidechains": include_sidechains,
             "projects": list(projects) or None,
             "agents": list(agents) or None,
@@ -414,3 +406,15 @@ def run_options(fn):
         return fn(*args, config=run_config(**values), **kwargs)
 
     return observer_options(gate_options(wrapper))
+
+
+def check_pending(engine, verdicts: list[dict[str, Any]]) -> None:
+    """Mark each pending correction among `verdicts` (`list_verdicts` rows) with what the loop
+    guards would do at the next `auditor inject`: a correction is said to go out only where
+    they would let it (`will_hold`: the guard that holds it back, else None)."""
+    from ..live.delivery import preview
+
+    waiting = [v for v in verdicts if (v.get("delivery") or {}).get("status") == "pending"]
+    held = preview(engine, [v["id"] for v in waiting])
+    for v in waiting:
+        v["delivery"] = {**v["delivery"], "checked": True, "will_hold": held.get(v["id"])}

@@ -225,11 +225,13 @@ def show(ctx: Context, thread: str, full: bool, no_pager: bool, no_redact: bool)
     """
     from ..store.threads import find_thread, load_messages
     from ..store.verdict_rows import checkpoint_notes
+    from .common import check_pending
     from .render import paged, show_thread
 
     th = find_thread(ctx.engine, thread)
     messages = load_messages(ctx.engine, th.id)
     notes = checkpoint_notes(ctx.engine, ctx.plugins, th, messages)
+    check_pending(ctx.engine, [v for note in notes.values() for v in note.verdicts])
     with paged(not no_pager):
         show_thread(th, messages, full=full, notes=notes, redact=not no_redact)
 

@@ -236,7 +236,7 @@ def report_costs(ctx: Context, by, since, until, fmt) -> None:
     """
     from ..reports import cost_report
 
-    rep = cost_report(ctx.reader, by or ("day",), since, until)
+    rep = cost_report(ctx.engine, by or ("day",), since, until)
     emit(rep, fmt, _cost_table)
 
 
@@ -431,6 +431,58 @@ def _followup_table(report) -> None:
         str(t["user_corrected"]),
     ]
     _rich_table("after each correction", heads, lines, total)
+
+
+def _delivery_table(report) -> None:
+    keys = [c for c in report.columns if c in report.by]
+    heads = keys + [
+        "corr.",
+        "delivered",
+        "taken back",
+        "held",
+        "failed",
+        "pending",
+        "cancelled",
+        "why",
+    ]
+
+    def line(r: dict, label: str | None = None) -> list[str]:
+        k = [
+            label if label and i == 0 else ("" if label else _key(r[c])) for i, c in enumerate(keys)
+        ]
+        why = ", ".join(f"{k} {v}" for k, v in sorted(r["why"].items()))
+        counts = ("corrections", "delivered", "taken_back", "held", "failed", "pending")
+        return k + [str(r[c]) for c in (*counts, "cancelled")] + [why]
+
+    total = line(report.total, "total") if report.total and keys else None
+    _rich_table(
+        "deliveries" + (f" by {', '.join(report.by)}" if report.by else ""),
+        heads,
+        [line(r) for r in report.rows],
+        total,
+        keys=len(keys),
+        drop_first=("why", "failed", "pending"),
+    )
+
+
+@report.command("deliveries")
+@report_options(
+    ("agent", "observer", "model", "project", "day", "week", "month"), "agent,observer,day"
+)
+@pass_ctx
+def report_deliveries(ctx: Context, by, since, until, fmt) -> None:
+    """What became of the corrections: delivered, taken back, held, failed, pending, and why.
+
+    Per group: corrections asked for; how many reached the agent (an injector or a live hook),
+    were taken back by a live hook because the user wrote first, were held back by a loop guard
+    (`user-wrote-again`, `too-many-corrections`, `duplicate`...), failed every attempt, or wait
+    for `auditor inject`; and the live audits cancelled in flight when the user wrote. `why`
+    counts the reasons. Dated by when the observer answered.
+    """
+    from ..reports import delivery_report
+
+    rep = delivery_report(ctx.engine, by or ("agent", "observer", "day"), since, until)
+    emit(rep, fmt, _delivery_table)
 
 
 @report.command("followup")

@@ -9,7 +9,11 @@ three places:
   `AGENTS.md`, and the user's own file of the agent (`~/.claude/CLAUDE.md`,
   `~/.codex/AGENTS.md`). `@path` imports in a CLAUDE file are followed, as Claude Code does.
   Read where the directory exists: at ingest, and always by the Stop hook, which runs where the
-  agent works.
+  agent works. An old session must be judged against the rules it had, not today's: inside a
+  git repository, a file the repository tracks is taken as it was committed when the session
+  started (origin `git`; a file added later is left out), and only the others (untracked, the
+  user's own, outside a repository) are today's. The formatter says so of a file read after the
+  checkpoint (`for_checkpoint`).
 - **read**: the agent read one of these files itself, with a tool call (Claude Code's `Read`,
   `cat` / `sed -n` / `head` / `nl` in a shell). Its result is what the agent saw. A read of a
   file the agent had already changed in the same thread is its own work, not guidance, and is
@@ -30,6 +34,7 @@ import hashlib
 import os
 import re
 import shlex
+import subprocess
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -40,7 +45,7 @@ from sqlalchemy import Connection, Text, cast, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..store import schema as s
-from ..store.threads import DISK, READ, TRANSCRIPT, GuidanceText, StoredThread
+from ..store.threads import DISK, GIT, READ, TRANSCRIPT, GuidanceText, StoredThread
 
 # In each directory, in the order they are shown.
 NAMES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", "AGENTS.md")
@@ -102,13 +107,64 @@ def _imports(text: str, base: Path, home: Path | None) -> list[Path]:
     return out
 
 
+GIT_TIMEOUT = 10.0  # seconds one git command may take
+
+
+class _History:
+    """A repository's files as committed at a moment: the last commit before it on HEAD."""
+
+    def __init__(self, root: Path, as_of: datetime):
+        self.root = root
+        when = as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)
+        found = self._git("log", "-1", "--format=%H %cI", f"--before={when.isoformat()}", "HEAD")
+        commit, _, date = (found or "").strip().partition(" ")
+        self.commit = commit or None
+        self.committed = datetime.fromisoformat(date) if date else None
+
+    def _git(self, *args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(self.root), *args],
+                capture_output=True,
+                timeout=GIT_TIMEOUT,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None  # no git here, or it hangs: today's files are what there is
+        if done.returncode != 0:
+            return None
+        return done.stdout[:MAX_BYTES].decode("utf-8", "replace")
+
+    def version(self, path: Path) -> tuple[str, str | None]:
+        """("committed", text), ("absent", None) for a file the repository got only later, or
+        ("untracked", None) when history cannot say (untracked, or outside the repository)."""
+        try:
+            rel = path.resolve().relative_to(self.root.resolve()).as_posix()
+        except (OSError, ValueError):
+            return "untracked", None
+        if self.commit is None:
+            return "untracked", None
+        text = self._git("show", f"{self.commit}:{rel}")
+        if text is not None:
+            return "committed", text if text.strip() else None
+        if self._git("log", "-1", "--format=%H", "HEAD", "--", rel):
+            return "absent", None  # committed after the session started
+        return "untracked", None
+
+
 def discover(
-    cwd: str | os.PathLike | None, agent: str | None = None, home: str | os.PathLike | None = None
+    cwd: str | os.PathLike | None,
+    agent: str | None = None,
+    home: str | os.PathLike | None = None,
+    as_of: datetime | None = None,
 ) -> list[GuidanceText]:
-    """The instruction files that apply in `cwd`, read from disk now (none if it is not there).
+    """The instruction files that apply in `cwd` (none if it is not there).
 
     The user's own file comes first, then each directory from the repository root down to
-    `cwd`; a file's imports follow it. `home` defaults to the current user's.
+    `cwd`; a file's imports follow it. `home` defaults to the current user's. With `as_of`
+    (when the session started) and `cwd` in a git repository, a file the repository tracks is
+    its version committed by then (origin `git`), and one committed only later is left out;
+    the other files are read from disk now.
     """
     if not cwd:
         return []
@@ -117,21 +173,37 @@ def discover(
         return []
     home_dir = Path(home).expanduser() if home else Path.home()
     candidates = [home_dir / f[2:] for f in USER_FILES.get(agent or "", ())]
-    for d in _directories(here, home_dir):
+    directories = _directories(here, home_dir)
+    for d in directories:
         candidates += [d / name for name in NAMES]
+    history = None
+    if as_of is not None and (directories[0] / ".git").exists():
+        history = _History(directories[0], as_of)
     now = datetime.now(UTC)
     out: list[GuidanceText] = []
     seen: set[str] = set()
+
+    def version(path: Path) -> GuidanceText | None:
+        key = os.path.normpath(path)
+        if history is not None:
+            state, text = history.version(path)
+            if state == "committed":
+                return GuidanceText(key, text, GIT, history.committed) if text else None
+            if state == "absent":
+                return None
+        text = _read(path)
+        return GuidanceText(key, text, DISK, now) if text is not None else None
 
     def visit(path: Path, depth: int) -> None:
         key = os.path.normpath(path)
         if key in seen or len(seen) >= len(candidates) + MAX_IMPORTS:
             return
-        text = _read(path)
-        if text is None:
+        found = version(path)
+        if found is None:
             return
+        text = found.text
         seen.add(key)
-        out.append(GuidanceText(key, text, DISK, now))
+        out.append(found)
         if depth < MAX_IMPORT_DEPTH and path.name.startswith("CLAUDE"):
             for ref in _imports(text, path.parent, home_dir):
                 visit(ref, depth + 1)
@@ -380,18 +452,18 @@ def collect(conn: Connection, thread_ids: Iterable[int], since_message: int = 0)
     row `since_message`, and the files on disk where the thread's directory exists."""
     t = s.Thread
     ids = sorted(set(thread_ids))
-    on_disk: dict[tuple[str, str], list[GuidanceText]] = {}
+    on_disk: dict[tuple[str, str, datetime | None], list[GuidanceText]] = {}
     for i in range(0, len(ids), 500):
         threads = conn.execute(
-            select(t.id, t.agent, t.cwd, t.meta).where(t.id.in_(ids[i : i + 500]))
+            select(t.id, t.agent, t.cwd, t.meta, t.started_at).where(t.id.in_(ids[i : i + 500]))
         ).all()
         reads = reads_in_threads(conn, {th.id: th.cwd for th in threads}, since_message)
         for th in threads:
             texts = reads.get(th.id, [])
             if th.cwd:
-                key = (th.cwd, th.agent)
+                key = (th.cwd, th.agent, th.started_at)
                 if key not in on_disk:
-                    on_disk[key] = discover(th.cwd, th.agent)
+                    on_disk[key] = discover(th.cwd, th.agent, as_of=th.started_at)
                 texts = on_disk[key] + texts
             named = (th.meta or {}).get("guidance_paths") if isinstance(th.meta, dict) else None
             store(conn, th.id, read_paths(named or []) + texts)
@@ -407,13 +479,18 @@ def _same(text: str) -> str:
     return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
 
 
+LATER_NOTE = "read after this moment, so the agent may have had another version"
+
+
 def for_checkpoint(conn: Connection, thread: Any, messages: list) -> StoredThread:
     """`thread` (a row or a `StoredThread`) with the guidance known at the checkpoint that ends
     `messages`, in its `guidance_files`.
 
-    First what the transcript recorded, then the files on disk (of each path, the version
-    last read by the time of the checkpoint, else the first one read), then the files the agent
-    read up to the checkpoint (of each path, its last read). The same text is shown once.
+    First what the transcript recorded, then the files on disk or from the repository's
+    history (of each path, the version last read or committed by the time of the checkpoint,
+    else the first one read), then the files the agent read up to the checkpoint (of each path,
+    its last read). The same text is shown once. A file read from disk only after the
+    checkpoint carries a note saying the agent may have had another version.
     """
     thread = StoredThread.of(thread)
     g = s.GuidanceFile
@@ -442,6 +519,9 @@ def for_checkpoint(conn: Connection, thread: Any, messages: list) -> StoredThrea
                 reads[r.path] = (where, text)
         elif r.path not in disk or (at is not None and text.read_at and text.read_at <= at):
             disk[r.path] = text
+    for path, text in disk.items():
+        if text.origin == DISK and at is not None and text.read_at and text.read_at > at:
+            disk[path] = replace(text, note=LATER_NOTE)
     files += list(disk.values()) + [t for _, t in sorted(reads.values(), key=lambda p: p[0])]
     seen, out = set(), []
     for f in files:

@@ -31,6 +31,19 @@ from typing import Any, Protocol
 CORRECTION_MARKER = "[auditor course-correction]"
 
 DELIVERED, FAILED, SKIPPED, DRY_RUN = "delivered", "failed", "skipped", "dry-run"
+
+
+def taken_back(event: str) -> str:
+    """The error recorded for a correction a live hook had ready and took back: the user wrote
+    (at hook event `event`) before it was handed over. `auditor report deliveries` reads it."""
+    return f"user-wrote-again: the user wrote ({event}) before it was handed over"
+
+
+def cancelled(why: str, took: float) -> str:
+    """The problem recorded for a live audit cancelled in flight (`why`: what stopped it)."""
+    return f"cancelled: {why}, {took:.1f}s into the call"
+
+
 MAX_CONSECUTIVE = 2
 LEASE_SECONDS = 120.0
 
@@ -284,6 +297,25 @@ def pending(
         q = q.where(v.id.in_(verdict_ids))
     with engine.connect() as conn:
         return [Correction(*row) for row in conn.execute(q).all()]
+
+
+def preview(
+    engine, verdict_ids: list[int], max_consecutive: int = MAX_CONSECUTIVE
+) -> dict[int, str | None]:
+    """Return, for each pending correction among `verdict_ids`, the loop guard that would hold
+    it back at the next `auditor inject` (None: it would be sent). Records nothing."""
+    from ..store.threads import load_messages
+
+    out: dict[int, str | None] = {}
+    threads: dict[int, list] = {}
+    corrections = pending(engine, verdict_ids=verdict_ids) if verdict_ids else []
+    with engine.connect() as conn:
+        for c in corrections:
+            if c.thread_id not in threads:
+                threads[c.thread_id] = load_messages(engine, c.thread_id)
+            turn_key, wrote_after = turn_facts(threads[c.thread_id], c.checkpoint_message)
+            out[c.verdict_id] = _guard(conn, c, turn_key, wrote_after, max_consecutive)
+    return out
 
 
 def inject_pending(

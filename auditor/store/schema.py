@@ -169,9 +169,10 @@ class GuidanceFile(Base):
     """An instruction file the agent was given (CLAUDE.md, AGENTS.md...), as read once.
 
     `origin` says where the text came from: `disk` (read by auditor from the thread's working
-    directory, its parents up to the repository root, or the user's own file) or `read` (the
-    agent read it with a tool call; `message_native_id` is the result's message). A file whose
-    text changed gets a row per version; `read_at` is when each version was first read.
+    directory, its parents up to the repository root, or the user's own file), `git` (a file
+    the repository tracks, as committed when the session started) or `read` (the agent read it
+    with a tool call; `message_native_id` is the result's message). A file whose text changed
+    gets a row per version; `read_at` is when each version was first read (`git`: committed).
     """
 
     __tablename__ = "guidance_files"

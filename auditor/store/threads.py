@@ -16,9 +16,10 @@ from . import schema as s
 from .dialect import iso_utc
 from .short_ids import literal_prefix, pick, shortest_forms
 
-# Where an instruction file's text came from: read from disk by auditor, read by the agent with
-# a tool call, or recorded in the transcript by the agent's client.
-DISK, READ, TRANSCRIPT = "disk", "read", "transcript"
+# Where an instruction file's text came from: read from disk by auditor, taken from the
+# repository's history as committed when the session started, read by the agent with a tool
+# call, or recorded in the transcript by the agent's client.
+DISK, GIT, READ, TRANSCRIPT = "disk", "git", "read", "transcript"
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,10 @@ class GuidanceText:
 
     path: str
     text: str
-    origin: str  # disk | read | transcript
-    read_at: datetime | None = None
+    origin: str  # disk | git | read | transcript
+    read_at: datetime | None = None  # origin git: when the version was committed
     message_id: str | None = None  # origin read: native id of the message with the result
+    note: str = ""  # what the observer should know of this version (not stored)
 
     @property
     def sha256(self) -> str:
@@ -42,8 +44,11 @@ class GuidanceText:
             return "read by the agent with a tool call"
         if self.origin == TRANSCRIPT:
             return "recorded in the transcript"
+        if self.origin == GIT:
+            when = f" on {self.read_at:%Y-%m-%d %H:%M} UTC" if self.read_at else ""
+            return f"the repository's version when the session started (committed{when})"
         when = f", read {self.read_at:%Y-%m-%d %H:%M} UTC" if self.read_at else ""
-        return f"on disk{when}"
+        return f"on disk{when}" + (f"; {self.note}" if self.note else "")
 
 
 def _like(text: str) -> str:

@@ -204,7 +204,12 @@ def delivery_text(v: dict[str, Any]) -> str | None:
     if d is None:
         return None
     if d["status"] == "pending":
-        return "not delivered yet (`auditor inject` sends it)"
+        # Said only where the loop guards were asked (`auditor.live.delivery.preview`).
+        if d.get("will_hold"):
+            return f"not delivered; `auditor inject` will hold it back: {d['will_hold']}"
+        if d.get("checked"):
+            return "not delivered yet (`auditor inject` sends it)"
+        return "not delivered yet"
     at = (d["at"] or "")[:19].replace("T", " ")
     if d["status"] == "delivered":
         return f"delivered by {d['injector']} {at}"
