@@ -307,8 +307,11 @@ def test_the_hooks_request_to_the_observer_carries_the_claude_md_of_its_director
             stub.url,
             "--max-retries",
             "0",
+            "--deadline",  # none a loaded machine reaches
+            "150",
             stdin=json.dumps(payload),
             env={"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"},
+            timeout=180,
         )
         assert result.returncode == 0 and json.loads(result.stdout)["decision"] == "block", (
             result.stderr

@@ -4,7 +4,7 @@ corpus, the hook input on stdin, and the observer a local server speaking the An
 from __future__ import annotations
 
 import json
-import time
+import re
 import uuid
 
 import pytest
@@ -17,12 +17,13 @@ from helpers.live import (
     last_record,
     rows,
     run_cli,
+    store_locked,
 )
 from helpers.wire import Reply, Stub, anthropic_error, anthropic_response
 
 from auditor.live.delivery import CORRECTION_MARKER
 from auditor.store import schema as s
-from auditor.store.db import open_db
+from auditor.store.db import BUSY_TIMEOUT, open_db
 
 pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
@@ -68,9 +69,14 @@ def hook(stub, session, *args, env=KEY, **extra):
         stub.url,
         "--max-retries",
         "0",
+        # A deadline no loaded machine reaches, unless the test gives its own (the last wins):
+        # past the default 30 s the hook lets the agent stop and the test would see no block.
+        "--deadline",
+        "150",
         *args,
         stdin=payload(session, **extra),
         env=env,
+        timeout=180,
     )
 
 
@@ -128,17 +134,14 @@ def test_a_server_error_lets_the_agent_stop_and_is_recorded(stub, session, tmp_p
 
 
 def test_an_observer_slower_than_the_deadline_lets_the_agent_stop(stub, session, tmp_path):
-    stub.default = Reply(
-        200, anthropic_response({"needsCorrection": True, "message": CORRECTION}), delay=30
-    )
-    # What is asserted is that the hook did not wait for the observer's answer: it returned
-    # before the stub would have sent it, however long starting up took on a loaded machine.
-    result = hook(stub, session, "--deadline", "8")
-    returned = time.monotonic()
+    # What is asserted is that the hook did not wait for the observer's answer: the stub holds
+    # it until the hook has returned, however long starting up took on a loaded machine.
+    with stub.holding():
+        result = hook(stub, session, "--deadline", "8")
     assert (result.returncode, result.stdout) == (0, "")
-    # (On a machine so loaded that the deadline passed before the call, it was never asked.)
-    assert all(returned < asked + 30 for asked in stub.arrivals), "it waited for the answer"
-    [verdict] = rows(open_db(), s.Verdict)
+    verdicts = rows(open_db(), s.Verdict)
+    assert len(verdicts) == 1, verdicts
+    [verdict] = verdicts
     # "deadline exceeded" whether the call timed out or the deadline passed before it was made
     assert verdict.status == "error" and "deadline exceeded" in verdict.problem
 
@@ -354,37 +357,26 @@ def test_the_hook_reads_only_the_new_tail_of_the_transcript(stub, session, corpu
     assert (source.lines, source.offset) == (29, session.stat().st_size)
 
 
-def start_up_seconds(tmp_path) -> float:
-    """How long a hook that fails open at once takes on this machine under its present load
-    (Python, auditor and its plugins starting): a hook's deadline counts from there on."""
-    started = time.monotonic()
-    other = {**KEY, "AUDITOR_DB": str(tmp_path / "elsewhere.db")}
-    run_cli("hook", "claude-code", "--sync", stdin="not json", env=other)
-    return time.monotonic() - started
-
-
 def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, store_url, tmp_path):
     open_db(store_url)
-    start_up = start_up_seconds(tmp_path)
-    holder = hold_lock(store_url, 12)
-    started = time.monotonic()
-    result = hook(stub, session, "--deadline", "3")
-    took = time.monotonic() - started
+    with store_locked(store_url):  # locked until the hook has returned: it gave up waiting
+        result = hook(stub, session, "--deadline", "3")
     assert (result.returncode, result.stdout) == (0, "")
-    # Measured past the start-up a hook takes here and now, not against a bound a loaded
-    # machine's slow start can cross (8.7 s seen for a 6 s bound).
-    assert took - start_up < 3 + 2, f"the hook took {took:.1f}s, {start_up:.1f}s of it starting"
+    # Given up by the deadline, not by a lock wait running out: PostgreSQL waits for a lock
+    # without end unless told, and SQLite's busy wait (30 s) had not ended by the hook's own
+    # account of its time, which leaves out the start-up a loaded machine makes slow.
+    total_ms = float(re.search(r"total (\d+) ms\)$", result.stderr.strip())[1])
+    assert total_ms < BUSY_TIMEOUT * 1000, result.stderr
     # The failure could not be recorded in time: it is said on stderr, and dropped.
     assert result.stderr.startswith("auditor hook claude-code: failed: ")
     locked = "lock timeout" if store_url.startswith("postgresql") else "database is locked"
     assert "could not be recorded: " in result.stderr and locked in result.stderr
-    holder.join()
     assert rows(open_db(store_url), s.Run) == []
 
 
 def test_a_store_locked_for_a_moment_is_waited_for(stub, session, store_url):
     open_db(store_url)
     holder = hold_lock(store_url, 1.5)
-    result = hook(stub, session, "--deadline", "10")
+    result = hook(stub, session)
     holder.join()
     assert (result.returncode, result.stdout, result.stderr) == (0, block(CORRECTION), "")

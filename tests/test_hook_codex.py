@@ -63,9 +63,12 @@ def hook(stub, rollout, *args, turn="turn-1", **extra):
         "gemini",
         "--max-retries",
         "0",
+        "--deadline",  # none a loaded machine reaches, unless the test gives its own
+        "150",
         *args,
         stdin=json.dumps(data),
         env=env,
+        timeout=180,
     )
 
 
@@ -206,7 +209,18 @@ def test_the_hook_input_may_come_as_an_argument(stub, rollout):
         }
     )
     env = {"GEMINI_API_KEY": "AIza-TEST-dummy", "GOOGLE_GEMINI_BASE_URL": stub.url}
-    result = run_cli("hook", "codex", "--sync", "--observer", "gemini", data, env=env)
+    result = run_cli(
+        "hook",
+        "codex",
+        "--sync",
+        "--observer",
+        "gemini",
+        "--deadline",
+        "150",
+        data,
+        env=env,
+        timeout=180,
+    )
     assert (result.returncode, result.stdout) == (0, block(FIRST))
 
 
@@ -220,10 +234,9 @@ def test_the_non_blocking_hook_gives_the_end_of_turn_correction_at_the_next_stop
     from auditor.live.fast_path import session_dir, state_root
 
     stub.default = Reply(200, gemini_response({"needsCorrection": True, "message": FIRST}))
-    started = time.monotonic()
-    first = live_hook(stub, rollout)
+    with stub.holding():  # returns while the observer has not answered: it did not wait
+        first = live_hook(stub, rollout)
     assert (first.returncode, first.stdout) == (0, "")
-    assert time.monotonic() - started < 10
     outbox = Path(session_dir(state_root(), "codex", SESSION)) / "outbox"
     deadline = time.monotonic() + 60
     while not any(outbox.glob("*.json")):

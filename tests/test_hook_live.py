@@ -1,16 +1,19 @@
 """The non-blocking hooks end to end: the real `auditor hook claude-code` command driven through a
 scripted session (tool rounds, a prompt, stops) on a real transcript from the corpus, against a
-stand-in observer that takes seconds to answer. The hook must never wait for it."""
+stand-in observer that holds its answer back while the hooks run. The hook must never wait
+for it: a hook that did could not return until the answer is let go."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers.live import (
@@ -35,7 +38,6 @@ KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
 SESSION = "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
 MID = "You wrote CLAUDE.md without the permission you asked for; ask before writing it."
 END = "The Write call was denied, so CLAUDE.md does not exist; say so instead of claiming it."
-DELAY = 4.0  # seconds the stand-in observer takes to answer
 # Lines of the session (1-based, inclusive): 23 ends a tool round without an edit, 26 the round of
 # the Write call (11 tool calls, one edit: the gate passes), 28 the last round, 29 the final claim.
 NO_EDIT, WRITE, LAST_ROUND, FINAL = 23, 26, 28, 29
@@ -58,9 +60,9 @@ class Session:
         self.lines = 0
         self.stub = stub
         self.tmp = tmp_path
-        self.took: list[float] = []
         self.did: list[str] = []  # what each event said it did (--verbose)
         self.env = dict(KEY)  # what the agent's environment adds
+        self.idle = 20  # seconds a worker with nothing to do waits before it exits
 
     def grow(self, upto: int) -> None:
         append_lines(self.path, self.src, self.lines, upto)
@@ -71,7 +73,7 @@ class Session:
         last = json.loads(self.path.read_bytes().splitlines()[-1])
         rec = {
             "type": "user",
-            "uuid": f"typed-{len(self.took)}",
+            "uuid": f"typed-{len(self.did)}",
             "parentUuid": last.get("uuid"),
             "sessionId": SESSION,
             "timestamp": last.get("timestamp"),
@@ -110,13 +112,13 @@ class Session:
             "--max-retries",
             "0",
             "--idle",
-            "20",
+            str(self.idle),
             *extra,
         ]
 
     def rewake(self, **extra) -> subprocess.Popen:
         """Start the Stop hook's asyncRewake handler as Claude Code does: in the background."""
-        stdin = self.tmp / f"rewake-{len(self.took)}.json"
+        stdin = self.tmp / f"rewake-{len(self.did)}.json"
         stdin.write_text(json.dumps(self.payload("Stop", **extra)))
         with open(stdin) as fh:
             return subprocess.Popen(
@@ -130,7 +132,6 @@ class Session:
 
     def event(self, name: str, **extra) -> str:
         data = self.payload(name, **extra)
-        started = time.monotonic()
         result = subprocess.run(
             self.argv("--verbose"),  # what each event did, on stderr: shown if a wait times out
             input=json.dumps(data),
@@ -140,7 +141,6 @@ class Session:
             timeout=60,
             check=False,
         )
-        self.took.append(time.monotonic() - started)
         self.did.append(result.stderr.strip())
         assert result.returncode == 0, result.stderr
         return result.stdout
@@ -182,9 +182,7 @@ class Session:
 
 @pytest.fixture
 def stub():
-    server = Stub(
-        Reply(200, anthropic_response({"needsCorrection": True, "message": MID}), delay=DELAY)
-    )
+    server = Stub(Reply(200, anthropic_response({"needsCorrection": True, "message": MID})))
     yield server
     server.close()
 
@@ -212,10 +210,10 @@ def context(message: str, event: str = "PostToolUse") -> dict:
 
 def test_a_mid_turn_correction_comes_out_at_the_next_tool_round_and_none_follows_it(cc, tmp_path):
     cc.grow(NO_EDIT)
-    assert cc.event("PostToolUse", tool_name="TodoWrite") == ""  # gate: no file edit yet
-    cc.grow(WRITE)
-    assert cc.event("PostToolUse") == ""  # the audit starts; the hook does not wait for it
-    assert cc.took[-1] < DELAY / 2, cc.took
+    with cc.stub.holding():  # the hooks return while the observer has not answered
+        assert cc.event("PostToolUse", tool_name="TodoWrite") == ""  # gate: no file edit yet
+        cc.grow(WRITE)
+        assert cc.event("PostToolUse") == ""  # the audit starts; the hook does not wait for it
     cc.wait_until(cc.staged, why="the mid-turn correction")
     cc.grow(LAST_ROUND)
     out = cc.event("PostToolUse", tool_name="TodoWrite")
@@ -241,19 +239,20 @@ def test_a_mid_turn_correction_comes_out_at_the_next_tool_round_and_none_follows
     [checkpoint] = stored(s.Checkpoint, s.Checkpoint.gate_audit)
     assert checkpoint.kind == "inference"
     assert len(cc.stub.log) == 1
-    assert max(cc.took) < DELAY / 2, cc.took
 
 
 def test_the_audit_pending_when_the_user_typed_is_cancelled_and_never_delivered(cc, tmp_path):
     cc.grow(WRITE)
-    assert cc.event("PostToolUse") == ""
-    cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
-    cc.user_writes("actually, leave CLAUDE.md alone")
-    assert cc.event("UserPromptSubmit", prompt="actually, leave CLAUDE.md alone") == ""
-    cc.wait_until(
-        lambda: [v.status for v in verdicts(tmp_path)] == ["cancelled"], why="the cancellation"
-    )
-    time.sleep(DELAY)  # past the moment the observer would have answered
+    with cc.stub.holding():  # the observer answers only once the audit is cancelled
+        assert cc.event("PostToolUse") == ""
+        cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
+        cc.user_writes("actually, leave CLAUDE.md alone")
+        assert cc.event("UserPromptSubmit", prompt="actually, leave CLAUDE.md alone") == ""
+        cc.wait_until(
+            lambda: [v.status for v in verdicts(tmp_path)] == ["cancelled"],
+            why="the cancellation",
+        )
+    cc.wait_until(lambda: cc.stub.answered == 1, why="the observer's late answer to go out")
     assert cc.event("PostToolUse", tool_name="Read") == ""
     assert cc.event("Stop") == ""
     [verdict] = verdicts(tmp_path)
@@ -262,7 +261,6 @@ def test_the_audit_pending_when_the_user_typed_is_cancelled_and_never_delivered(
     assert not cc.staged() and injections(tmp_path) == []
     [run] = stored(s.Run, s.Run.id == verdict.run_id)
     assert run.status == "done" and run.config["hook"]["hook_event_name"] == "PostToolUse"
-    assert max(cc.took) < DELAY / 2, cc.took
 
 
 def test_a_failing_tool_call_is_audited_at_its_own_event_and_takes_a_correction(cc, tmp_path):
@@ -286,7 +284,7 @@ def test_the_worker_waits_for_the_result_of_the_call_the_event_names(cc, tmp_pat
     assert cc.event("PostToolUse", tool_use_id=WRITE_CALL) == ""
     time.sleep(1.0)
     cc.grow(WRITE)  # the Write call's result comes in late
-    cc.wait_until(cc.staged, timeout=30, why="the audit of the Write call's round")
+    cc.wait_until(cc.staged, why="the audit of the Write call's round")
     [entry] = [json.loads(p.read_text()) for p in (cc.sdir / "outbox").glob("*.json")]
     assert entry["checkpoint"] == last_record(cc.path)["uuid"]
 
@@ -294,14 +292,13 @@ def test_the_worker_waits_for_the_result_of_the_call_the_event_names(cc, tmp_pat
 def test_a_task_notification_neither_cancels_nor_takes_back_nor_resets_the_guard(cc, tmp_path):
     """Claude Code submits `<task-notification>` prompts itself (a background command or a
     re-wake finished): the user did not write."""
-    cc.stub.default = Reply(
-        200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
-    )
+    cc.stub.default = Reply(200, anthropic_response({"needsCorrection": True, "message": END}))
     cc.grow(FINAL)
-    waiter = cc.rewake()
-    assert cc.event("Stop") == ""
-    cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
-    assert cc.event("UserPromptSubmit", prompt=NOTIFICATION) == ""
+    with cc.stub.holding():  # the answer comes after the notification is recorded
+        waiter = cc.rewake()
+        assert cc.event("Stop") == ""
+        cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
+        assert cc.event("UserPromptSubmit", prompt=NOTIFICATION) == ""
     out, err = waiter.communicate(timeout=60)
     assert (waiter.returncode, err) == (DELIVER, note(END, "Stop") + "\n")
     # The re-wake comes back as a notification too; the continuation's stop is not audited.
@@ -323,14 +320,16 @@ def test_a_task_notification_neither_cancels_nor_takes_back_nor_resets_the_guard
 
 
 def test_the_worker_ends_with_the_session(cc, tmp_path):
-    cc.stub.default = Reply(200, anthropic_response({"needsCorrection": False}), delay=1.0)
+    cc.idle = 600  # it cannot exit for want of work while the test waits: the end tells it
+    cc.stub.default = Reply(200, anthropic_response({"needsCorrection": False}))
     assert cc.event("SessionEnd", reason="other") == ""
     assert not worker_alive(str(cc.sdir))  # the end of a session starts no worker
     cc.grow(FINAL)
-    assert cc.event("Stop") == ""
-    cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
-    assert cc.event("SessionEnd", reason="prompt_input_exit") == ""
-    cc.wait_until(lambda: not worker_alive(str(cc.sdir)), timeout=10, why="the worker to exit")
+    with cc.stub.holding():  # the session ends with the audit under way
+        assert cc.event("Stop") == ""
+        cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
+        assert cc.event("SessionEnd", reason="prompt_input_exit") == ""
+    cc.wait_until(lambda: not worker_alive(str(cc.sdir)), why="the worker to exit")
     [verdict] = verdicts(tmp_path)  # the audit under way was finished first
     assert (verdict.status, verdict.needs_correction) == ("ok", False)
 
@@ -346,7 +345,7 @@ def test_a_changed_key_reaches_the_audits_of_a_running_session(cc, tmp_path):
     cc.env["ANTHROPIC_API_KEY"] = "sk-ant-TEST-rotated"
     cc.grow(LAST_ROUND)
     assert cc.event("PostToolUse", tool_name="TodoWrite") == ""
-    cc.wait_until(lambda: len(verdicts(tmp_path)) == 2, timeout=30, why="the second audit")
+    cc.wait_until(lambda: len(verdicts(tmp_path)) == 2, why="the second audit")
     keys = [r["headers"].get("authorization") for r in cc.stub.log]
     assert keys == ["Bearer sk-ant-TEST-dummy", "Bearer sk-ant-TEST-rotated"]
     assert cc.worker_pid() != first
@@ -361,12 +360,10 @@ def no_key_in_spool(sdir: Path) -> bool:
 
 
 def test_an_end_of_turn_correction_goes_out_only_if_the_user_has_not_written(cc, tmp_path):
-    cc.stub.default = Reply(
-        200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
-    )
+    cc.stub.default = Reply(200, anthropic_response({"needsCorrection": True, "message": END}))
     cc.grow(FINAL)
-    assert cc.event("Stop") == ""  # the end of turn is audited in the background
-    assert cc.took[-1] < DELAY / 2
+    with cc.stub.holding():  # the end of turn is audited in the background
+        assert cc.event("Stop") == ""
     cc.wait_until(cc.staged, why="the end-of-turn correction")
     out = cc.event("Stop")  # the next stop, nobody wrote in between: it goes out
     assert json.loads(out) == {"decision": "block", "reason": note(END, "Stop")}
@@ -377,9 +374,7 @@ def test_an_end_of_turn_correction_goes_out_only_if_the_user_has_not_written(cc,
 
 
 def test_an_end_of_turn_correction_is_dropped_when_the_user_wrote_first(cc, tmp_path):
-    cc.stub.default = Reply(
-        200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
-    )
+    cc.stub.default = Reply(200, anthropic_response({"needsCorrection": True, "message": END}))
     cc.grow(FINAL)
     assert cc.event("Stop") == ""
     cc.wait_until(cc.staged, why="the end-of-turn correction")
@@ -407,19 +402,26 @@ def test_stop_hook_active_never_gets_a_block(cc, tmp_path):
 
 def test_hooks_return_at_once_with_the_store_locked_and_a_worker_killed(cc, tmp_path):
     cc.grow(WRITE)
-    assert cc.event("PostToolUse") == ""
-    cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
-    # The worker dies in the middle of the call: the next event starts a new one, which takes
-    # the tool round up again; the call is made again (the first never answered), once.
-    pid = cc.worker_pid()
-    os.kill(pid, signal.SIGKILL)
-    # Gone once its lock is free: a killed process's main thread can be a zombie while its
-    # other threads, which share its open files, are still being torn down.
-    cc.wait_until(lambda: not worker_alive(str(cc.sdir)), why="the worker's lock to be freed")
-    assert not _alive(pid)
-    with store_locked(os.environ["AUDITOR_DB"]):  # nobody can read or write it meanwhile
-        assert cc.event("PostToolUse", tool_name="Read") == ""
-        assert cc.took[-1] < 1.0, cc.took
+    with cc.stub.holding():  # the first call never answers: its worker dies waiting
+        assert cc.event("PostToolUse") == ""
+        cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
+        # The worker dies in the middle of the call: the next event starts a new one, which
+        # takes the tool round up again; the call is made again (the first never answered).
+        pid = cc.worker_pid()
+        os.kill(pid, signal.SIGKILL)
+        # Gone once its lock is free: a killed process's main thread can be a zombie while its
+        # other threads, which share its open files, are still being torn down.
+        cc.wait_until(lambda: not worker_alive(str(cc.sdir)), why="the worker's lock to be freed")
+        assert not _alive(pid)
+        with store_locked(os.environ["AUDITOR_DB"]):  # nobody can read or write it meanwhile
+            # It returns while the store is still locked, so it did not wait for the lock; and
+            # by its own account it neither failed nor gave up: it never needed the store.
+            assert cc.event("PostToolUse", tool_name="Read") == ""
+            assert re.fullmatch(
+                r"auditor hook claude-code: PostToolUse: nothing to hand over; worker \d+ "
+                r"started \([\d.]+ ms\)",
+                cc.did[-1],
+            ), cc.did[-1]
     cc.wait_until(cc.staged, why="the new worker to finish the audit")
     assert cc.worker_pid() != pid
     cc.grow(LAST_ROUND)
@@ -456,12 +458,11 @@ def test_a_hook_event_with_nothing_due_imports_neither_click_nor_sqlalchemy(tmp_
 
 
 def test_the_rewake_handler_wakes_claude_with_the_end_of_turn_correction(cc, tmp_path):
-    cc.stub.default = Reply(
-        200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
-    )
+    cc.stub.default = Reply(200, anthropic_response({"needsCorrection": True, "message": END}))
     cc.grow(FINAL)
-    waiter = cc.rewake()  # Claude Code starts both Stop handlers and waits for neither
-    assert cc.event("Stop") == ""
+    with cc.stub.holding():
+        waiter = cc.rewake()  # Claude Code starts both Stop handlers and waits for neither
+        assert cc.event("Stop") == ""
     out, err = waiter.communicate(timeout=60)
     assert (waiter.returncode, out, err) == (DELIVER, "", note(END, "Stop") + "\n")
     cc.wait_until(lambda: len(injections(tmp_path)) == 1, why="the hand-over to be recorded")
@@ -470,27 +471,25 @@ def test_the_rewake_handler_wakes_claude_with_the_end_of_turn_correction(cc, tmp
 
 
 def test_the_rewake_handler_stays_silent_when_the_user_writes_first(cc, tmp_path):
-    cc.stub.default = Reply(
-        200, anthropic_response({"needsCorrection": True, "message": END}), delay=DELAY
-    )
+    cc.stub.default = Reply(200, anthropic_response({"needsCorrection": True, "message": END}))
     cc.grow(FINAL)
-    waiter = cc.rewake()
-    assert cc.event("Stop") == ""
-    cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
-    cc.user_writes("never mind")
-    assert cc.event("UserPromptSubmit", prompt="never mind") == ""
-    out, err = waiter.communicate(timeout=60)
+    with cc.stub.holding():  # the observer answers only once the audit is cancelled
+        waiter = cc.rewake()
+        assert cc.event("Stop") == ""
+        cc.wait_until(lambda: len(cc.stub.log) == 1, why="the observer call to be under way")
+        cc.user_writes("never mind")
+        assert cc.event("UserPromptSubmit", prompt="never mind") == ""
+        out, err = waiter.communicate(timeout=60)
+        cc.wait_until(
+            lambda: [v.status for v in verdicts(tmp_path)] == ["cancelled"],
+            why="the cancellation",
+        )
     assert (waiter.returncode, out) == (0, "")
-    cc.wait_until(
-        lambda: [v.status for v in verdicts(tmp_path)] == ["cancelled"], why="the cancellation"
-    )
     assert injections(tmp_path) == [] and not cc.staged()
 
 
 def test_the_rewake_handler_ends_when_the_turn_needs_no_correction(cc, tmp_path):
-    cc.stub.default = Reply(
-        200, anthropic_response({"needsCorrection": False, "message": None}), delay=0.5
-    )
+    cc.stub.default = Reply(200, anthropic_response({"needsCorrection": False, "message": None}))
     cc.grow(FINAL)
     waiter = cc.rewake()
     assert cc.event("Stop") == ""
@@ -552,12 +551,13 @@ def test_a_correction_given_as_hook_context_holds_the_core_loop_guard(corpus, tm
         assert loop_guard(last_round, guard) is None and loop_guard(end, guard) is None
 
 
-def test_a_lock_left_by_a_dead_worker_for_a_moment_does_not_stop_a_new_one(tmp_path):
+def test_a_lock_left_by_a_dead_worker_for_a_moment_does_not_stop_a_new_one(tmp_path, monkeypatch):
     """A SIGKILLed worker's main thread can be a zombie while its other threads still hold its
     open files, and so its lock: the next event waits for the lock a moment, then starts one."""
     import fcntl
     import threading
 
+    from auditor.live import fast_path
     from auditor.live.fast_path import worker_dying
 
     sdir = tmp_path / "s"
@@ -572,14 +572,18 @@ def test_a_lock_left_by_a_dead_worker_for_a_moment_does_not_stop_a_new_one(tmp_p
     fd = os.open(sdir / "worker.lock", os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)  # its last thread still holds the lock...
     threading.Timer(0.05, os.close, [fd]).start()  # ...for 50 ms more
-    assert worker_alive(str(sdir)) and worker_dying(str(sdir))
-    # A live worker's lock is no such case, and is not waited for.
+    # (Waiting up to a minute, not the hook's 0.25 s: a loaded machine may run the timer late.)
+    assert worker_alive(str(sdir)) and worker_dying(str(sdir), wait=60)
+    # A live worker's lock is no such case, and is not waited for: not one pause is taken.
     (sdir / "worker.lock").write_text(f"{os.getpid()}\n")
     fd = os.open(sdir / "worker.lock", os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
+    paused = []
+    monkeypatch.setattr(
+        fast_path, "time", SimpleNamespace(monotonic=time.monotonic, sleep=paused.append)
+    )
     try:
-        started = time.monotonic()
-        assert worker_alive(str(sdir)) and not worker_dying(str(sdir))
-        assert time.monotonic() - started < 0.05
+        assert worker_alive(str(sdir)) and not worker_dying(str(sdir), wait=60)
+        assert paused == []
     finally:
         os.close(fd)

@@ -20,15 +20,19 @@ class SwallowsInFinalizer:
 def test_a_deadline_swallowed_by_a_finalizer_is_raised_again(monkeypatch):
     dropped = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: dropped.append(u.exc_type))
-    started = time.monotonic()
-    with pytest.raises(DeadlinePassed, match="ran past 0.2s"), Watchdog(0.2):
+    with pytest.raises(DeadlinePassed, match="ran past 0.2s") as raised, Watchdog(0.2):
         obj = SwallowsInFinalizer()
         del obj  # the alarm fires inside __del__: that DeadlinePassed is lost
         gc.collect()
         time.sleep(5)  # the repeated alarm raises here
-    took = time.monotonic() - started
-    assert took < 2, took
     assert dropped and set(dropped) == {DeadlinePassed}  # what the finalizer swallowed
+    # Raised again by a later alarm, inside the block (in gc.collect on a loaded machine, else
+    # in the sleep), not by the block's end: where it came from says so.
+    here = [e for e in raised.traceback if e.frame.code.raw is SELF.__code__]
+    assert str(here[-1].statement).strip().split("  #")[0] in ("gc.collect()", "time.sleep(5)")
+
+
+SELF = test_a_deadline_swallowed_by_a_finalizer_is_raised_again
 
 
 def test_leaving_the_block_disarms_the_watchdog():

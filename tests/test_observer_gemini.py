@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 
 import pytest
 
@@ -127,12 +126,11 @@ def test_500_surfaces_after_the_retries(stub):
 
 
 def test_timeout(stub):
-    stub.default = Reply(200, gemini_response(), delay=3)
-    started = time.monotonic()
+    stub.default = Reply(200, gemini_response(), delay=60)  # far past the call's 0.3 s
     with pytest.raises(Exception) as info:
         observe(stub, timeout=0.3, max_retries=0)
     assert "timeout" in type(info.value).__name__.lower() or "timed out" in str(info.value).lower()
-    assert time.monotonic() - started < 2.5
+    assert len(stub.log) == 1  # given up once, at the timeout: no retry, no answer waited for
 
 
 def test_no_tool_call_is_invalid(stub):

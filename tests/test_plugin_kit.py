@@ -501,7 +501,10 @@ def test_auditors_plugin_tests_pass_with_a_third_party_plugin_installed(tmp_path
     dists = {p["name"]: p["dist"] for p in json.loads(listed.stdout)["plugins"]}
     assert dists["cli_observer"] == "auditor-cli-observer"  # installed, through its entry point
     out = subprocess.run(
+        # On SQLite only: the plugin meets the same code on either store, and the PostgreSQL
+        # leg would start a second server for this nested run.
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow"]
+        + ["-k", "not postgresql"]
         + [str(ROOT / "tests" / name) for name in PLUGIN_TESTS],
         cwd=ROOT,
         capture_output=True,

@@ -476,3 +476,58 @@ def test_who_spent_what_by_the_machine_the_threads_came_from(audited, engine, tm
         (first, "2026-03-09"),
         ("laptop2", "2026-03-09"),
     }
+
+
+# -- the same report read through sqlite3 alone ------------------------------------------------
+
+
+@pytest.mark.sqlite_only
+def test_a_current_sqlite_store_gives_the_same_report_through_sqlite3_alone(audited, engine):
+    from auditor.store.db import resolve_url
+    from auditor.store.sql_text import SqliteStore, open_current_sqlite
+
+    plain = open_current_sqlite(resolve_url(None))  # AUDITOR_DB, as the command line finds it
+    assert isinstance(plain, SqliteStore)
+    after_midnight = datetime(2026, 3, 2, 0, 0, 1, tzinfo=UTC)  # read from the usage rows
+    for by, since in ((["day"], None), (["model", "project"], None), (["day"], after_midnight)):
+        through_engine = cost_report(engine, by, since)
+        through_sqlite3 = cost_report(plain, by, since)
+        assert through_sqlite3.rows == through_engine.rows
+        assert through_sqlite3.total == through_engine.total
+        assert through_sqlite3.notes == through_engine.notes
+
+
+@pytest.mark.sqlite_only
+def test_a_store_to_migrate_is_not_read_through_sqlite3(engine):
+    from auditor.store.db import resolve_url
+    from auditor.store.sql_text import open_current_sqlite
+
+    url = resolve_url(None)
+    assert open_current_sqlite(url) is not None
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0019'"))
+    assert open_current_sqlite(url) is None  # open_db migrates it first
+
+
+@pytest.mark.sqlite_only
+def test_a_warm_cost_report_imports_no_sqlalchemy(audited):
+    import subprocess
+    import sys
+
+    invoke("report", "costs", "--by", "day")  # the sums brought up to date: the report is warm
+    script = (
+        "import sys\n"
+        "from auditor.cli.main import main\n"
+        "sys.argv = ['auditor', 'report', 'costs', '--by', 'day', '--format', 'json']\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('sqlalchemy', 'alembic', 'pluggy')), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert json.loads(done.stdout) == report_json("--by", "day")

@@ -279,18 +279,17 @@ def test_a_personal_email_is_sensitive_and_masked(at):
     )
 
 
-def test_every_checkpoint_of_the_corpus_computes_quickly_and_without_error(corpus, engine, plugins):
-    import time
-
+def test_every_checkpoint_of_the_corpus_computes_without_error(corpus, engine, plugins):
+    """How fast is a figure of benchmarks/signals.py (CPU time), not a bound here."""
     from auditor.audit.checkpoints import find_checkpoints
 
     ingest(engine, plugins, [corpus])
     with engine.connect() as conn:
         ids = conn.execute(select(s.Thread.id)).scalars().all()
-    started, n = time.monotonic(), 0
+    n = 0
     for tid in ids:
         messages = load_messages(engine, tid)
         for cp in find_checkpoints(tid, messages, "every-inference"):
             compute(messages[: cp.index + 1])
             n += 1
-    assert n > 1000 and time.monotonic() - started < 60
+    assert n > 1000

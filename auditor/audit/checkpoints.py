@@ -104,7 +104,7 @@ def _has_tool_use(m) -> bool:
     return any(b.kind == "tool_use" for b in m.blocks)
 
 
-def _is_tool_result(m) -> bool:
+def is_tool_result(m) -> bool:
     return m.source_type == SOURCE_TOOL_RESULT or (
         m.role in ("user", "tool") and m.blocks and all(b.kind == "tool_result" for b in m.blocks)
     )
@@ -155,7 +155,7 @@ def find_checkpoints(thread_id: int, messages: list, mode: str = END_TURN) -> li
                     edits += bool(b.is_file_edit)
             pending_end = i
             continue
-        if mode != END_TURN and _is_tool_result(m):
+        if mode != END_TURN and is_tool_result(m):
             nxt = messages[i + 1] if i + 1 < len(messages) else None
             if nxt is not None and nxt.role == "assistant":
                 out.append(

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from ..audit.run_types import RunConfig
     from ..plugins import Plugins
+    from ..store.sql_text import SqliteStore
 
 
 class Context:
@@ -39,6 +40,16 @@ class Context:
 
             self._engine = open_db(self.db_option)
         return self._engine
+
+    @property
+    def reader(self) -> Engine | SqliteStore:
+        """The store for a report that reads (and refreshes its sums): through sqlite3 alone
+        when it is a SQLite file at the current schema, else the engine."""
+        if self._engine is not None:
+            return self._engine
+        from ..store.db import open_for_reading
+
+        return open_for_reading(self.db_option)
 
     @property
     def plugins(self) -> Plugins:

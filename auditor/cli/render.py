@@ -11,8 +11,6 @@ from time import monotonic
 import orjson
 from rich.console import Console
 from rich.pager import Pager
-from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -80,6 +78,9 @@ def ingest_progress(enabled: bool = True) -> Iterator:
 
         yield as_line
         return
+    # Imported here, as Panel below: a command that prints a table does not load them.
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn("[bold]ingest"),
         BarColumn(),
@@ -288,6 +289,8 @@ def show_thread(
     A message with nothing to show (an empty text, a bare thinking block) gets no header.
     Secrets are redacted unless `redact` is False; terminal control sequences never get through.
     """
+    from rich.panel import Panel
+
     from ..redact import shown
 
     notes = notes or {}
@@ -355,6 +358,8 @@ _VERDICT_STYLE = {"correction": "bold yellow", "no correction": "green"}
 
 def _show_note(note, clean) -> None:
     """Print a checkpoint's signals (one dim line each) and its verdicts (a frame each)."""
+    from rich.panel import Panel
+
     from ..store.verdict_rows import facts, outcome
 
     for sig in note.signals:
@@ -436,6 +441,8 @@ def run_progress(enabled: bool = True, every: float | None = None) -> Iterator:
 
         yield as_line
         return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn("[bold]audit"),
         BarColumn(bar_width=24),

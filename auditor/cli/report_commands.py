@@ -236,7 +236,7 @@ def report_costs(ctx: Context, by, since, until, fmt) -> None:
     """
     from ..reports import cost_report
 
-    rep = cost_report(ctx.engine, by or ("day",), since, until)
+    rep = cost_report(ctx.reader, by or ("day",), since, until)
     emit(rep, fmt, _cost_table)
 
 

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, func, select, update
 
 from ..model import Message, Usage
 from ..store import schema as s
+from ..store import search
 
 
 def refresh_threads(conn: Connection, ids: list[int]) -> None:
@@ -129,13 +130,22 @@ def _dumps(value) -> str | None:
 
 
 class RowBatch:
-    """Rows waiting to be written, flushed with executemany."""
+    """Rows waiting to be written, flushed with executemany.
+
+    Each message's searchable text is written with it, from the blocks in hand (reading them
+    back from the store would decode every message's JSON again). `indexed` gathers the
+    messages whose text was written, for the full-text index; `unindexed` the threads where
+    some message was stored already, whose texts `search.index_new` then reads from the store.
+    """
 
     def __init__(self, dialect: str = "sqlite") -> None:
         self.messages: list[tuple] = []
         self.calls: list[tuple] = []
         self.results: list[tuple] = []
         self.usage: list[tuple] = []
+        self.texts: dict[int, list[tuple[str, int, str]]] = {}
+        self.indexed: list[tuple[int, str]] = []
+        self.unindexed: set[int] = set()
         self.sqlite = dialect == "sqlite"
 
     @property
@@ -152,7 +162,8 @@ class RowBatch:
 
     def add_message(self, thread_id: int, file_id: int, msg: Message) -> None:
         """Queue the message and its tool calls; nothing is queued if it cannot be stored."""
-        blocks = _dumps([b.as_json() for b in msg.blocks])  # raises on what JSON cannot hold
+        as_json = [b.as_json() for b in msg.blocks]
+        blocks = _dumps(as_json)  # raises on what JSON cannot hold
         uses = edits = 0
         calls, results = [], []
         for b in msg.blocks:
@@ -174,28 +185,29 @@ class RowBatch:
                 results.append(
                     (thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False)
                 )
+        row = (
+            thread_id,
+            file_id,
+            msg.native_id,
+            msg.parent_id,
+            msg.seq,
+            msg.line,
+            msg.role,
+            msg.source_type,
+            self._time(msg.timestamp),
+            msg.model,
+            msg.usage_key,
+            msg.stop_reason,
+            bool(msg.is_sidechain),
+            uses,
+            edits,
+            blocks,
+        )
         self.calls += calls
         self.results += results
-        self.messages.append(
-            (
-                thread_id,
-                file_id,
-                msg.native_id,
-                msg.parent_id,
-                msg.seq,
-                msg.line,
-                msg.role,
-                msg.source_type,
-                self._time(msg.timestamp),
-                msg.model,
-                msg.usage_key,
-                msg.stop_reason,
-                bool(msg.is_sidechain),
-                uses,
-                edits,
-                blocks,
-            )
-        )
+        self.messages.append(row)
+        text = (search.searchable(as_json), thread_id, msg.native_id)
+        self.texts.setdefault(thread_id, []).append(text)
 
     def add_usage(self, thread_id: int, file_id: int, u: Usage) -> None:
         self.usage.append(
@@ -230,6 +242,12 @@ class RowBatch:
             count = conn.exec_driver_sql(sql, rows).rowcount
             if count:
                 added[thread_id] = count
+            texts = self.texts.get(thread_id, [])
+            if count == len(rows):  # every one of them new: their texts are the ones in hand
+                search.add_texts(conn, texts)
+                self.indexed += [(tid, native) for _, tid, native in texts]
+            elif count:
+                self.unindexed.add(thread_id)
         for sql, rows in (
             (_CALLS_SQL, self.calls),
             (_RESULTS_SQL, self.results),
@@ -238,4 +256,5 @@ class RowBatch:
             if rows:
                 conn.exec_driver_sql(sql if qmark else sql.replace("?", "%s"), rows)
         self.messages, self.calls, self.results, self.usage = [], [], [], []
+        self.texts = {}
         return added

@@ -152,6 +152,10 @@ class Ingester:
         self._group_threads: set[int] = set()
         self._group_since = 0
         self._file_threads: set[int] = set()  # the threads the file being read feeds
+        # The group's messages whose searchable text was written with them, and the threads
+        # whose texts are read back from the store instead: indexed when the group commits.
+        self._group_indexed: list[tuple[int, str]] = []
+        self._group_unindexed: set[int] = set()
         self._c: Connection | None = None
         self._remember_stmt: Any = None
         self._thread_stmts: dict[tuple, object] = {}
@@ -179,6 +183,7 @@ class Ingester:
                 self._c.exec_driver_sql(f"SELECT pg_advisory_xact_lock({INGEST_LOCK})")
             self._pending, self._pending_since = 0, time.monotonic()
             self._group_threads = set()
+            self._group_indexed, self._group_unindexed = [], set()
             self._group_since = self._c.execute(select(func.max(s.Message.id))).scalar() or 0
         return self._c
 
@@ -574,6 +579,8 @@ class Ingester:
             else:
                 self._remember(spath, st, fmt.name, cursor, conn, errors=len(errors))
             savepoint.commit()
+            self._group_indexed += batch.indexed
+            self._group_unindexed |= batch.unindexed
         except Exception as exc:  # noqa: BLE001 - the store refused the file (disk full, locked...): undo it alone
             if savepoint.is_active:
                 savepoint.rollback()
@@ -626,10 +633,13 @@ class Ingester:
             )
         )
         ids = sorted(self._group_threads)
+        # What they gained, found by `auditor search` now.
+        search.index_texts(conn, self._group_indexed)
+        if self._group_unindexed & self._group_threads:
+            search.index_new(conn, sorted(self._group_unindexed & self._group_threads))
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             refresh_threads(conn, chunk)
-            search.index_new(conn, chunk)  # what they gained, found by `auditor search` now
             # Their cost rollups are stale, and so are their subagents' (whose calls are
             # told apart from the parent's by comparing with it).
             t = s.Thread.__table__

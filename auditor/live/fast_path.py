@@ -94,7 +94,7 @@ KEEP = (
     "tool_use_id",
 )
 # Of the agent's last message, the worker needs only the end (to see that the transcript has
-# caught up with the Stop, `sync_hook._same_text`, which compares the last 300 characters).
+# caught up with the Stop, `lookup.same_text`, which compares the last 300 characters).
 LAST_MESSAGE_KEPT = 1000
 # A hook's input is read up to this many bytes: a bigger one (a tool's huge output inside it)
 # is ignored, said in one line, rather than read whole into memory. Kept fields are cut to

@@ -108,25 +108,6 @@ def _payload(agent: str, raw: str) -> _Payload:
     )
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _same_text(m, last_message: str) -> bool:
-    want, have = _norm(last_message)[-300:], _norm(m.text)
-    return bool(have) and (have.endswith(want) or want.endswith(have[-300:]))
-
-
-def _caught_up(messages: list, last_message: str) -> bool:
-    """True when the stored thread ends with the agent message the payload names."""
-    for m in reversed(messages):
-        if m.role == "assistant" and m.text.strip():
-            return _same_text(m, last_message)
-        if m.role == "user" and m.source_type not in ("meta", "command"):
-            return False
-    return False
-
-
 class Hook:
     """One run of a Stop hook."""
 
@@ -171,22 +152,9 @@ class Hook:
 
     # -- the steps ------------------------------------------------------------------------
     def _ingest(self, path: Path | None) -> None:
-        from ..ingest.ingester import Ingester
+        from .lookup import ingest
 
-        if path is None or not path.is_file():
-            return
-        Ingester(self.store, self.registry, self.format_name).run([path])
-
-    def _thread(self, native_id: str):
-        from sqlalchemy import select
-
-        from ..store import schema as s
-
-        t = s.Thread.__table__
-        with self.store.connect() as conn:
-            return conn.execute(
-                select(t).where(t.c.agent == self.agent, t.c.native_id == native_id)
-            ).first()
+        ingest(self.store, self.registry, self.format_name, path)
 
     def _guidance(self, p: _Payload, thread) -> None:
         """Read the instruction files of the agent's directory from disk, as they are now."""
@@ -203,17 +171,18 @@ class Hook:
         """The stored thread, waiting a little for a transcript file that lags the payload."""
         from ..model import Block
         from ..store.threads import StoredMessage, load_messages
+        from .lookup import caught_up
 
         messages = load_messages(self.store, thread.id)
         if p.last_message is None:
             return messages
         waited = 0.0
-        while not _caught_up(messages, p.last_message) and waited < self.options.lag_wait:
+        while not caught_up(messages, p.last_message) and waited < self.options.lag_wait:
             time.sleep(0.1)
             waited += 0.1
             self._ingest(p.transcript)
             messages = load_messages(self.store, thread.id)
-        if _caught_up(messages, p.last_message):
+        if caught_up(messages, p.last_message):
             return messages
         # The file has not caught up: judge the turn with the message the agent handed over.
         digest = hashlib.sha256(p.last_message.encode()).hexdigest()[:16]
@@ -248,7 +217,9 @@ class Hook:
         t = self._lap("open", t)
         self._ingest(p.transcript)
         t = self._lap("ingest", t)
-        thread = self._thread(p.thread)
+        from .lookup import end_of_turn, find_thread
+
+        thread = find_thread(self.store, self.agent, p.thread)
         if thread is None:
             return HookOutcome(
                 "skipped", f"thread {p.thread} is not in the store (transcript: {p.transcript})"
@@ -256,17 +227,9 @@ class Hook:
         self._guidance(p, thread)
         messages = self._messages(p, thread)
         t = self._lap("load", t)
-        from ..audit.checkpoints import find_checkpoints
-
-        checkpoints = find_checkpoints(thread.id, messages, "end-turn")
-        last_agent = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
-        if (
-            not checkpoints
-            or checkpoints[-1].index != last_agent
-            or checkpoints[-1].user_wrote_after
-        ):
+        cp = end_of_turn(thread.id, messages)
+        if cp is None:
             return HookOutcome("skipped", "the thread does not end with an end of turn")
-        cp = checkpoints[-1]
         return self._audit(p, thread, messages, cp, stream, t)
 
     def _audit(
@@ -326,6 +289,7 @@ class Hook:
         from ..store import schema as s
         from ..store.threads import load_messages
         from . import delivery as inject
+        from .lookup import same_text
 
         with self.store.connect() as conn:
             v = conn.execute(s.Verdict.__table__.select().where(s.Verdict.id == verdict_id)).one()
@@ -349,7 +313,7 @@ class Hook:
                 (
                     m.native_id
                     for m in reversed(stored)
-                    if m.role == "assistant" and _same_text(m, p.last_message)
+                    if m.role == "assistant" and same_text(m, p.last_message)
                 ),
                 ref,
             )

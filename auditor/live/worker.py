@@ -448,7 +448,7 @@ class Worker:
         its result, once every call of that round is answered. A stop names the final message
         (`last_assistant_message`): the checkpoint is the end of turn, once the thread ends
         with that message. The file is read again only when it grew."""
-        from ..audit.checkpoints import END_TURN, checkpoint_at, find_checkpoints
+        from . import lookup
 
         name = event.get("hook_event_name")
         began = time.monotonic()
@@ -460,16 +460,14 @@ class Worker:
             if now_size != size:
                 size = now_size
                 self._ingest(path)
-                thread = self._thread(thread_native)
+                thread = lookup.find_thread(self.engine, self.agent, thread_native)
                 if thread is not None:
                     messages = self._messages(thread.id)
-                    cp = None
                     if name in live.STOPS:
-                        cp = _end_of_turn(thread.id, messages, event, find_checkpoints, END_TURN)
+                        last = event.get("last_assistant_message")
+                        cp = lookup.end_of_turn(thread.id, messages, last)
                     else:
-                        at = _round_answered(messages, event.get("tool_use_id"))
-                        if at is not None:
-                            cp = checkpoint_at(thread.id, messages, at, "every-inference")
+                        cp = lookup.tool_round(thread.id, messages, event.get("tool_use_id"))
                     if cp is not None:
                         if looks:  # how far the transcript lagged the hook (docs/live-hooks.md)
                             waited = (time.monotonic() - began) * 1000
@@ -509,23 +507,11 @@ class Worker:
         return kept
 
     def _ingest(self, path) -> None:
-        from ..ingest.ingester import Ingester
+        from . import lookup
 
-        if isinstance(path, str) and path and os.path.isfile(path):
-            done = Ingester(self.engine, self.plugins, self.format_name).run([path])
-            if done.rewritten or done.failed:
-                self._loaded.clear()  # rows were read again under new ids: load them whole
-
-    def _thread(self, native_id: str):
-        from sqlalchemy import select
-
-        from ..store import schema as s
-
-        t = s.Thread.__table__
-        with self.engine.connect() as conn:
-            return conn.execute(
-                select(t).where(t.c.agent == self.agent, t.c.native_id == native_id)
-            ).first()
+        done = lookup.ingest(self.engine, self.plugins, self.format_name, path)
+        if done is not None and (done.rewritten or done.failed):
+            self._loaded.clear()  # rows were read again under new ids: load them whole
 
     def _stage(self, thread, messages: list, cp, verdict_id: int, audit: _Audit) -> None:
         """Put a correction the loop guards let through into the outbox."""
@@ -630,53 +616,6 @@ def _size(path) -> int:
         return os.stat(path).st_size if isinstance(path, str) and path else -1
     except OSError:
         return -1
-
-
-def _end_of_turn(thread_id: int, messages: list, event: dict, find_checkpoints, end_turn: str):
-    """The end of turn the stop is about, once the stored thread ends with it, else None."""
-    from .sync_hook import _caught_up
-
-    last = event.get("last_assistant_message")
-    if isinstance(last, str) and last.strip() and not _caught_up(messages, last):
-        return None  # the file has not caught up with the stop yet
-    cps = find_checkpoints(thread_id, messages, end_turn)
-    final = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
-    if cps and cps[-1].index == final and not cps[-1].user_wrote_after:
-        return cps[-1]
-    return None
-
-
-def _round_answered(messages: list, tool_use_id) -> str | None:
-    """The native id of the message that completes the tool round holding the result of
-    `tool_use_id` (every call of the round answered), else None. Without an id (an older
-    client), the thread's last message when it is a tool result."""
-    from ..audit.checkpoints import _is_tool_result
-
-    if not isinstance(tool_use_id, str) or not tool_use_id:
-        return messages[-1].native_id if messages and _is_tool_result(messages[-1]) else None
-    calls: set[str] = set()
-    for i, m in enumerate(messages):
-        if m.role == "assistant" and any(
-            b.kind == "tool_use" and b.tool_use_id == tool_use_id for b in m.blocks
-        ):
-            calls = {b.tool_use_id for b in m.blocks if b.kind == "tool_use" and b.tool_use_id}
-            answered: set[str] = set()
-            for later in messages[i + 1 :]:
-                if not _is_tool_result(later):
-                    if (
-                        later.role == "assistant"
-                        and later.blocks
-                        and all(b.kind == "tool_use" for b in later.blocks)
-                    ):
-                        # Claude Code writes each parallel call as a message of its own.
-                        calls |= {b.tool_use_id for b in later.blocks if b.tool_use_id}
-                        continue
-                    break
-                answered |= {b.tool_use_id for b in later.blocks if b.kind == "tool_result"}
-                if calls <= answered:
-                    return later.native_id
-            return None
-    return None
 
 
 def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_config, options) -> int:

@@ -19,9 +19,8 @@ from decimal import Decimal
 from importlib.util import find_spec
 from pathlib import Path
 
-from sqlalchemy import text
-
 from ..errors import AuditorError
+from ..store import sql_text
 from .model_prices import PRICES_ENV, Pricer, overrides_path, scan_price_table
 
 # Bump when the way rates are probed or bands are made changes, so stored rates are redone.
@@ -68,18 +67,14 @@ def load(conn) -> Pricer:
     again from the price table, stored, and the stored rates dropped. Call `save` after pricing
     to keep the rates looked up meanwhile.
     """
+    conn = sql_text.wrap(conn)
     key = sources_key()
-    row = conn.execute(
-        text("SELECT key, thresholds, next_change FROM price_state WHERE id = 1")
-    ).first()
+    row = conn.execute("SELECT key, thresholds, next_change FROM price_state WHERE id = 1").first()
     if row is not None and row[0] == key and (row[2] is None or _today() < row[2]):
         bounds = tuple(int(t) for t in row[1].split(",")) if row[1] else ()
         rates = {}
         for model, provider, band, *values in conn.execute(
-            text(
-                "SELECT model, provider, band, input, output, cache_read, cache_write "
-                "FROM price_rates"
-            )
+            "SELECT model, provider, band, input, output, cache_read, cache_write FROM price_rates"
         ):
             rates[(model, band, provider or None)] = (
                 None if values[0] is None else tuple(Decimal(v) for v in values)
@@ -87,13 +82,11 @@ def load(conn) -> Pricer:
         pricer = Pricer(bounds, rates)
     else:
         bounds, next_change = scan_price_table()
-        conn.execute(text("DELETE FROM price_rates"))
-        conn.execute(text("DELETE FROM price_state"))
+        conn.execute("DELETE FROM price_rates")
+        conn.execute("DELETE FROM price_state")
         conn.execute(
-            text(
-                "INSERT INTO price_state (id, key, thresholds, next_change) "
-                "VALUES (1, :key, :thresholds, :next_change)"
-            ),
+            "INSERT INTO price_state (id, key, thresholds, next_change) "
+            "VALUES (1, :key, :thresholds, :next_change)",
             {"key": key, "thresholds": ",".join(map(str, bounds)), "next_change": next_change},
         )
         conn.commit()
@@ -107,6 +100,7 @@ def save(conn, pricer: Pricer) -> None:
     it was loaded with (another process may have seen them change meanwhile)."""
     if not pricer.probed:
         return
+    conn = sql_text.wrap(conn)
     rows = [
         {
             "model": model,
@@ -123,12 +117,10 @@ def save(conn, pricer: Pricer) -> None:
         for (model, band, provider), r in pricer.probed.items()
     ]
     conn.execute(
-        text(
-            "INSERT INTO price_rates (model, provider, band, input, output, cache_read, cache_write) "
-            "SELECT :model, :provider, :band, :input, :output, :cache_read, :cache_write "
-            "WHERE EXISTS (SELECT 1 FROM price_state WHERE id = 1 AND key = :key) "
-            "ON CONFLICT (model, provider, band) DO NOTHING"
-        ),
+        "INSERT INTO price_rates (model, provider, band, input, output, cache_read, cache_write) "
+        "SELECT :model, :provider, :band, :input, :output, :cache_read, :cache_write "
+        "WHERE EXISTS (SELECT 1 FROM price_state WHERE id = 1 AND key = :key) "
+        "ON CONFLICT (model, provider, band) DO NOTHING",
         rows,
     )
     conn.commit()

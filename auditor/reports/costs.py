@@ -6,10 +6,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, text
-
 from ..pricing import stored_prices
 from ..pricing.model_prices import Pricer
+from ..store import sql_text
 from ..store.rollup import COPIES_SQL, refresh_rollup
 from .shared import (
     THREAD_DIMS,
@@ -186,11 +185,9 @@ def _rolled_up_usage(
         if THREAD_DIMS & set(by):
             source += " JOIN threads t ON t.id = u.thread_id"
     rows = conn.execute(
-        text(
-            f"SELECT {sel} u.model, u.band, sum(u.calls), sum(u.input_tokens), sum(u.output_tokens), "
-            f"sum(u.cache_read_tokens), sum(u.cache_write_tokens) FROM {source} "
-            f"WHERE {where} GROUP BY {group} u.model, u.band"
-        ),
+        f"SELECT {sel} u.model, u.band, sum(u.calls), sum(u.input_tokens), sum(u.output_tokens), "
+        f"sum(u.cache_read_tokens), sum(u.cache_write_tokens) FROM {source} "
+        f"WHERE {where} GROUP BY {group} u.model, u.band",
         params,
     )
     n = len(sql) + 2
@@ -221,9 +218,9 @@ def _agent_usage(
     )
     n = len(sql) + 2
     sums: dict[tuple, list[int]] = {}
-    for r in conn.execute(text(total_sql), params):
+    for r in conn.execute(total_sql, params):
         sums[tuple(r[:n])] = [int(x or 0) for x in r[n:]]
-    for r in conn.execute(text(copies_sql), params):
+    for r in conn.execute(copies_sql, params):
         have = sums[tuple(r[:n])]
         for i, x in enumerate(r[n:]):
             have[i] -= int(x or 0)
@@ -255,7 +252,7 @@ def _audit_sums(conn, by, sql: list[tuple[str, str, str]], since, until, pricer:
             WHERE {window}
             GROUP BY {group} v.model, v.observer, band
         """
-        return conn.execute(text(query), params).all()
+        return conn.execute(query, params).all()
     # A few rows a day from the day sums; the calls without a price (few: through their
     # partial index) from the verdicts themselves.
     day_params: dict[str, Any] = {}
@@ -277,13 +274,13 @@ def _audit_sums(conn, by, sql: list[tuple[str, str, str]], since, until, pricer:
         GROUP BY {group} v.model, v.observer, band
     """
     return [
-        *conn.execute(text(summed), day_params).all(),
-        *conn.execute(text(to_price), params).all(),
+        *conn.execute(summed, day_params).all(),
+        *conn.execute(to_price, params).all(),
     ]
 
 
 def cost_report(
-    engine: Engine,
+    engine: Any,
     by: Sequence[str] = ("day",),
     since: datetime | None = None,
     until: datetime | None = None,
@@ -296,7 +293,8 @@ def cost_report(
     per row and in `unknown_models`, never priced at zero. Auditing cost is what each verdict
     recorded; calls recorded without a price are priced with today's table when it now knows
     the model. Agent usage is dated by its timestamp, auditing by when the observer was called.
-    `overhead` is audit USD / agent USD.
+    `overhead` is audit USD / agent USD. `engine`: a SQLAlchemy engine, or a
+    `sql_text.SqliteStore` (read without importing SQLAlchemy).
     """
     by = check_dims(by, COST_DIMS)
     key_cols, sql = _cost_columns(by, engine.dialect.name)
@@ -313,7 +311,7 @@ def cost_report(
             rows[key] = row
         return row
 
-    with engine.connect() as conn:
+    with sql_text.connect(engine) as conn:
         pricer = stored_prices.load(conn)
         agent_sums = _agent_usage(conn, by, sql, since, until, pricer)
         audit_rows = _audit_sums(conn, by, sql, since, until, pricer)
@@ -394,7 +392,7 @@ def cost_report(
             row["audit_usd"] = (row["audit_usd"] or 0.0) + usd
             row["audit_credits"] = (row["audit_credits"] or 0.0) + (credits or 0.0)
     if pricer.probed:
-        with engine.connect() as conn:
+        with sql_text.connect(engine) as conn:
             stored_prices.save(conn, pricer)
     out_rows = sort_rows(list(rows.values()), by, ("agent_usd", "audit_usd"))
     total: dict[str, Any] = {c: None for c in key_cols}

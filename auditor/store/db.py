@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import time
 from datetime import UTC, datetime
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
-from sqlalchemy import Connection, Engine, Table, create_engine, event, text
-from sqlalchemy.engine import make_url
 
 from ..errors import DatabaseError, StoreLost
+from .sql_text import SqliteStore, migrations_folder, open_current_sqlite, quick_head
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine, Table
+
+# SQLAlchemy is imported by the functions that use it, not here: `resolve_url` serves the
+# reports that read a SQLite store through sqlite3 alone (see auditor.store.sql_text).
 
 ENV_VAR = "AUDITOR_DB"
 
@@ -66,6 +71,8 @@ def resolve_url(db: str | os.PathLike | None = None) -> str:
 def location(url: str) -> str:
     """Say where the database at `url` is: a file path for a SQLite file, else the URL with
     any password hidden (so `sqlite3 "$(auditor db path)"` opens the store)."""
+    from sqlalchemy.engine import make_url
+
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         return parsed.database
@@ -73,9 +80,7 @@ def location(url: str) -> str:
 
 
 def _script_location() -> str:
-    import auditor_migrations
-
-    return str(Path(auditor_migrations.__file__).parent)
+    return str(migrations_folder())
 
 
 def alembic_config(url: str):
@@ -154,6 +159,9 @@ def create(url: str, wait_until: float | None = None) -> Engine:
     With `wait_until` (a `time.monotonic()` instant), no statement waits for another writer's
     lock past that instant: the busy timeout is set from the time left before each one.
     """
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.engine import make_url
+
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -314,26 +322,11 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
-_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
-
-
-@lru_cache(maxsize=1)
-def _quick_head() -> str | None:
-    """The head revision read from the migration files without Alembic, or None if unsure."""
-    revisions, parents = set(), set()
-    for path in Path(_script_location(), "versions").glob("*.py"):
-        found = dict(_REVISION.findall(path.read_text(encoding="utf-8")))
-        if "revision" in found:
-            revisions.add(found["revision"])
-            if "down_revision" in found:
-                parents.add(found["down_revision"])
-    heads = revisions - parents
-    return heads.pop() if len(heads) == 1 else None
-
-
 def _is_current(engine: Engine) -> bool:
     """The fast path of `upgrade`: True when the database is at head, decided without Alembic."""
-    head = _quick_head()
+    from sqlalchemy import text
+
+    head = quick_head()
     if head is None:
         return False
     try:
@@ -422,6 +415,8 @@ def open_db(
         ) from exc
     except Exception as exc:
         # The driver's own words on one line, without SQLAlchemy's statement and link.
+        from sqlalchemy.engine import make_url
+
         orig = getattr(exc, "orig", None)
         reason = " ".join(str(orig if isinstance(orig, Exception) else exc).split())
         raise DatabaseError(
@@ -429,3 +424,14 @@ def open_db(
             f"{reason}"
         ) from exc
     return engine
+
+
+def open_for_reading(db: str | os.PathLike | None = None) -> Engine | SqliteStore:
+    """The store for a report: read through sqlite3 alone when it is a SQLite file already at
+    the current schema (see `auditor.store.sql_text`), else `open_db`'s engine, which migrates.
+    Either way a store left open to others is made its owner's alone, as `create` does."""
+    store = open_current_sqlite(resolve_url(db))
+    if store is None:
+        return open_db(db)
+    _make_private(Path(store.path))
+    return store

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
@@ -60,20 +61,24 @@ def record(
         )
     if subject is not None and len(subject) > MAX_SUBJECT:
         subject = subject[: MAX_SUBJECT - 1] + "…"
-    return conn.execute(
-        s.Event.__table__.insert()
-        .values(
-            at=at or utcnow(),
-            type=type,
-            run_id=run_id,
-            thread_id=thread_id,
-            checkpoint_id=checkpoint_id,
-            verdict_id=verdict_id,
-            subject=subject,
-            data=data or None,
-        )
-        .returning(s.Event.id)
-    ).scalar_one()
+    values = {
+        "at": at or utcnow(),
+        "type": type,
+        "run_id": run_id,
+        "thread_id": thread_id,
+        "checkpoint_id": checkpoint_id,
+        "verdict_id": verdict_id,
+        "subject": subject,
+        "data": data or None,
+    }
+    return conn.execute(_insert_event(), values).scalar_one()
+
+
+@lru_cache(maxsize=1)
+def _insert_event():
+    # Built once: an ingest records an event per file, and building the statement (with its
+    # cache key) cost more than running it.
+    return s.Event.__table__.insert().returning(s.Event.id)
 
 
 def record_file(conn: Connection, result) -> None:

@@ -7,9 +7,8 @@ Triggers on `usage_rollup` keep `usage_daily`, its sums per day over all threads
 
 from __future__ import annotations
 
-from sqlalchemy import text
-
 from ..pricing.model_prices import band_sql
+from . import sql_text
 from .dialect import day_text
 
 # A subagent that forks its parent's context (Claude Code's side questions) logs the parent's
@@ -34,25 +33,24 @@ def refresh_rollup(conn, bounds: tuple[int, ...] | None = None) -> int:
         from ..pricing.model_prices import thresholds
 
         bounds = thresholds()
+    conn = sql_text.wrap(conn)
     current = ",".join(map(str, bounds))
-    stored = conn.execute(text("SELECT thresholds FROM usage_rollup_state WHERE id = 1")).scalar()
+    stored = conn.execute("SELECT thresholds FROM usage_rollup_state WHERE id = 1").scalar()
     if stored != current:
-        conn.execute(text("UPDATE threads SET rollup_dirty = TRUE"))
-        conn.execute(text("DELETE FROM usage_rollup_state"))
+        conn.execute("UPDATE threads SET rollup_dirty = TRUE")
+        conn.execute("DELETE FROM usage_rollup_state")
         conn.execute(
-            text("INSERT INTO usage_rollup_state (id, thresholds) VALUES (1, :t)"), {"t": current}
+            "INSERT INTO usage_rollup_state (id, thresholds) VALUES (1, :t)", {"t": current}
         )
-    dirty = conn.execute(text("SELECT count(*) FROM threads WHERE rollup_dirty")).scalar()
+    dirty = conn.execute("SELECT count(*) FROM threads WHERE rollup_dirty").scalar()
     if not dirty:
         return 0
     band = band_sql("(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)", bounds)
     conn.execute(
-        text(
-            "DELETE FROM usage_rollup WHERE thread_id IN (SELECT id FROM threads WHERE rollup_dirty)"
-        )
+        "DELETE FROM usage_rollup WHERE thread_id IN (SELECT id FROM threads WHERE rollup_dirty)"
     )
     conn.execute(
-        text(f"""
+        f"""
         INSERT INTO usage_rollup (thread_id, day, model, band, calls, input_tokens, output_tokens,
                                   cache_read_tokens, cache_write_tokens)
         SELECT u.thread_id, {day_text("u.timestamp", conn.dialect.name)} AS day, u.model, {band} AS band, count(*),
@@ -60,7 +58,7 @@ def refresh_rollup(conn, bounds: tuple[int, ...] | None = None) -> int:
         FROM threads t JOIN token_usage u ON u.thread_id = t.id
         WHERE t.rollup_dirty AND NOT ({COPIES_SQL})
         GROUP BY u.thread_id, day, u.model, band
-    """)
+    """
     )
-    conn.execute(text("UPDATE threads SET rollup_dirty = FALSE WHERE rollup_dirty"))
+    conn.execute("UPDATE threads SET rollup_dirty = FALSE WHERE rollup_dirty")
     return int(dirty)

@@ -1,12 +1,20 @@
 """Full-text search over stored transcripts: what was said and what tools answered.
 
 Each message's searchable text (its text blocks and its tool results) is kept in
-`search_texts`, one row per message, written after each ingest for the threads it touched and
-caught up before each search (so a store filled before this table existed, or by the live
-hooks, is searchable too). A message whose thread is forgotten goes with it through the
-foreign key's cascade. Each store indexes the rows its own way, made by the migration:
-SQLite an FTS5 table over `search_texts` kept in step by triggers, PostgreSQL a GIN index on
-`to_tsvector('simple', body)`. Both match whole words, any case, every word of the query.
+`search_texts`, one row per message. Ingest writes it with the message rows, from the blocks it
+already holds (`add_texts`), and indexes a group's texts when the group is committed
+(`index_texts`); `index_new` catches up what is left (a store filled before this table existed,
+messages whose text ingest could not tell apart) before each search. A message whose thread
+is forgotten goes with it through the foreign key's cascade. Each store indexes the rows its
+own way, made by the migrations: SQLite an FTS5 table over `search_texts`, PostgreSQL a GIN
+index on `to_tsvector('simple', body)`. Both match whole words, any case, every word of the
+query.
+
+SQLite's index is fed by these functions, not by a trigger on insert: FTS5 writes out what it
+holds in memory at every savepoint, and a trigger (or any INSERT ... SELECT) runs in one, so a
+trigger made one index segment per message: three times the CPU of the same rows indexed in
+one statement. Deletes
+still reach the index through a trigger: they are rare (a rewritten file, `auditor forget`).
 """
 
 from __future__ import annotations
@@ -15,11 +23,13 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, Engine, func, select, text
 
 from . import schema as s
 
 CHUNK = 500
+INDEX_CHUNK = 10000
 
 
 def searchable(blocks: list | None) -> str:
@@ -29,6 +39,44 @@ def searchable(blocks: list | None) -> str:
         if b.get("kind") in ("text", "tool_result") and b.get("text"):
             parts.append(b["text"])
     return "\n".join(parts)
+
+
+# The text of a message just inserted, found by its natural key; a message that was stored
+# already keeps the text it has.
+_ADD_TEXT = (
+    "INSERT INTO search_texts (message_id, body) SELECT id, ? FROM messages "
+    "WHERE thread_id = ? AND native_id = ? ON CONFLICT (message_id) DO NOTHING"
+)
+# The keys go in as one JSON array, so that a whole group is one statement: an INSERT ...
+# SELECT run once per row would open a savepoint, and a segment, per row (see above).
+_INDEX_TEXTS = (
+    "INSERT INTO search_fts (rowid, body) SELECT t.message_id, t.body FROM json_each(?) k "
+    "JOIN messages m ON m.thread_id = json_extract(k.value, '$[0]') "
+    "AND m.native_id = json_extract(k.value, '$[1]') "
+    "JOIN search_texts t ON t.message_id = m.id"
+)
+
+
+def _driver_sql(conn: Connection, sql: str) -> str:
+    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+
+def add_texts(conn: Connection, rows: list[tuple[str, int, str]]) -> None:
+    """Store the searchable text of messages just inserted: (body, thread_id, native_id) rows.
+
+    SQLite's index is not fed here but by `index_texts`, once for a whole group of files."""
+    if rows:
+        conn.exec_driver_sql(_driver_sql(conn, _ADD_TEXT), rows)
+
+
+def index_texts(conn: Connection, keys: list[tuple[int, str]]) -> None:
+    """Add the texts `add_texts` stored for these (thread_id, native_id) messages to SQLite's
+    full-text index (PostgreSQL's index keeps itself)."""
+    if conn.dialect.name != "sqlite":
+        return
+    for start in range(0, len(keys), INDEX_CHUNK):
+        chunk = orjson.dumps(keys[start : start + INDEX_CHUNK]).decode()
+        conn.exec_driver_sql(_INDEX_TEXTS, (chunk,))
 
 
 def index_new(conn: Connection, thread_ids: list[int] | None = None) -> int:
@@ -45,10 +93,12 @@ def index_new(conn: Connection, thread_ids: list[int] | None = None) -> int:
     added = 0
     rows = conn.execute(q).all()
     for start in range(0, len(rows), CHUNK):
-        chunk = [
-            {"message_id": r.id, "body": searchable(r.blocks)} for r in rows[start : start + CHUNK]
-        ]
-        conn.execute(st.__table__.insert(), chunk)
+        chunk = [(r.id, searchable(r.blocks)) for r in rows[start : start + CHUNK]]
+        conn.exec_driver_sql(
+            _driver_sql(conn, "INSERT INTO search_texts (message_id, body) VALUES (?, ?)"), chunk
+        )
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("INSERT INTO search_fts (rowid, body) VALUES (?, ?)", chunk)
         added += len(chunk)
     return added
 

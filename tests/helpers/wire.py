@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,7 +28,7 @@ class Reply:
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0  # seconds to sleep before answering (timeouts)
+    delay: float = 0.0  # seconds to wait before answering (timeouts); ended by `Stub.close`
 
 
 class Stub:
@@ -39,7 +41,13 @@ class Stub:
         self.queue: list[Reply] = []
         self.log: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() as each request came in
+        self.answered = 0  # answers sent (or given up when the client had gone)
         self.lock = threading.Lock()
+        # Cleared by `holding`: every answer waits until it is set again. A caller that waits
+        # for the observer cannot return meanwhile, however slow or fast the machine is.
+        self.answering = threading.Event()
+        self.answering.set()
+        self.closed = threading.Event()
         self.in_flight = self.max_in_flight = 0  # requests being answered at once
         stub = self
 
@@ -73,7 +81,8 @@ class Stub:
                     stub.in_flight += 1
                     stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
                 if reply.delay:
-                    time.sleep(reply.delay)
+                    stub.closed.wait(reply.delay)
+                stub.answering.wait()
                 with stub.lock:
                     stub.in_flight -= 1
                 out = reply.body
@@ -89,6 +98,9 @@ class Stub:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
+                finally:
+                    with stub.lock:
+                        stub.answered += 1
 
             do_GET = do_POST
 
@@ -100,7 +112,18 @@ class Stub:
         )
         self.thread.start()
 
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Hold every answer back inside the block: what returns meanwhile did not wait for one."""
+        self.answering.clear()
+        try:
+            yield
+        finally:
+            self.answering.set()
+
     def close(self) -> None:
+        self.closed.set()
+        self.answering.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 

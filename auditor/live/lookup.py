@@ -1,0 +1,124 @@
+"""What a hook event is about: its thread in the store and the checkpoint that just ended.
+
+Both live paths start an audit the same way, the Stop hook that audits while the agent waits
+(`sync_hook`, `--sync`) and the session's worker that audits in the background (`worker`):
+read the new tail of the event's transcript into the store, find the thread the event names,
+and find the checkpoint the event is about once the stored thread holds it. A stop is about an
+end of turn, a tool event about the tool round that holds its result. The agent writes its
+transcript around the time it runs the hook, so "once the stored thread holds it" matters:
+each helper here says None while the file lags, and the caller decides how long to wait.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..audit.checkpoints import Checkpoint
+
+# What a stop's last message is compared by: its last characters, spaces folded. The spool
+# keeps more of it than this (`fast_path.LAST_MESSAGE_KEPT`).
+COMPARED_CHARS = 300
+
+
+def ingest(engine, plugins, format_name: str, path) -> Any:
+    """Read the new tail of the transcript at `path` into the store; its result, or None
+    when there is no such file (yet)."""
+    import os
+
+    from ..ingest.ingester import Ingester
+
+    if not isinstance(path, (str, os.PathLike)) or not path or not os.path.isfile(path):
+        return None
+    return Ingester(engine, plugins, format_name).run([path])
+
+
+def find_thread(engine, agent: str, native_id: str):
+    """The stored thread row of `agent` with the native id `native_id`, or None."""
+    from sqlalchemy import select
+
+    from ..store import schema as s
+
+    t = s.Thread.__table__
+    with engine.connect() as conn:
+        return conn.execute(select(t).where(t.c.agent == agent, t.c.native_id == native_id)).first()
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def same_text(m, last_message: str) -> bool:
+    """True when the stored message `m` ends as the agent's `last_message` does."""
+    want, have = _norm(last_message)[-COMPARED_CHARS:], _norm(m.text)
+    return bool(have) and (have.endswith(want) or want.endswith(have[-COMPARED_CHARS:]))
+
+
+def caught_up(messages: list, last_message: str) -> bool:
+    """True when the stored thread ends with the agent message a stop names."""
+    for m in reversed(messages):
+        if m.role == "assistant" and m.text.strip():
+            return same_text(m, last_message)
+        if m.role == "user" and m.source_type not in ("meta", "command"):
+            return False
+    return False
+
+
+def end_of_turn(thread_id: int, messages: list, last_message: str | None = None):
+    """The end of turn a stop is about: the thread's last checkpoint when it is the end of
+    its last agent message and nobody wrote after it, else None. With `last_message` (what
+    the stop says the agent wrote last), None too until the stored thread ends with it."""
+    from ..audit.checkpoints import END_TURN, find_checkpoints
+
+    if last_message and last_message.strip() and not caught_up(messages, last_message):
+        return None
+    cps = find_checkpoints(thread_id, messages, END_TURN)
+    final = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    if cps and cps[-1].index == final and not cps[-1].user_wrote_after:
+        return cps[-1]
+    return None
+
+
+def tool_round(thread_id: int, messages: list, tool_use_id) -> Checkpoint | None:
+    """The every-inference checkpoint of the tool round holding the result of `tool_use_id`,
+    once every call of that round is answered, else None."""
+    from ..audit.checkpoints import checkpoint_at
+
+    at = round_answered(messages, tool_use_id)
+    return None if at is None else checkpoint_at(thread_id, messages, at, "every-inference")
+
+
+def round_answered(messages: list, tool_use_id) -> str | None:
+    """The native id of the message that completes the tool round holding the result of
+    `tool_use_id` (every call of the round answered), else None. Without an id (an older
+    client), the thread's last message when it is a tool result."""
+    from ..audit.checkpoints import is_tool_result
+
+    if not isinstance(tool_use_id, str) or not tool_use_id:
+        return messages[-1].native_id if messages and is_tool_result(messages[-1]) else None
+    # The call is looked for from the end: a live event is about the latest rounds.
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "assistant" and any(
+            b.kind == "tool_use" and b.tool_use_id == tool_use_id for b in m.blocks
+        ):
+            break
+    else:
+        return None
+    calls = {b.tool_use_id for b in messages[i].blocks if b.kind == "tool_use" and b.tool_use_id}
+    answered: set[str] = set()
+    for later in messages[i + 1 :]:
+        if not is_tool_result(later):
+            if (
+                later.role == "assistant"
+                and later.blocks
+                and all(b.kind == "tool_use" for b in later.blocks)
+            ):
+                # Claude Code writes each parallel call as a message of its own.
+                calls |= {b.tool_use_id for b in later.blocks if b.tool_use_id}
+                continue
+            break
+        answered |= {b.tool_use_id for b in later.blocks if b.kind == "tool_result"}
+        if calls <= answered:
+            return later.native_id
+    return None

@@ -1,0 +1,186 @@
+"""SQL text run alike on a plain sqlite3 connection or a SQLAlchemy one.
+
+The reports are SQL text (the database groups and sums; Python prices and shapes the rows).
+Run through SQLAlchemy, a warm report pays for importing it, several times the cost of the
+report itself; run through the sqlite3 module it pays nothing. So the report code takes a
+`SqlConnection`, written once for both: a SQLAlchemy connection wrapped (PostgreSQL, a store
+to migrate, any caller holding an engine), or sqlite3 opened directly on a SQLite file whose
+schema is already current (`open_current_sqlite`). Both take `:name` parameters and give
+rows that index and unpack like tuples.
+
+Nothing here imports SQLAlchemy or Alembic at module level.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+# One row's named parameters, or a list of them (the statement is run once per row).
+Params = Mapping[str, Any] | list[Mapping[str, Any]] | None
+BUSY_TIMEOUT_MS = 30_000  # as the SQLAlchemy engine's: a statement waits this long for a writer
+
+
+class Rows(Protocol):
+    def __iter__(self) -> Iterator[Any]: ...
+    def scalar(self) -> Any: ...
+    def first(self) -> Any: ...
+    def all(self) -> list[Any]: ...
+
+
+class SqlConnection(Protocol):
+    """What report code runs its SQL on."""
+
+    @property
+    def dialect(self) -> Any: ...  # `.name`: "sqlite" or "postgresql"
+
+    def execute(self, sql: str, params: Params = None) -> Rows: ...
+    def commit(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+
+
+class CursorRows:
+    """A sqlite3 cursor with the few result methods the report code uses."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self._cursor = cursor
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cursor)
+
+    def scalar(self) -> Any:
+        row = self._cursor.fetchone()
+        self._cursor.close()
+        return None if row is None else row[0]
+
+    def first(self) -> Any:
+        row = self._cursor.fetchone()
+        self._cursor.close()
+        return row
+
+    def all(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+
+class PlainSqlite:
+    """A sqlite3 connection with the pragmas the store's engine sets on its own."""
+
+    dialect = Dialect("sqlite")
+
+    def __init__(self, path: str) -> None:
+        self._conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+        self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+
+    def execute(self, sql: str, params: Params = None) -> CursorRows:
+        if isinstance(params, list):
+            return CursorRows(self._conn.executemany(sql, params))
+        return CursorRows(self._conn.execute(sql, dict(params or {})))
+
+    def commit(self) -> None:
+        self._conn.commit()
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class AlchemyConnection:
+    """A SQLAlchemy connection taking SQL text: the same calls as `PlainSqlite`."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.dialect = conn.dialect
+
+    def execute(self, sql: str, params: Params = None) -> Rows:
+        from sqlalchemy import text
+
+        return self._conn.execute(
+            text(sql), params if isinstance(params, list) else dict(params or {})
+        )
+
+    def commit(self) -> None:
+        self._conn.commit()
+
+
+def wrap(conn: Any) -> SqlConnection:
+    """`conn` as a `SqlConnection`: a SQLAlchemy connection is wrapped, one already is not."""
+    if isinstance(conn, PlainSqlite | AlchemyConnection):
+        return conn
+    return AlchemyConnection(conn)
+
+
+@dataclass(frozen=True)
+class SqliteStore:
+    """A SQLite store opened without SQLAlchemy; `connect` as an engine's."""
+
+    path: str
+    dialect: Dialect = Dialect("sqlite")
+
+    @contextmanager
+    def connect(self) -> Iterator[PlainSqlite]:
+        conn = PlainSqlite(self.path)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+@contextmanager
+def connect(store: Any) -> Iterator[SqlConnection]:
+    """A connection to `store` (a SQLAlchemy engine or a `SqliteStore`), for SQL text."""
+    with store.connect() as conn:
+        yield wrap(conn)
+
+
+_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+
+
+def migrations_folder() -> Path:
+    import auditor_migrations
+
+    return Path(auditor_migrations.__file__).parent
+
+
+@lru_cache(maxsize=1)
+def quick_head() -> str | None:
+    """The head revision read from the migration files without Alembic, or None if unsure."""
+    revisions, parents = set(), set()
+    for path in (migrations_folder() / "versions").glob("*.py"):
+        found = dict(_REVISION.findall(path.read_text(encoding="utf-8")))
+        if "revision" in found:
+            revisions.add(found["revision"])
+            if "down_revision" in found:
+                parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def open_current_sqlite(url: str) -> SqliteStore | None:
+    """The SQLite file at `url` as a `SqliteStore` when its schema is already current; None for
+    anything else (PostgreSQL, a new file, a store to migrate), which `open_db` opens."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url.removeprefix("sqlite:///")
+    head = quick_head()
+    if head is None or not Path(path).is_file():
+        return None
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            versions = [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")]
+        finally:
+            conn.close()
+    except sqlite3.Error:  # not a store, or not one of ours yet: open_db says what is wrong
+        return None
+    return SqliteStore(path) if versions == [head] else None
