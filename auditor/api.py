@@ -6,7 +6,7 @@ plugins and of `examples/` to keep it so.
 
 - **Hooks**: `hookimpl` marks a hook implementation (also reachable as `auditor.hookimpl`).
 - **Transcript formats** (`register_formats`): the `TranscriptFormat` protocol and the records
-  a parser yields (`ThreadInfo`, `Message` with its `Block`s, `Usage`, `Problem`), the role
+  a parser yields (`ThreadInfo`, `Message` with its `Block`s, `Usage`, `Problem`, `Notice`), the role
   and source-type constants, `Cursor`, and the readers `read_jsonl` (JSONL from a cursor),
   `read_document` (a whole JSON file), `read_lines` (text lines from a cursor, with their
   offsets), `each_record` (a parser's reading of each record, a damaged one costing only
@@ -88,6 +88,7 @@ from .model import (
     Block,
     Cursor,
     Message,
+    Notice,
     Problem,
     Record,
     Reread,
@@ -172,6 +173,7 @@ __all__ = [
     "Observer",
     "ObserverNeeds",
     "ObserverUsage",
+    "Notice",
     "Plugins",
     "Problem",
     "Record",

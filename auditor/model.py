@@ -132,7 +132,17 @@ class Problem:
     line: int | None = None
 
 
-Record = ThreadInfo | Message | Usage | Problem
+@dataclass(slots=True)
+class Notice:
+    """What a reader has to say about a file that is no problem with it: a file of the format
+    that holds nothing to store (what it holds is read from another file). Shown to the person
+    with the file's name, not recorded as an ingest error; the file counts as read."""
+
+    message: str
+    line: int | None = None
+
+
+Record = ThreadInfo | Message | Usage | Problem | Notice
 
 
 class Reread(Exception):  # noqa: N818 - a request, not an error

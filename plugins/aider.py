@@ -27,6 +27,13 @@ session's start, and runs any provider's model, so the format declares no vendor
 
 The file only grows, a session at a time: a read leaves the cursor at the start of the last
 session and reads it again next time, since aider may still be writing it.
+
+Beside it aider keeps `.aider.input.history`, its prompt's recall: each thing typed at the
+prompt (requests, commands, the answers to its y/n questions) as a `# TIME` line and the text
+in `+` lines. Every one of those lines is in the chat history too, so a read of that file
+stores nothing and says, as a notice rather than a problem, which file holds its turns. Its
+times (the chat history has only the sessions' starts) are the one thing it adds, and are
+not read yet.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from auditor.api import (
     Block,
     Cursor,
     Message,
+    Notice,
     Problem,
     Record,
     Reread,
@@ -64,6 +72,9 @@ from auditor.api import (
 
 AGENT = "aider"
 FILE_NAME = ".aider.chat.history.md"
+INPUT_FILE_NAME = ".aider.input.history"
+# An input history's entry: the time aider took it (Python's str of a datetime), then a `+` line.
+_INPUT_ENTRY = re.compile(rb"^# \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\r?\n\+", re.M)
 _SESSION = re.compile(r"^# aider chat started at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s*$")
 _HEAD = re.compile(rb"^\s*# aider chat started at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s*$", re.M)
 _MODEL = re.compile(r"^(?:Main model|Model): (\S+) with (\S+) edit format")
@@ -441,11 +452,18 @@ class AiderFormat:
     def detect(self, path: Path, head: bytes) -> bool:
         # Aider opens every session with this line; the file may start with a blank line.
         first = head.lstrip()[:200]
-        return bool(_HEAD.match(first)) or (
-            path.name.endswith(FILE_NAME) and bool(_HEAD.search(head[:4096]))
+        return (
+            bool(_HEAD.match(first))
+            or (path.name.endswith(FILE_NAME) and bool(_HEAD.search(head[:4096])))
+            or _is_input_history(path, head)
         )
 
     def parse(self, path: Path, cursor: Cursor) -> Iterator[Record]:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+        if _is_input_history(path, head):
+            yield Notice(_input_history_notice(path))
+            return
         lines: list[tuple[int, int, str]] = []
         for item in read_lines(path, cursor):
             if isinstance(item, Problem):
@@ -569,6 +587,24 @@ class AiderFormat:
             source_type=SOURCE_META,
             line=line,
         )
+
+
+def _is_input_history(path: Path, head: bytes) -> bool:
+    """An input history: it opens with an entry, or is named so and has one early on."""
+    return bool(_INPUT_ENTRY.match(head.lstrip()[:200])) or (
+        path.name.endswith(INPUT_FILE_NAME) and bool(_INPUT_ENTRY.search(head[:4096]))
+    )
+
+
+def _input_history_notice(path: Path) -> str:
+    said = "aider's input history (the typed lines alone): nothing stored; "
+    name = path.name
+    chat = (
+        name[: -len(INPUT_FILE_NAME)] + FILE_NAME if name.endswith(INPUT_FILE_NAME) else FILE_NAME
+    )
+    if (path.parent / chat).is_file():
+        return said + f"{chat} beside it holds these turns, ingest that"
+    return said + f"aider writes these turns to {chat}, not found beside it"
 
 
 @hookimpl

@@ -15,6 +15,7 @@ from auditor.store.threads import load_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "formats" / "greeter.aider.chat.history.md"
+INPUT_HISTORY = ROOT / "data" / "formats" / "greeter.aider.input.history"
 FIRST = "formats@2026-03-02T09:15:04"
 SECOND = "formats@2026-03-02T11:40:27"
 
@@ -151,6 +152,52 @@ def test_markdown_that_is_no_aider_history_forced_as_one_says_so(tmp_path, engin
     ]
 
 
+def test_the_input_history_stores_nothing_and_says_the_chat_history_holds_its_turns(
+    engine, plugins
+):
+    summary = ingest(engine, plugins, [INPUT_HISTORY])
+    assert summary.ok and summary.errors == [] and summary.files[0].format == "aider"
+    assert summary.notes == [
+        f"{INPUT_HISTORY}: aider's input history (the typed lines alone): nothing stored; "
+        "greeter.aider.chat.history.md beside it holds these turns, ingest that"
+    ]
+    assert store_counts(engine).threads == 0
+
+
+def test_an_input_history_alone_names_the_chat_history_aider_writes(tmp_path, engine, plugins):
+    path = tmp_path / ".aider.input.history"
+    path.write_bytes(INPUT_HISTORY.read_bytes())
+    summary = ingest(engine, plugins, [path])
+    assert summary.ok and summary.notes == [
+        f"{path}: aider's input history (the typed lines alone): nothing stored; "
+        "aider writes these turns to .aider.chat.history.md, not found beside it"
+    ]
+
+
+def test_the_input_history_is_claimed_by_aider_alone(tmp_path, engine, plugins):
+    path = tmp_path / "typed.txt"  # told by its lines, whatever its name
+    path.write_bytes(INPUT_HISTORY.read_bytes())
+    for forced in ("cursor", "openai", "codex"):
+        summary = ingest(engine, plugins, [path], format_name=forced)
+        assert summary.errors == [
+            f"{path}: --format {forced} does not fit this aider transcript; "
+            "drop --format, or use --format aider"
+        ]
+
+
+def test_the_command_line_prints_the_note_and_exits_0(tmp_path):
+    from click.testing import CliRunner
+
+    from auditor.cli.main import cli
+
+    result = CliRunner().invoke(
+        cli, ["--db", str(tmp_path / "cli.db"), "ingest", str(INPUT_HISTORY)]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"{INPUT_HISTORY}: aider's input history" in result.output
+    assert "0 with problems" in result.output
+
+
 @pytest.mark.corpus
 def test_every_aider_history_of_the_corpus_ingests(corpus, engine, plugins):
     summary = ingest(engine, plugins, [corpus / "aider"])
@@ -160,3 +207,12 @@ def test_every_aider_history_of_the_corpus_ingests(corpus, engine, plugins):
     # threads, messages, calls (35 edits, 8 shell commands all declined), answered, edits,
     # failed, tokens
     assert store_counts(engine) == (37, 207, 43, 43, 35, 8, 125_027)
+
+
+@pytest.mark.corpus
+def test_the_input_history_of_the_corpus_given_by_name_is_no_problem(corpus, engine, plugins):
+    folder = corpus / "aider" / "AbdulAlkawasmeh-metadata-aider"
+    summary = ingest(engine, plugins, [folder / ".aider.input.history"])
+    assert summary.ok and summary.errors == [] and len(summary.notes) == 1
+    assert ".aider.chat.history.md beside it holds these turns" in summary.notes[0]
+    assert store_counts(engine).threads == 0

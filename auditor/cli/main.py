@@ -103,6 +103,8 @@ def ingest(
         for line in summary.errors:
             click.echo(line, err=True)
         if not quiet:
+            for line in summary.notes:  # no problems: what a reader said of a file it read
+                click.echo(line, err=True)
             click.echo(
                 f"{summary.files_seen} files: {summary.new} new, {summary.grown} grown, "
                 f"{summary.rewritten} rewritten, {summary.skipped} unchanged, "

@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from ..errors import FormatError
-from ..model import BOM, Cursor, Message, Problem, Reread, ThreadInfo, Usage
+from ..model import BOM, Cursor, Message, Notice, Problem, Reread, ThreadInfo, Usage
 from ..store import events, search
 from ..store import schema as s
 from ..store.db import upsert, utcnow
@@ -59,6 +59,7 @@ class FileResult:
     messages: int = 0  # the messages the store gained from this file
     known: int = 0  # messages read that the store already held (another machine's copy...)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what its reader said that is no problem
 
 
 @dataclass
@@ -74,6 +75,7 @@ class IngestSummary:
     messages: int = 0  # messages added
     known: int = 0  # messages read that were stored already
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # FILE: what its reader said, no problem
     files: list[FileResult] = field(default_factory=list)
 
     @property
@@ -93,6 +95,7 @@ class IngestSummary:
             "messages": self.messages,
             "known_messages": self.known,
             "errors": self.errors,
+            "notes": self.notes,
         }
 
 
@@ -229,6 +232,7 @@ class Ingester:
                 summary.messages += result.messages
                 summary.known += result.known
                 summary.errors.extend(result.errors)
+                summary.notes.extend(result.notes)
                 if progress:
                     progress(result)
         finally:
@@ -472,6 +476,7 @@ class Ingester:
         spath = str(path)
         result = FileResult(spath, status, fmt.name)
         errors: list[tuple[str, int | None, str]] = []
+        notes: list[str] = []
         extra_errors = 0
         conn = self._conn()
         savepoint = conn.begin_nested()
@@ -528,6 +533,9 @@ class Ingester:
                         errors.append((spath, rec.line, rec.message))
                     else:
                         extra_errors += 1
+                    continue
+                if isinstance(rec, Notice):
+                    notes.append(_error_line(spath, rec.line, rec.message))
                     continue
                 if self._forgotten and self._is_forgotten(fmt.agent, rec):
                     continue
@@ -593,6 +601,7 @@ class Ingester:
         self.grown_threads.update(gained)
         self._pending += read + 1
         result.errors = [_error_line(*e) for e in errors]
+        result.notes = notes
         if errors and result.status != "failed":
             result.status = "failed"
         return result
