@@ -88,7 +88,7 @@ if TYPE_CHECKING:
 @click.option(
     "--critique-min-score",
     type=float,
-    default=0.7,
+    default=0.6,
     show_default=True,
     help="With --critique: the signal score that calls for a second pass.",
 )
