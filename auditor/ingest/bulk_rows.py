@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import orjson
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 
 from ..model import Message, Usage
 from ..store import schema as s
@@ -45,12 +45,12 @@ def refresh_threads(conn: Connection, ids: list[int]) -> None:
     for tid, model in rows:
         if model:  # never None here: the query leaves those out
             models.setdefault(tid, []).append(model)
-    for tid in ids:
-        conn.execute(
-            update(s.Thread)
-            .where(s.Thread.id == tid)
-            .values(models=",".join(models.get(tid, [])) or None)
-        )
+    # One statement run for every thread (building one per thread cost more than running it).
+    threads = s.Thread.__table__
+    conn.execute(
+        update(threads).where(threads.c.id == bindparam("tid")).values(models=bindparam("models")),
+        [{"tid": tid, "models": ",".join(models.get(tid, [])) or None} for tid in ids],
+    )
 
 
 _MESSAGE_COLS = (
@@ -156,7 +156,9 @@ class RowBatch:
         if value is None or not self.sqlite:
             return value
         # The form SQLAlchemy's SQLite DateTime type writes and reads back (UTC, naive).
-        if value.tzinfo is not None:
+        if value.tzinfo is UTC:  # as the parsers give times: nothing to convert
+            value = value.replace(tzinfo=None)
+        elif value.tzinfo is not None:
             value = value.astimezone(UTC).replace(tzinfo=None)
         return value.isoformat(" ", "microseconds")
 
