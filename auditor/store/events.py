@@ -81,6 +81,14 @@ def _insert_event():
     return s.Event.__table__.insert().returning(s.Event.id)
 
 
+def _shortened(problem: str, keep: int = 300) -> str:
+    # The start of a problem says what went wrong and the end often where (a line number, the
+    # formats tried): a long one keeps both ends rather than losing its first words.
+    if len(problem) <= keep:
+        return problem
+    return problem[: keep - 80] + " ... " + problem[-75:]
+
+
 def record_file(conn: Connection, result) -> None:
     """Record an ingested file (an `auditor.ingest.ingester.FileResult`); unchanged files are not logged."""
     if result.status == "skipped":
@@ -88,7 +96,7 @@ def record_file(conn: Connection, result) -> None:
     data = {"status": result.status, "format": result.format, "messages": result.messages}
     if result.errors:
         data["problems"] = len(result.errors)
-        data["first_problem"] = result.errors[0][-200:]
+        data["first_problem"] = _shortened(result.errors[0])
     record(
         conn, "error" if result.status == "failed" else "ingested", subject=result.path, data=data
     )
