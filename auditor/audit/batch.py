@@ -228,7 +228,7 @@ def collect(auditor: Auditor, report: BatchReport) -> None:
                 answer = None  # in order, but not this request's answer
             verdict_id = _recorded(auditor, batch.id, req)
             if verdict_id is None:
-                job = _job(req)
+                job = _job(auditor, req)
                 extra = {
                     "batch_id": batch.id,
                     "prompt_hash": req.prompt_hash,
@@ -343,8 +343,10 @@ def drop_batch(engine, ident: str) -> tuple[str, int]:
     return row.label, int(left or 0)
 
 
-def _job(req):
-    return Job(req.checkpoint_id, req.thread_id, req.message_native_id, "", req.input_hash)
+def _job(auditor: Auditor, req) -> Job:
+    """The job of a batch request, to record its answer (the batch row holds the prompt's hash)."""
+    prompt = auditor.observing.prompt
+    return Job(req.checkpoint_id, req.thread_id, req.message_native_id, "", req.input_hash, prompt)
 
 
 def _recorded(auditor: Auditor, batch_id: int, req) -> int | None:

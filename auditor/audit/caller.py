@@ -55,9 +55,7 @@ class Caller:
         if self.budget is None:
             return True
         o = self.observing
-        usd = budget.estimate_usd(
-            o.model, o.name, o.prompt_for(job).text + job.user, MAX_OUTPUT_TOKENS
-        )
+        usd = budget.estimate_usd(o.model, o.name, job.prompt.text + job.user, MAX_OUTPUT_TOKENS)
         if usd is None:  # a model without a price, allowed with --allow-unpriced
             return True
         reservation = await self.budget.reserve(float(usd))
@@ -76,7 +74,7 @@ class Caller:
         Past `deadline` seconds (and at most four timeouts and a bit) the call is abandoned
         and recorded as an error."""
         o = self.observing
-        request = ObserveRequest(o.prompt_for(job).text, job.user, o.model, timeout=self.timeout)
+        request = ObserveRequest(job.prompt.text, job.user, o.model, timeout=self.timeout)
         limit = self.timeout * 4 + 5
         if deadline is not None and deadline < limit:
             limit = deadline

@@ -142,6 +142,7 @@ class Planner:
             cp.message_id,
             p.user,
             self.observing.input_hash(p.user),
+            self.observing.prompt,
             signals=p.signals,
             thread_native_id=thread.native_id,
         )
@@ -167,6 +168,9 @@ class Planner:
         strong = critique.strong_signals(job.signals, self.config.critique_min_score)
         if not strong:
             return None
+        second = self.observing.critique_prompt
+        if second is None:  # loaded whenever --critique is given
+            return None
         v = s.Verdict.__table__
         with self.engine.connect() if conn is None else contextlib.nullcontext(conn) as c:
             row = c.execute(select(v.c.status, v.c.needs_correction).where(v.c.id == first)).first()
@@ -178,7 +182,8 @@ class Planner:
                 job.thread_id,
                 job.message_id,
                 user,
-                self.observing.input_hash(user, self.observing.critique_prompt),
+                self.observing.input_hash(user, second),
+                second,
                 signals=job.signals,
                 critique_of=first,
                 thread_native_id=job.thread_native_id,

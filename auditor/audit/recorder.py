@@ -115,8 +115,7 @@ class Recorder:
         holds the columns of an answer collected from a provider batch (its `batch_id`, the
         prompt it was sent with): it is priced at the batch price.
         """
-        sm, o = self.summary, self.observing
-        prompt = o.prompt_for(job)
+        sm, o, prompt = self.summary, self.observing, job.prompt
         row: dict[str, Any] = {
             "checkpoint_id": job.checkpoint_id,
             "run_id": sm.run_id,

@@ -25,7 +25,7 @@ from .observer_choice import Choice, choose_for
 from .planner import Planner
 from .recorder import Recorder, price_of
 from .run_types import Job, Observing, RunConfig, RunInterrupted, RunSummary
-from .sharing import LeasedSharing, LocalSharing, WorkSharing
+from .sharing import LocalSharing, WorkSharing, sharing_for_run
 
 WAIT_FOR_HELD = 0.2  # seconds between looks at calls other workers hold (PostgreSQL)
 CHARS_PER_TOKEN = 4  # rough estimate used only by --dry-run
@@ -131,10 +131,9 @@ class Auditor:
 
         queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=max(2, self.concurrency * 2))
         workers_n = self.concurrency
-        if self.engine.dialect.name == "postgresql":  # workers share threads by row locks
-            self.sharing = LeasedSharing(
-                self.engine, self.observing, self.summary, self.owner, self.lease
-            )
+        self.sharing = sharing_for_run(
+            self.engine, self.observing, self.summary, self.owner, self.lease
+        )
 
         async def produce() -> None:
             sent = 0

@@ -125,6 +125,7 @@ class Job:
     message_id: str
     user: str
     input_hash: str
+    prompt: Prompt  # what it is sent with: the observer's prompt, or the critique prompt
     answered: int | None = None  # the verdict that already answers this exact call
     signals: list = field(default_factory=list)
     critique_of: int | None = None  # for a second pass: the verdict it re-examines
@@ -151,12 +152,6 @@ class Observing:
     critique_prompt: Prompt | None = None  # with --critique: the second pass's prompt
     same_vendor: bool = False  # the observer is of the audited agent's own vendor
 
-    def prompt_for(self, job: Job) -> Prompt:
-        """The prompt `job` is sent with: the critique prompt for a second pass."""
-        if job.critique_of is not None and self.critique_prompt is not None:
-            return self.critique_prompt
-        return self.prompt
-
     def input_hash(self, user: str, prompt: Prompt | None = None) -> str:
         return hashlib.sha256(f"{(prompt or self.prompt).sha256}\0{user}".encode()).hexdigest()
 
@@ -169,7 +164,7 @@ class Observing:
                 v.checkpoint_id == job.checkpoint_id,
                 v.observer == self.name,
                 v.model == self.model,
-                v.prompt_hash == self.prompt_for(job).sha256,
+                v.prompt_hash == job.prompt.sha256,
                 v.input_hash == job.input_hash,
                 v.status.in_(("ok", "invalid")),
                 v.critique_of.is_(None)

@@ -350,3 +350,12 @@ class LeasedSharing(LocalSharing):
                 raise
             # The server ended the connection, and with it the row lock that was the
             # lease: nothing is left to give back (the row goes with `forget_old`).
+
+
+def sharing_for_run(
+    engine: Engine, observing: Observing, summary: RunSummary, owner: str, lease: float
+) -> WorkSharing:
+    """The sharing of `auditor run`: by row locks on PostgreSQL, where workers on several
+    machines share one store; by expiring leases on SQLite."""
+    kind = LeasedSharing if engine.dialect.name == "postgresql" else LocalSharing
+    return kind(engine, observing, summary, owner, lease)
