@@ -23,7 +23,8 @@ plugins and of `examples/` to keep it so.
   and what the hooks return: `Signal` with its `Evidence`, `GateDecision`; `gate_policy`
   (the busy-turn policy in effect under a run's gate options and mode).
 - **Injectors** (`register_injectors`): the `Injector` protocol, `Correction`,
-  `CORRECTION_MARKER`.
+  `CORRECTION_MARKER`, `HeldBack` (the injector's own channel holds a correction back) and
+  `SessionSpool` (a live session's spool, where the outbox injector stages corrections).
 - **Helpers**: `redact` (secrets out of text), `replace_atomically` (rewrite a file others
   read), the errors `AuditorError` and `UnknownName`.
 - **Running auditor from Python** (a plugin's tests): `get_plugin_manager`, `Plugins`,
@@ -69,7 +70,8 @@ from .client_texts import (
 )
 from .errors import AuditorError, UnknownName
 from .hookspecs import hookimpl
-from .live.delivery import CORRECTION_MARKER, Correction, Injector, inject_pending
+from .live.delivery import CORRECTION_MARKER, Correction, HeldBack, Injector, inject_pending
+from .live.fast_path import SessionSpool
 from .model import (
     ASSISTANT,
     BOM,
@@ -162,6 +164,7 @@ __all__ = [
     "BatchStatus",
     "ClientCache",
     "Correction",
+    "HeldBack",
     "Cursor",
     "Evidence",
     "GateDecision",
@@ -192,6 +195,7 @@ __all__ = [
     "hookimpl",
     "ingest",
     "inject_pending",
+    "SessionSpool",
     "installed",
     "is_typed_user",
     "open_db",

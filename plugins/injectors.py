@@ -1,8 +1,10 @@
-"""The built-in injectors: claude-code, codex, amp-thread, webhook and stdout.
+"""The built-in injectors: claude-code, codex, gemini-cli, outbox, amp-thread, webhook, stdout.
 
 Each one only delivers; the core (`auditor.live.delivery`) applies the loop guards and records
 every attempt. `claude-code`, `codex` and `gemini-cli` are live: their channel is the Stop
-hook's own output, so they deliver only from inside `auditor hook AGENT`.
+hook's own output, so they deliver only from inside `auditor hook AGENT`. `outbox` is live too:
+the session's worker stages its corrections in the session's spool, and the next hook event of
+the thread hands them over (and the worker records that hand-over).
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from auditor.api import AuditorError, Correction, hookimpl, replace_atomically
+from auditor.api import (
+    AuditorError,
+    Correction,
+    HeldBack,
+    SessionSpool,
+    hookimpl,
+    replace_atomically,
+)
 
 WEBHOOK_TIMEOUT = 10.0
 WEBHOOK_RETRIES = 3
@@ -38,6 +47,51 @@ class StopHookInjector:
         stream.write(json.dumps({"decision": "block", "reason": correction.text}) + "\n")
         stream.flush()
         return "stop-hook"
+
+
+class OutboxInjector:
+    """Stage a correction in a live session's spool, for the thread's next hook event.
+
+    Used by the session's worker (`auditor.live.worker`) with the options `spool` (the
+    session's `SessionSpool`), `since` (where the audited event's line ends in the session's
+    events: a prompt typed from there on came after it) and `kind` (the checkpoint's). Two
+    guards of its own channel hold a correction back: the user typed while the observer
+    thought, and one correction per gap between two hook events (one is already waiting)."""
+
+    name = "outbox"
+    description = "stage for the next hook event of a live session (used by the hooks' worker)"
+    live = True
+    staged = True  # the hook that hands it over records the delivery
+
+    def deliver(self, correction: Correction, options: dict[str, Any]) -> str:
+        spool = options.get("spool")
+        if not isinstance(spool, SessionSpool):
+            raise AuditorError(
+                "the 'outbox' injector stages corrections for the hooks' worker only; choose "
+                "another injector for `auditor inject`"
+            )
+        since = int(options.get("since") or 0)
+        if spool.typed_prompt_since(since):
+            raise HeldBack("user-wrote-again: the user wrote while the observer thought")
+        if spool.waiting():
+            raise HeldBack("one-per-gap: a correction is already waiting to go out")
+        entry = {
+            "verdict_id": correction.verdict_id,
+            "checkpoint_id": correction.checkpoint_id,
+            "thread_id": correction.thread_id,
+            "thread": correction.thread,
+            "message": correction.message,
+            "checkpoint": correction.checkpoint_message,
+            "kind": options.get("kind"),
+            "observer": correction.observer,
+            "model": correction.model,
+            "offset": since,
+            "text": correction.text,
+        }
+        path = spool.stage(f"{correction.verdict_id:012d}.json", entry)
+        if spool.typed_prompt_since(since):  # the user wrote while it was being staged
+            spool.take_back_all()
+        return path
 
 
 class StdoutInjector:
@@ -153,6 +207,7 @@ def register_injectors(register) -> None:
     register(StopHookInjector("claude-code", "Claude Code"))
     register(StopHookInjector("codex", "Codex CLI"))
     register(StopHookInjector("gemini-cli", "Gemini CLI"))
+    register(OutboxInjector())
     register(AmpThreadInjector())
     register(WebhookInjector())
     register(StdoutInjector())

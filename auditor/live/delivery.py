@@ -31,6 +31,10 @@ from typing import Any, Protocol
 CORRECTION_MARKER = "[auditor course-correction]"
 
 DELIVERED, FAILED, SKIPPED, DRY_RUN = "delivered", "failed", "skipped", "dry-run"
+# An injector that only stages a correction for a channel that hands it over later (the live
+# hooks' outbox) says `staged`: nothing is recorded when it stages, and the channel records
+# the hand-over, or the take-back, with `record` when it happens.
+STAGED = "staged"
 
 
 def taken_back(event: str) -> str:
@@ -93,12 +97,19 @@ class Correction:
         }
 
 
+class HeldBack(Exception):
+    """Raised by an injector whose own channel holds a correction back (a loop guard of that
+    channel: the user wrote meanwhile, another correction waits to go out). Recorded as
+    skipped, with the text as the reason, never as a failed attempt."""
+
+
 class Injector(Protocol):
     """What an injector plugin registers (see `hookspecs.register_injectors`)."""
 
     name: str
     description: str
     live: bool  # delivers only from inside the agent's own hook (its output is the channel)
+    # Optional: `staged = True` for an injector that only stages (see STAGED).
 
     def deliver(self, correction: Correction, options: dict[str, Any]) -> str:
         """Deliver `correction`; return a short description of the target, or raise."""
@@ -111,7 +122,7 @@ class Delivery:
 
     correction: Correction
     injector: str
-    status: str  # delivered | failed | skipped | dry-run
+    status: str  # delivered | failed | skipped | dry-run | staged
     target: str | None = None
     error: str | None = None  # why it failed, or the guard that held it back
 
@@ -174,9 +185,10 @@ def _guard(
     return None
 
 
-def _record(
+def record(
     conn, c: Correction, injector: str, status: str, turn_key: str, target=None, error=None
 ) -> int:
+    """Record one attempt to deliver `c` in the injections table (and the events log)."""
     from ..store import events
     from ..store import schema as s
     from ..store.db import utcnow
@@ -241,19 +253,25 @@ def deliver(
             )
         held = _guard(conn, correction, turn_key, wrote_after, max_consecutive)
         if held:
-            _record(conn, correction, name, SKIPPED, turn_key, error=held)
+            record(conn, correction, name, SKIPPED, turn_key, error=held)
             leases.release(conn, key, owner)
             return Delivery(correction, name, SKIPPED, error=held)
     try:
         try:
             target = injector.deliver(correction, dict(options or {}))
+        except HeldBack as exc:
+            with engine.begin() as conn:
+                record(conn, correction, name, SKIPPED, turn_key, error=str(exc))
+            return Delivery(correction, name, SKIPPED, error=str(exc))
         except Exception as exc:  # noqa: BLE001 - recorded as a failed attempt; a later inject retries it
             error = f"{type(exc).__name__}: {exc}"
             with engine.begin() as conn:
-                _record(conn, correction, name, FAILED, turn_key, error=error)
+                record(conn, correction, name, FAILED, turn_key, error=error)
             return Delivery(correction, name, FAILED, error=error)
+        if getattr(injector, "staged", False):
+            return Delivery(correction, name, STAGED, target=target)
         with engine.begin() as conn:
-            _record(conn, correction, name, DELIVERED, turn_key, target=target)
+            record(conn, correction, name, DELIVERED, turn_key, target=target)
         return Delivery(correction, name, DELIVERED, target=target)
     finally:
         with engine.begin() as conn:

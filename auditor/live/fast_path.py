@@ -285,6 +285,51 @@ def drop_all(sdir: str, reason: str = PROMPT) -> int:
     return n
 
 
+class SessionSpool:
+    """One live session's spool as an injector sees it: the outbox injector stages corrections
+    here, and the session's next hook event hands them over (`claim`)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def typed_prompt_since(self, offset: int) -> bool:
+        """True when the user typed a prompt at or after byte `offset` of the events."""
+        return prompt_since(self.path, offset)
+
+    def waiting(self) -> list[dict]:
+        """The corrections staged and not yet handed over (unreadable files left out)."""
+        outbox = os.path.join(self.path, "outbox")
+        try:
+            names = sorted(n for n in os.listdir(outbox) if n.endswith(".json"))
+        except FileNotFoundError:
+            return []
+        out = []
+        for name in names:
+            try:
+                with open(os.path.join(outbox, name), "rb") as fh:
+                    entry = json.loads(fh.read())
+            except (OSError, ValueError):
+                continue
+            if isinstance(entry, dict):
+                out.append(entry)
+        return out
+
+    def stage(self, name: str, entry: dict) -> str:
+        """Put `entry` in the outbox as `name`, whole or not at all; return its path."""
+        outbox = os.path.join(self.path, "outbox")
+        os.makedirs(outbox, exist_ok=True)
+        tmp = os.path.join(outbox, f".{name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, ensure_ascii=False))
+        path = os.path.join(outbox, name)
+        os.replace(tmp, path)
+        return path
+
+    def take_back_all(self) -> int:
+        """Take back every correction not yet handed over; return how many."""
+        return drop_all(self.path)
+
+
 def worker_alive(sdir: str) -> bool:
     """True when a worker holds the session's lock (a dead one's lock is free again)."""
     import fcntl

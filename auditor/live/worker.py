@@ -234,11 +234,9 @@ class Worker:
         )
         with self.engine.begin() as conn:
             if status == inject.DELIVERED:
-                inject._record(
-                    conn, c, self.injector_name, status, turn_key, target=f"hook {event}"
-                )
+                inject.record(conn, c, self.injector_name, status, turn_key, target=f"hook {event}")
             else:
-                inject._record(
+                inject.record(
                     conn,
                     c,
                     self.injector_name,
@@ -514,7 +512,8 @@ class Worker:
             self._loaded.clear()  # rows were read again under new ids: load them whole
 
     def _stage(self, thread, messages: list, cp, verdict_id: int, audit: _Audit) -> None:
-        """Put a correction the loop guards let through into the outbox."""
+        """Hand a correction to the outbox injector, which stages it for the thread's next
+        hook event once the loop guards let it through."""
         from ..store import schema as s
         from . import delivery as inject
 
@@ -523,46 +522,38 @@ class Worker:
         if v.status != "ok" or not v.needs_correction or not v.message:
             self.log(f"verdict {verdict_id}: {v.status}, no correction")
             return
-        entry = {
-            "verdict_id": verdict_id,
-            "checkpoint_id": v.checkpoint_id,
-            "thread_id": thread.id,
-            "thread": thread.native_id,
-            "message": v.message,
-            "checkpoint": cp.message_id,
-            "kind": cp.kind,
-            "observer": v.observer,
-            "model": v.model,
-            "offset": audit.offset,
-        }
-        c = self._correction(entry)
-        entry["text"] = c.text
+        c = inject.Correction(
+            verdict_id,
+            v.checkpoint_id,
+            thread.id,
+            thread.native_id,
+            self.agent,
+            v.message,
+            cp.message_id,
+            v.observer,
+            v.model,
+        )
         self.fold()
         if self.threads.setdefault(thread.native_id, _Thread()).corrected:
             self.log(f"verdict {verdict_id}: held back (after-correction: one went out meanwhile)")
             return
-        turn_key, wrote_after = inject.turn_facts(messages, cp.message_id)
-        outbox = self._path("outbox")
-        os.makedirs(outbox, exist_ok=True)
-        if os.path.exists(os.path.join(outbox, f"{verdict_id:012d}.json")):
+        if os.path.exists(self._path("outbox", f"{verdict_id:012d}.json")):
             return  # staged already (the same checkpoint, audited once, seen again)
-        with self.engine.begin() as conn:
-            held = inject._guard(conn, c, turn_key, wrote_after, self.options.max_corrections)
-            if held is None and live.prompt_since(self.sdir, audit.offset):
-                held = "user-wrote-again: the user wrote while the observer thought"
-            waiting = [n for n in os.listdir(outbox) if n.endswith(".json")]
-            if held is None and any(self._entry("outbox", n) is not None for n in waiting):
-                held = "one-per-gap: a correction is already waiting to go out"
-            if held:
-                inject._record(conn, c, self.injector_name, inject.SKIPPED, turn_key, error=held)
-                self.log(f"verdict {verdict_id}: held back ({held})")
-                return
-        tmp = os.path.join(outbox, f".{verdict_id}.tmp")
-        Path(tmp).write_text(json.dumps(entry, ensure_ascii=False))
-        os.replace(tmp, os.path.join(outbox, f"{verdict_id:012d}.json"))
-        if live.prompt_since(self.sdir, audit.offset):  # the user wrote while it was staged
-            live.drop_all(self.sdir)
-        self.log(f"verdict {verdict_id}: correction ready for the next {thread.native_id} event")
+        options = {"spool": live.SessionSpool(self.sdir), "since": audit.offset, "kind": cp.kind}
+        d = inject.deliver(
+            self.engine,
+            self.plugins.injector("outbox"),
+            c,
+            messages,
+            options,
+            max_consecutive=self.options.max_corrections,
+        )
+        if d.status == inject.STAGED:
+            self.log(
+                f"verdict {verdict_id}: correction ready for the next {thread.native_id} event"
+            )
+        else:
+            self.log(f"verdict {verdict_id}: held back ({d.error})")
 
     # -- the loop -------------------------------------------------------------------------
     def warm_up(self) -> None:
