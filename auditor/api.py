@@ -10,7 +10,8 @@ plugins and of `examples/` to keep it so.
   and source-type constants, `Cursor`, and the readers `read_jsonl` (JSONL from a cursor),
   `read_document` (a whole JSON file), `read_lines` (text lines from a cursor, with their
   offsets), `each_record` (a parser's reading of each record, a damaged one costing only
-  itself) and `parse_time`; the markers of Claude Code's user-role
+  itself) and `parse_time`; `LiveHooks`, which a format declares (`live_hooks`) when
+  auditor's live hooks serve the agent that writes it; the markers of Claude Code's user-role
   texts nobody typed (`CLAUDE_CODE_*_PREFIXES`, shared with the live hook).
 - **Observers** (`register_observers`): the `Observer` protocol, `ObserveRequest`,
   `ObserveResult`, `ObserverUsage`, the one tool (`TOOL_NAME`, `TOOL_DESCRIPTION`,
@@ -89,6 +90,7 @@ from .model import (
     USER,
     Block,
     Cursor,
+    LiveHooks,
     Message,
     Notice,
     Problem,
@@ -166,6 +168,7 @@ __all__ = [
     "Correction",
     "HeldBack",
     "Cursor",
+    "LiveHooks",
     "Evidence",
     "GateDecision",
     "GuidanceText",

@@ -168,6 +168,22 @@ class Cursor:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LiveHooks:
+    """How auditor's live hooks (`auditor hook AGENT`) serve an agent, declared by the format
+    its transcripts are written in as `live_hooks`: the agent is then one `auditor hook` and
+    `auditor hook install` know, and its hook events are read from transcripts in that format.
+
+    `injector` names the injector that answers the agent's Stop hook (`--sync`). `events` maps
+    the agent's own names of its hook events to the names auditor's spool records, which are
+    Claude Code's (`PostToolUse`, `UserPromptSubmit`, `Stop`, `SessionEnd`...); an agent that
+    uses those names maps nothing.
+    """
+
+    injector: str
+    events: dict[str, str] = field(default_factory=dict)
+
+
 class TranscriptFormat(Protocol):
     """What a transcript-format plugin registers (see `hookspecs.register_formats`)."""
 
@@ -179,7 +195,8 @@ class TranscriptFormat(Protocol):
     # Optional, read with getattr: `detect_priority` (lower is tried first; generic formats set
     # it high) and `file_patterns`, path patterns (`Path.match`) a directory walk looks at
     # besides the JSON suffixes, for formats whose files are known by name
-    # (`.aider.chat.history.md`).
+    # (`.aider.chat.history.md`); `live_hooks`, a `LiveHooks` for the format an agent writes as
+    # it works, when auditor's live hooks serve it.
 
     def detect(self, path: Path, head: bytes) -> bool:
         """Return True if the file looks like this format. `head` is its first 64 KiB."""

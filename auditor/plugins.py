@@ -16,7 +16,7 @@ from . import hookspecs
 from .audit.observe import Observer
 from .errors import PluginError, UnknownName
 from .live.delivery import Injector
-from .model import TranscriptFormat
+from .model import LiveHooks, TranscriptFormat
 from .store.threads import StoredThread
 
 if TYPE_CHECKING:
@@ -163,6 +163,23 @@ class Plugins:
     def injector(self, name: str) -> Injector:
         """Return the injector called `name`, or raise `UnknownName` listing the valid ones."""
         return self._injectors.get(name)
+
+    def live_agents(self) -> dict[str, tuple[str, LiveHooks]]:
+        """The agents auditor's live hooks serve: agent -> (the format its transcripts are
+        read in, its `LiveHooks`), as the formats declare them (`live_hooks`)."""
+        out: dict[str, tuple[str, LiveHooks]] = {}
+        for name, fmt in self.formats().items():
+            hooks = getattr(fmt, "live_hooks", None)
+            if isinstance(hooks, LiveHooks):
+                out.setdefault(fmt.agent, (name, hooks))
+        return out
+
+    def live_agent(self, agent: str) -> tuple[str, LiveHooks]:
+        """(format name, `LiveHooks`) of `agent`, or raise `UnknownName` listing the agents."""
+        known = self.live_agents()
+        if agent not in known:
+            raise UnknownName("agent with live hooks", agent, list(known))
+        return known[agent]
 
     # -- decisions ------------------------------------------------------------------------
     def signals(

@@ -44,7 +44,7 @@ from typing import Any
 
 import orjson
 
-from auditor.api import Cursor, Record, hookimpl
+from auditor.api import Cursor, LiveHooks, Record, hookimpl
 
 from .claude_code_parser import Parser
 from .claude_code_threads import AGENT
@@ -92,6 +92,7 @@ class ClaudeCodeFormat:
     agent = AGENT
     vendor = "anthropic"  # whose model the agent runs: an observer of another is chosen
     appendable = True
+    live_hooks = LiveHooks("claude-code")
 
     def detect(self, path: Path, head: bytes) -> bool:
         name = path.name

@@ -32,6 +32,7 @@ from auditor.api import (
     USER,
     Block,
     Cursor,
+    LiveHooks,
     Message,
     Problem,
     Record,
@@ -182,6 +183,7 @@ class CodexFormat:
     agent = AGENT
     vendor = "openai"  # whose model the agent runs: an observer of another is chosen
     appendable = True
+    live_hooks = LiveHooks("codex")
 
     def detect(self, path: Path, head: bytes) -> bool:
         if path.suffix != ".jsonl":

@@ -57,6 +57,7 @@ from auditor.api import (
     USER,
     Block,
     Cursor,
+    LiveHooks,
     Message,
     Problem,
     Record,
@@ -221,6 +222,11 @@ class GeminiLogFormat:
     agent = AGENT
     vendor = "google"  # whose model the agent runs: an observer of another is chosen
     appendable = True
+    # Gemini CLI's names for the events auditor's hooks handle (`auditor hook gemini-cli`).
+    live_hooks = LiveHooks(
+        "gemini-cli",
+        {"AfterTool": "PostToolUse", "BeforeAgent": "UserPromptSubmit", "AfterAgent": "Stop"},
+    )
 
     def detect(self, path: Path, head: bytes) -> bool:
         if path.suffix != ".jsonl":

@@ -56,6 +56,9 @@ import time
 
 from ..client_texts import written_by_client
 
+# The agents whose formats declare live hooks (`LiveHooks`), and their own names for the events
+# auditor handles: a copy of those declarations, since the fast path loads no plugin (a test
+# keeps the two equal).
 AGENTS = ("claude-code", "codex", "gemini-cli")
 STATE_ENV = "AUDITOR_STATE_DIR"
 LOCK_FD_ENV = "AUDITOR_WORKER_LOCK_FD"  # the worker lock a starting worker inherits
@@ -74,7 +77,8 @@ NO_WORKER_GRACE = 3.0  # seconds a waiting Stop handler goes on without a live w
 DELIVER = 42  # `--rewake`'s exit status for "wake the agent with this" (see the docstring)
 # auditor.live.delivery.CORRECTION_MARKER, which the fast path does not import (a test keeps them equal)
 CORRECTION_MARKER = "[auditor course-correction]"
-# Gemini CLI's names for the events auditor handles; the spool records Claude Code's names.
+# Each agent's names for the events auditor handles (`LiveHooks.events`); the spool records
+# Claude Code's names.
 EVENT_NAMES = {
     "gemini-cli": {"AfterTool": "PostToolUse", "BeforeAgent": PROMPT, "AfterAgent": "Stop"}
 }

@@ -32,12 +32,6 @@ if TYPE_CHECKING:
     from ..audit.run_types import Job
     from ..plugins import Plugins
 
-# agent name -> (transcript format, injector)
-AGENTS = {
-    "claude-code": ("claude-code", "claude-code"),
-    "codex": ("codex", "codex"),
-    "gemini-cli": ("gemini-jsonl", "gemini-cli"),
-}
 DEADLINE = 30.0
 LAG_WAIT = 0.5
 MARGIN = 1.0  # seconds kept after the observer call to record it and answer
@@ -115,7 +109,7 @@ class Hook:
         self, agent: str, engine_factory, plugins_factory, run_config, options: HookOptions
     ):
         self.agent = agent
-        self.format_name, self.injector_name = AGENTS[agent]
+        self.format_name = self.injector_name = ""  # as the agent's format declares (`run`)
         self.engine_factory, self.plugins_factory = engine_factory, plugins_factory
         if run_config.agents is None:  # the observer is chosen for this agent's vendor
             run_config = replace(run_config, agents=[agent])
@@ -214,6 +208,8 @@ class Hook:
             )
         self.engine = self.engine_factory(self.wait_until)
         self.plugins = self.plugins_factory()
+        self.format_name, hooks = self.plugins.live_agent(self.agent)
+        self.injector_name = hooks.injector
         t = self._lap("open", t)
         self._ingest(p.transcript)
         t = self._lap("ingest", t)

@@ -92,10 +92,7 @@ class Worker:
         options: WorkerOptions | None = None,
         log=print,
     ):
-        from .sync_hook import AGENTS
-
         self.sdir, self.agent = sdir, agent
-        self.format_name, self.injector_name = AGENTS[agent]
         self.engine, self.plugins = engine, plugins
         # Live audits follow docs/design.md ("When the observer steps in"): every completed tool round is a checkpoint, and an end
         # of turn the user already answered is never audited.
@@ -118,6 +115,16 @@ class Worker:
         # Each thread's stored messages as last loaded: an event loads only the rows stored
         # since (see `_messages`), so that its cost does not grow with the session.
         self._loaded: dict[int, list] = {}
+
+    # What the agent's format declares (`LiveHooks`), looked up at first use: the formats are
+    # loaded while the observer's SDK is (`warm_up`), not before.
+    @property
+    def format_name(self) -> str:
+        return self.plugins.live_agent(self.agent)[0]
+
+    @property
+    def injector_name(self) -> str:
+        return self.plugins.live_agent(self.agent)[1].injector
 
     # -- the spool ------------------------------------------------------------------------
     def _path(self, *parts: str) -> str:
