@@ -133,7 +133,13 @@ class Config:
         hook = {**observer, **gate, **self.section("hook")}
         out: dict[str, Any] = {
             "run": {**observer, **gate, **self.section("run")},
-            "hook": {"claude-code": hook, "codex": dict(hook), "gemini-cli": dict(hook)},
+            # The event commands of the agents, and the worker they start, which audits.
+            "hook": {
+                "claude-code": hook,
+                "codex": dict(hook),
+                "gemini-cli": dict(hook),
+                "worker": dict(hook),
+            },
             "inject": {
                 ("via" if k == "injector" else k): v for k, v in self.section("inject").items()
             },

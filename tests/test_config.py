@@ -69,6 +69,10 @@ def test_settings_become_the_defaults_of_the_commands_options(config):
     gemini_help = " ".join(invoke("hook", "gemini-cli", "--help").output.split())
     assert "is recorded. [default: 12]" in gemini_help
     assert "every round). [default: 9]" in gemini_help
+    # The session's worker, which the hooks start and which audits, reads them too.
+    worker_help = " ".join(invoke("hook", "worker", "--help").output.split())
+    assert "is recorded. [default: 12]" in worker_help
+    assert "every round). [default: 9]" in worker_help
     assert load().default_map()["run"]["require_edit"] is False
 
 

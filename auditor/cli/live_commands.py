@@ -15,7 +15,34 @@ from .common import Context, echo_json, pass_ctx, run_options
 COMMANDS: list = []
 
 
-@click.group()
+class HookGroup(click.Group):
+    """`auditor hook`: install, status, and one event command per agent that a transcript
+    format declares live hooks for (`LiveHooks`), made when it is asked for."""
+
+    def _agents(self, ctx: click.Context) -> list[str]:
+        from ..live.fast_path import AGENTS
+
+        found = ctx.find_object(Context)
+        try:
+            if found is None:
+                from ..plugins import get_plugin_manager
+
+                return sorted(get_plugin_manager().live_agents())
+            return sorted(found.plugins.live_agents())
+        except Exception:  # noqa: BLE001 - the hook must run to record what is wrong (fail open)
+            return list(AGENTS)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self._agents(ctx)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in self._agents(ctx):
+            command = _event_command(cmd_name)
+        return command
+
+
+@click.group(cls=HookGroup)
 def hook() -> None:
     """Agent hooks: audit the agent's turns while it works and hand it the corrections.
 
@@ -24,8 +51,35 @@ def hook() -> None:
     """
 
 
-def _hook_command(agent: str, title: str):
-    help_text = f"""{title}'s hook: note the event, audit in the background, hand over corrections.
+def _deadline_options(command):
+    """The options of the hooks that audit: the deadline, the loop guard, the transcript lag."""
+    command = click.option(
+        "--lag-wait",
+        type=float,
+        default=LAG_WAIT,
+        show_default=True,
+        help="Seconds to wait for a transcript file that lags behind the hook input.",
+    )(command)
+    command = click.option(
+        "--max-corrections",
+        type=int,
+        default=2,
+        show_default=True,
+        help="Corrections in a row between two messages the user typed.",
+    )(command)
+    return click.option(
+        "--deadline",
+        type=float,
+        default=DEADLINE,
+        show_default=True,
+        help="Seconds the whole hook may take; past it the agent stops normally and the miss is recorded.",
+    )(command)
+
+
+def _event_command(agent: str) -> click.Command:
+    """`auditor hook AGENT`: the event command the agent runs (its handlers' modes as flags,
+    as `auditor hook install` writes them into the agent's settings)."""
+    help_text = f"""The {agent} hook: note the event, audit in the background, hand over corrections.
 
     Reads the hook input (JSON) on stdin, or as PAYLOAD, and returns without waiting for the
     observer. After a tool round (PostToolUse) or at the end of a turn (Stop) the new tail of
@@ -38,30 +92,10 @@ def _hook_command(agent: str, title: str):
     error, a missing key or a deadline passed lets the agent go on and is recorded.
     """
 
-    @hook.command(agent, help=help_text)
+    @click.command(agent, help=help_text)
     @click.argument("payload", required=False)
     @run_options
-    @click.option(
-        "--deadline",
-        type=float,
-        default=DEADLINE,
-        show_default=True,
-        help="Seconds the whole hook may take; past it the agent stops normally and the miss is recorded.",
-    )
-    @click.option(
-        "--max-corrections",
-        type=int,
-        default=2,
-        show_default=True,
-        help="Corrections in a row between two messages the user typed.",
-    )
-    @click.option(
-        "--lag-wait",
-        type=float,
-        default=LAG_WAIT,
-        show_default=True,
-        help="Seconds to wait for a transcript file that lags behind the hook input.",
-    )
+    @_deadline_options
     @click.option(
         "--verbose",
         "-v",
@@ -88,100 +122,110 @@ def _hook_command(agent: str, title: str):
         '--deadline) for its end-of-turn audit and answer with its correction as {"decision": '
         '"block"}.',
     )
-    @click.option("--worker", "worker_dir", hidden=True, help="Serve a session's spool (internal).")
     @click.option(
         "--idle",
         type=float,
-        default=120.0,
-        envvar="AUDITOR_WORKER_IDLE",
         hidden=True,
-        help="Worker: seconds without an event before it exits.",
+        help="Seconds without an event before the session's worker exits (passed on to it).",
     )
     @pass_ctx
     def command(
-        ctx: Context,
-        payload,
-        config,
-        deadline,
-        max_corrections,
-        lag_wait,
-        verbose,
-        sync,
-        rewake,
-        wait,
-        worker_dir,
-        idle,
-    ) -> None:
-        from ..live.sync_hook import HookOptions, run_hook
+        ctx: Context, payload, config, deadline, max_corrections, lag_wait, verbose, sync, **_
+    ):
+        if sync:
+            _sync_hook(ctx, agent, payload, config, deadline, max_corrections, lag_wait, verbose)
+        # The CLI reached without the console script's fast path (e.g. from Python): the same
+        # non-blocking event handling.
+        from ..live.fast_path import main as hook_event
 
-        if not sync and worker_dir is None:
-            # The CLI reached without the console script's fast path (e.g. from Python):
-            # the same non-blocking event handling.
-            from ..live.fast_path import main as hook_event
-
-            argv = [*(["--db", ctx.db_option] if ctx.db_option else []), "hook", agent]
-            argv += _passed_options(click.get_current_context())
-            if payload is not None:
-                sys.stdin = io.StringIO(payload)
-            hook_event(argv)
-        config.concurrency = 1  # one call at a time: the checkpoint that just ended
-        if worker_dir is not None:
-            from ..live.worker import LAG, WorkerOptions, run_worker
-
-            def open_store():
-                from ..store.db import open_db
-
-                return open_db(ctx.db_option)
-
-            def load_plugins():
-                if ctx.config_error is not None:
-                    raise ctx.config_error
-                return ctx.plugins
-
-            options = WorkerOptions(deadline, max_corrections, idle, max(lag_wait, LAG))
-            code = run_worker(worker_dir, agent, open_store, load_plugins, config, options)
-            sys.stdout.flush()
-            os._exit(code)
-        raw = payload if payload is not None else sys.stdin.read()
-
-        def engine(wait_until: float):
-            from ..store.db import open_db
-
-            return open_db(ctx.db_option, wait_until=wait_until)
-
-        def plugins():
-            if ctx.config_error is not None:
-                raise ctx.config_error  # recorded as the hook's failure; the agent stops normally
-            return ctx.plugins
-
-        outcome = run_hook(
-            agent,
-            raw,
-            sys.stdout,
-            engine_factory=engine,
-            plugins_factory=plugins,
-            run_config=config,
-            options=HookOptions(deadline, max_corrections, lag_wait),
-        )
-        if verbose or not outcome.recorded:  # a failure the store could not take is said here
-            steps = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in outcome.timings.items())
-            click.echo(
-                f"auditor hook {agent}: {outcome.status}: {outcome.detail} ({steps})", err=True
-            )
-        # Everything is answered and stored: skip the interpreter's teardown (hundreds of ms
-        # once an SDK is loaded), which the agent would wait for.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        argv = [*(["--db", ctx.db_option] if ctx.db_option else []), "hook", agent]
+        argv += _passed_options(click.get_current_context())
+        if payload is not None:
+            sys.stdin = io.StringIO(payload)
+        hook_event(argv)  # exits
 
     return command
 
 
+def _sync_hook(ctx: Context, agent, payload, config, deadline, max_corrections, lag_wait, verbose):
+    """`--sync`: audit the turn that just ended in the hook itself; exits."""
+    from ..live.sync_hook import HookOptions, run_hook
+
+    config.concurrency = 1  # one call at a time: the checkpoint that just ended
+    raw = payload if payload is not None else sys.stdin.read()
+
+    def engine(wait_until: float):
+        from ..store.db import open_db
+
+        return open_db(ctx.db_option, wait_until=wait_until)
+
+    def plugins():
+        if ctx.config_error is not None:
+            raise ctx.config_error  # recorded as the hook's failure; the agent stops normally
+        return ctx.plugins
+
+    outcome = run_hook(
+        agent,
+        raw,
+        sys.stdout,
+        engine_factory=engine,
+        plugins_factory=plugins,
+        run_config=config,
+        options=HookOptions(deadline, max_corrections, lag_wait),
+    )
+    if verbose or not outcome.recorded:  # a failure the store could not take is said here
+        steps = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in outcome.timings.items())
+        click.echo(f"auditor hook {agent}: {outcome.status}: {outcome.detail} ({steps})", err=True)
+    # Everything is answered and stored: skip the interpreter's teardown (hundreds of ms
+    # once an SDK is loaded), which the agent would wait for.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+@hook.command("worker", hidden=True)
+@click.argument("agent")
+@click.argument("spool", type=click.Path(file_okay=False))
+@run_options
+@_deadline_options
+@click.option("--verbose", "-v", is_flag=True, hidden=True)
+@click.option("--rewake", is_flag=True, hidden=True)
+@click.option(
+    "--idle",
+    type=float,
+    default=120.0,
+    envvar="AUDITOR_WORKER_IDLE",
+    help="Seconds without an event before it exits.",
+)
+@pass_ctx
+def worker(ctx: Context, agent, spool, config, deadline, max_corrections, lag_wait, idle, **_):
+    """Serve one session's spool: the worker the hooks start (internal; the event command's
+    options are passed on to it)."""
+    from ..live.worker import LAG, WorkerOptions, run_worker
+
+    config.concurrency = 1  # one call at a time: the checkpoint that just ended
+
+    def open_store():
+        from ..store.db import open_db
+
+        return open_db(ctx.db_option)
+
+    def load_plugins():
+        if ctx.config_error is not None:
+            raise ctx.config_error
+        return ctx.plugins
+
+    options = WorkerOptions(deadline, max_corrections, idle, max(lag_wait, LAG))
+    code = run_worker(spool, agent, open_store, load_plugins, config, options)
+    sys.stdout.flush()
+    os._exit(code)
+
+
 def _passed_options(ctx: click.Context) -> list[str]:
-    """The options given on the command line, as arguments again (for the worker)."""
+    """The options given on the command line, as arguments again (for the fast path)."""
     out: list[str] = []
     for param in ctx.command.params:
-        if not isinstance(param, click.Option) or param.name in ("worker_dir", "sync"):
+        if not isinstance(param, click.Option) or param.name == "sync":
             continue
         if ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE:
             continue
@@ -195,11 +239,6 @@ def _passed_options(ctx: click.Context) -> list[str]:
         else:
             out += [flag, str(value)]
     return out
-
-
-_hook_command("claude-code", "Claude Code")
-_hook_command("codex", "Codex CLI")
-_hook_command("gemini-cli", "Gemini CLI")
 
 
 def _store_if_any(ctx: Context):

@@ -13,7 +13,7 @@ plugins) and touches only small files in a per-session spool directory:
         worker.lock    held (flock) by the session's worker while it runs
         worker.log     the worker's own output
 
-The audit runs in a detached worker (`auditor hook AGENT --worker DIR`), one per session,
+The audit runs in a detached worker (`auditor hook worker AGENT DIR`), one per session,
 started by the first event that finds none holding the lock and exiting once the session is
 idle. A crashed or hung worker never holds a hook up: the hook never waits on the lock, and
 the next event after a crash finds the lock free and starts a new worker, which carries on
@@ -129,7 +129,7 @@ def split_argv(argv: list[str]) -> tuple[list[str], str, list[str]] | None:
     """Split `[global options] hook AGENT [options]` for the fast path, else return None.
 
     None for everything the fast path does not handle: other commands, `hook install`, and
-    `--sync`, `--worker`, `--help` (the full command line answers those).
+    `--sync`, `--help` and the worker (the full command line answers those).
     """
     i = 0
     head: list[str] = []
@@ -146,7 +146,7 @@ def split_argv(argv: list[str]) -> tuple[list[str], str, list[str]] | None:
     if i + 1 >= len(argv) or argv[i + 1] not in AGENTS:
         return None
     rest = argv[i + 2 :]
-    if any(a in ("--sync", "--help", "-h") or a.startswith("--worker") for a in rest):
+    if any(a in ("--sync", "--help", "-h") for a in rest):
         return None
     return head, argv[i + 1], rest
 
@@ -397,7 +397,7 @@ def start_worker(
     lock: it is held without a gap from this event until the worker exits, so the events that
     come while the worker's interpreter is still starting find it held and start no other."""
     rest = [a for a in rest if a != "--wait"]  # a handler's own way of answering
-    argv = [sys.executable, "-m", "auditor", *head, "hook", agent, *rest, "--worker", sdir]
+    argv = [sys.executable, "-m", "auditor", *head, "hook", "worker", agent, sdir, *rest]
     env = dict(os.environ)
     if lock_fd is not None:
         os.set_inheritable(lock_fd, True)

@@ -1,6 +1,6 @@
 """The session worker behind the hooks: audit in the background, stage corrections, cancel.
 
-Started by `auditor.live.fast_path` (the hooks' fast path) as `auditor hook AGENT --worker DIR`, one per
+Started by `auditor.live.fast_path` (the hooks' fast path) as `auditor hook worker AGENT DIR`, one per
 session, detached from the agent. It holds DIR/worker.lock while it runs, follows
 DIR/events.jsonl, and for each thread of the session:
 
