@@ -40,10 +40,11 @@ full (to measure the cuts against). Every piece of text goes through
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,8 +206,58 @@ def _prose(text: str, final: bool) -> Callable[[Level], str]:
     return render
 
 
+# What a thread's earlier tool calls look like, kept from one checkpoint to the next: a process
+# that renders many checkpoints of one thread (the live worker, which keeps the thread between
+# hook events; a run over a thread's checkpoints) renders each earlier call once per detail level
+# instead of again at every checkpoint, so that a checkpoint's cost grows as little as it can
+# with the thread. An entry is found by the identity of the call's blocks and holds them (an id
+# is not reused while its object lives); the least recently used go past the limit.
+_KEPT: collections.OrderedDict[tuple, tuple[Any, Any, Any]] = collections.OrderedDict()
+KEPT_ENTRIES = 12000
+
+
+def _kept(key: tuple, block, result, make: Callable[[], Any]) -> Any:
+    found = _KEPT.get(key)
+    if found is not None and found[0] is block and found[1] is result:
+        _KEPT.move_to_end(key)
+        return found[2]
+    value = make()
+    _KEPT[key] = (block, result, value)
+    if len(_KEPT) > KEPT_ENTRIES:
+        _KEPT.popitem(last=False)
+    return value
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
 def _call(block, result, final: bool, focus: tuple[str, ...]) -> Callable[[Level], str]:
-    return lambda level: _render_call(block, result, level, final, focus)
+    # Only the focus strings the call's input or output holds can change how it is cut: the
+    # others are left out, so that a new term elsewhere in the thread leaves it as it was.
+    if focus:
+        ids = (id(block), id(result))
+
+        def held() -> str:
+            return "\n".join([*_strings(block.tool_input), (result.text or "") if result else ""])
+
+        text = _kept(("text", *ids), block, result, held)
+        focus = _kept(
+            ("focus", *ids, focus), block, result, lambda: tuple(f for f in focus if f in text)
+        )
+
+    def render(level: Level) -> str:
+        key = ("call", id(block), id(result), level, final, focus)
+        return _kept(key, block, result, lambda: _render_call(block, result, level, final, focus))
+
+    return render
 
 
 def _tool_key(block) -> str:

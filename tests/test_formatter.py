@@ -895,3 +895,39 @@ def test_a_rejected_call_carrying_the_users_words_keeps_them_whole():
     t.says("Understood.")
     out = render(end_turn(t), info(), t.messages, {"max_tokens": 2500})
     assert words in out
+
+
+# -- one thread, checkpoint after checkpoint ---------------------------------------------------------
+def test_later_checkpoints_of_a_thread_render_as_if_rendered_alone(monkeypatch):
+    # A process that renders checkpoint after checkpoint of one thread (the live worker) keeps
+    # each earlier call's rendering; what it prints must be what a fresh process prints.
+    t = long_session()
+    cps = find_checkpoints(1, t.messages, "every-inference")
+    assert len(cps) > 60
+    kept = [render(cp, info(), t.messages[: cp.index + 1], {}) for cp in cps]
+    fresh = []
+    for cp in cps:
+        formatter._KEPT.clear()
+        fresh.append(render(cp, info(), t.messages[: cp.index + 1], {}))
+    assert kept == fresh
+
+
+def test_a_later_checkpoint_renders_only_the_calls_it_has_not_seen(monkeypatch):
+    t = long_session()
+    cps = find_checkpoints(1, t.messages, "every-inference")
+    formatter._KEPT.clear()
+    for cp in cps[:-1]:
+        render(cp, info(), t.messages[: cp.index + 1], {})
+    rendered = []
+    real = formatter._render_call
+    monkeypatch.setattr(
+        formatter, "_render_call", lambda *a, **kw: rendered.append(a[0]) or real(*a, **kw)
+    )
+    last = cps[-1]
+    render(last, info(), t.messages[: last.index + 1], {})
+    # The end of the turn: of the 73 calls only the last, now part of the agent's final
+    # message (shown whole), is rendered again.
+    assert last.kind == END_TURN
+    calls = [b for m in t.messages for b in m.blocks if b.kind == "tool_use"]
+    assert len(calls) == 73
+    assert rendered and {b.tool_use_id for b in rendered} == {calls[-1].tool_use_id}

@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sqlalchemy import Connection, Text, cast, or_, select
+from sqlalchemy import ColumnElement, Connection, Text, cast, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..store import schema as s
@@ -353,12 +353,27 @@ def reads_in_threads(
     results stored after row `since_message` of `messages` (all when 0), leaving out files it
     had changed before reading them."""
     tc, m, res = s.ToolCall, s.Message.__table__, s.Message.__table__.alias("r")
+    scope: ColumnElement[bool] = m.c.thread_id.in_(list(cwds))
+    if since_message:
+        # Only the calls stored after the row, and those whose result was: a thread's earlier
+        # messages are not searched again at every ingest of its new tail (a live session's).
+        answered = s.Message.__table__.alias("a")
+        newer = (
+            select(tc.call_message_id)
+            .join(
+                answered,
+                (answered.c.thread_id == tc.thread_id)
+                & (answered.c.native_id == tc.result_message_id),
+            )
+            .where(tc.thread_id.in_(list(cwds)), answered.c.id > since_message)
+        )
+        scope = scope & or_(m.c.id > since_message, m.c.native_id.in_(newer))
     # The messages naming an instruction file, looked for once each (materialized: without it
     # PostgreSQL may scan every message's text again for every tool call).
     call = (
         select(m.c.id, m.c.thread_id, m.c.native_id, m.c.blocks)
         .where(
-            m.c.thread_id.in_(list(cwds)),
+            scope,
             or_(*(cast(m.c.blocks, Text).like(f"%{n}%") for n in BASENAMES)),
         )
         .cte("c")
