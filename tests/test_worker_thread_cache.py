@@ -52,3 +52,24 @@ def test_worker_reloads_a_thread_whose_transcript_was_rewritten(corpus, tmp_path
     after = worker._messages(tid)
     assert after == load_messages(engine, tid)
     assert [m.id for m in after] != [m.id for m in before]
+
+
+def test_a_stop_and_the_next_prompt_read_together_leave_the_worker_free(tmp_path, engine, plugins):
+    # On a loaded machine the worker can read a Stop and the user's next prompt in one look at
+    # the events: the stop's audit is cancelled before its task ever ran. The worker must not
+    # wait for it forever (it would audit nothing more, and never exit).
+    import asyncio
+
+    (tmp_path / "spool").mkdir()
+    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
+    stop = {"hook_event_name": "Stop", "session_id": "s1", "thread": "s1"}
+    prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s1", "typed": True}
+
+    async def read_together():
+        worker.handle([(stop, 0, 100), (prompt, 100, 200)])
+        await asyncio.sleep(0.05)
+        return worker.threads["s1"].current, worker.done
+
+    current, done = asyncio.run(read_together())
+    assert current is None
+    assert done == {"s1": 100}

@@ -69,6 +69,7 @@ class _Audit:
     started: float = 0.0
     cancelled: bool = False
     why: str = ""
+    running: bool = False  # its task has begun (a task cancelled before it begins runs nothing)
 
 
 @dataclass
@@ -318,13 +319,19 @@ class Worker:
         audit.task = asyncio.get_running_loop().create_task(self._audit(thread, t, audit))
 
     def cancel_all(self, why: str) -> None:
-        for t in self.threads.values():
+        for thread, t in self.threads.items():
             t.waiting = None
             a = t.current
             if a is not None and a.task is not None and not a.task.done():
                 a.cancelled = True
                 a.why = why
                 a.task.cancel()
+                if not a.running:
+                    # Started in the same look at the events as the prompt that cancels it
+                    # (a stop and the next prompt, read together on a loaded machine): its
+                    # task never runs, so its own clean-up does not either; done here.
+                    t.current = None
+                    self._mark_done(thread, a.offset)
 
     # -- one audit ------------------------------------------------------------------------
     def _audit_ceiling(self) -> float:
@@ -333,6 +340,7 @@ class Worker:
         return self.options.lag + self.options.deadline * 4 + 60
 
     async def _audit(self, thread: str, t: _Thread, audit: _Audit) -> None:
+        audit.running = True
         ceiling = self._audit_ceiling()
         try:
             await asyncio.wait_for(self._audit_inner(thread, t, audit), ceiling)
