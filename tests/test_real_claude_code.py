@@ -210,10 +210,21 @@ class Claude:
             "GEMINI_API_KEY": "AIza-TEST-dummy",
             "GOOGLE_GEMINI_BASE_URL": observer_url,
             "AUDITOR_WORKER_IDLE": "30",
+            "AUDITOR_CONFIG": str(self.config(tmp_path)),
         }
         self.out: list[dict] = []
         self.proc: subprocess.Popen | None = None
         self.debug_log = tmp_path / "claude-debug.log"  # the client's own log of its hooks
+
+    @staticmethod
+    def config(tmp_path: Path) -> Path:
+        """The user's config keeps the busy-turn policy (the live hooks otherwise look after every
+        tool round): round A, four calls and an edit, is then too small for the gate, and the
+        failing test run's own event is what gets audited. It also shows the config file's gate
+        reaching the hooks the real client runs."""
+        path = tmp_path / "config.toml"
+        path.write_text("[gate]\nmin_tool_calls = 5\nrequire_edit = true\n")
+        return path
 
     def install(self, *extra: str) -> subprocess.CompletedProcess:
         """`auditor hook install claude-code` in the project, as the README says."""

@@ -95,7 +95,12 @@ class Session:
             "GEMINI_API_KEY": "AIza-TEST-dummy",
             "GOOGLE_GEMINI_BASE_URL": observer.url,
             "AUDITOR_WORKER_IDLE": "30",
+            # The user's config keeps the busy-turn policy (five calls and an edit), so that
+            # only the rounds scripted to be audited are (the hooks otherwise look after every
+            # tool round), and the file's gate is shown reaching the hooks Codex runs.
+            "AUDITOR_CONFIG": str(tmp_path / "config.toml"),
         }
+        (tmp_path / "config.toml").write_text("[gate]\nmin_tool_calls = 5\nrequire_edit = true\n")
         self.id: str | None = None
         self.took: list[float] = []
 
