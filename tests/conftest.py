@@ -112,6 +112,9 @@ def isolated(tmp_path, tmp_path_factory, monkeypatch, store_url):
     monkeypatch.delenv("AUDITOR_STATE_DIR", raising=False)
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     monkeypatch.setenv("AUDITOR_WORKER_IDLE", "5")  # a hook's worker does not outlive its test
+    # The hook tests keep their transcripts in tmp_path, a place the agents' own folders are
+    # not: allowed as a user would allow it (test_transcript_places tests without it).
+    monkeypatch.setenv("AUDITOR_TRANSCRIPT_DIRS", str(tmp_path))
     for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     return tmp_path

@@ -200,6 +200,13 @@ def user_texts(body: dict) -> list[str]:
     ]
 
 
+@pytest.fixture(autouse=True)
+def the_agents_own_folders(monkeypatch):
+    """The hooks take the transcripts from where the agent really writes them (no
+    AUDITOR_TRANSCRIPT_DIRS, which the other tests set to tmp_path)."""
+    monkeypatch.delenv("AUDITOR_TRANSCRIPT_DIRS", raising=False)
+
+
 @pytest.fixture
 def observer():
     stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": ""})))

@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from helpers.agents import GEMINI_CLI, require
 from helpers.gemini_api_server import MODEL, GeminiApiServer, Turn, call, say, think
 from helpers.live import auditor_argv, rows
@@ -57,6 +58,13 @@ FILES = {
     "a.txt": "t3a-content\n",
     "b.txt": "t3b-content\n",
 }
+
+
+@pytest.fixture(autouse=True)
+def the_agents_own_folders(monkeypatch):
+    """The hooks take the transcripts from where the agent really writes them (no
+    AUDITOR_TRANSCRIPT_DIRS, which the other tests set to tmp_path)."""
+    monkeypatch.delenv("AUDITOR_TRANSCRIPT_DIRS", raising=False)
 
 
 def wait_for(what, why: str, timeout: float = 30.0) -> None:

@@ -55,6 +55,7 @@ import sys
 import time
 
 from ..client_texts import written_by_client
+from .transcript_places import refusal
 
 # The agents whose formats declare live hooks (`LiveHooks`), and their own names for the events
 # auditor handles: a copy of those declarations, since the fast path loads no plugin (a test
@@ -105,8 +106,6 @@ LAST_MESSAGE_KEPT = 1000
 # FIELD_KEPT characters (ids and paths are far shorter).
 STDIN_LIMIT = 64 << 20
 FIELD_KEPT = 4096
-# Transcripts are what the agents write: Claude Code and Codex JSON Lines, Gemini CLI JSON.
-TRANSCRIPT_SUFFIXES = (".jsonl", ".json")
 # Options of `auditor hook AGENT` that take a value (so that their value is not read as a flag).
 GLOBAL_VALUE_OPTIONS = ("--db",)
 
@@ -475,8 +474,9 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
     data["session_id"] = str(data["session_id"]).encode("utf-8", "replace").decode()
     for key in ("transcript_path", "agent_transcript_path"):
         path = data.get(key)
-        if path is not None and not _looks_like_transcript(path):
-            return "", f"ignored: {key} {str(path)[:200]!r} is not a .jsonl/.json file", {}
+        why = None if path is None else refusal(agent, key, path)
+        if why is not None:
+            return "", f"ignored: {why}", {}
     native = str(data.get("hook_event_name") or "Stop")
     event = EVENT_NAMES.get(agent, {}).get(native, native)
     thread = thread_of(agent, data)
@@ -712,18 +712,6 @@ def _done(sdir: str, thread: str) -> int:
             return int(json.loads(fh.read()).get(thread, 0))
     except (OSError, ValueError, TypeError, AttributeError):
         return 0
-
-
-def _looks_like_transcript(path) -> bool:
-    """True for a path an agent's transcript can have: a .jsonl or .json file (not
-    /etc/passwd, not a device, not a folder). A file that does not exist yet passes: the
-    agent may write it after the event."""
-    if not isinstance(path, str) or not path.endswith(TRANSCRIPT_SUFFIXES):
-        return False
-    try:
-        return os.path.isfile(path) or not os.path.exists(path)
-    except ValueError:  # a NUL in the path
-        return False
 
 
 def read_stdin() -> str:

@@ -89,6 +89,12 @@ def _payload(agent: str, raw: str) -> _Payload:
     if event == "SubagentStop" and agent == "claude-code" and data.get("agent_id"):
         thread = f"{session}/agent-{data['agent_id']}"
         path = data.get("agent_transcript_path") or path
+    if path is not None:
+        from .transcript_places import refusal
+
+        why = refusal(agent, "transcript_path", path)
+        if why is not None:
+            raise ValueError(why)
     transcript = Path(path).expanduser() if isinstance(path, str) and path else None
     last = data.get("last_assistant_message")
     info = {
