@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,3 +82,89 @@ def test_workers_go_on_or_stop_in_one_line_when_the_server_restarts(corpus, tmp_
     print(f"calls {len(stub.log)}, paid twice {resent}, exit codes {codes}")
     for _, err in ended:
         print(err.strip().splitlines()[-1])
+
+
+INGESTERS, RUN_WORKERS = 4, 3
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def fresh_copies(corpus, dest, copies: int) -> None:
+    """The corpus's Codex sessions `copies` times, each copy's ids its own: an ingest long
+    enough to be under way when the server restarts (the workers audit Claude Code only)."""
+    for copy in range(copies):
+        prefix = f"{copy:08x}"
+
+        def fresh(m: re.Match, prefix: str = prefix) -> str:
+            return prefix + m.group(0)[8:]
+
+        for src in (corpus / "codex").rglob("*.jsonl"):
+            out = dest / f"copy{copy}" / UUID.sub(fresh, str(src.relative_to(corpus)))
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(UUID.sub(fresh, src.read_text()))
+
+
+def test_ingesters_and_workers_at_the_issues_scale_survive_a_restart(corpus, tmp_path, own_server):
+    """4 ingesters and 3 workers (-j 2) against one server restarted mid-run: each goes on or
+    stops with one line saying to run it again; run again, each finishes; no traceback; paid
+    twice at most the calls in flight."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    for rel in SESSIONS:
+        shutil.copy(corpus / rel, sessions / os.path.basename(rel))
+    more = tmp_path / "more"
+    fresh_copies(corpus, more, 8)
+    own_server.admin().execute("CREATE DATABASE store")
+    db = own_server.url_base + "store"
+    base = [sys.executable, "-m", "auditor", "--db", db]
+    subprocess.run([*base, "ingest", "-q", str(sessions)], check=True, timeout=300)
+    env = {**os.environ, "GEMINI_API_KEY": "AIza-TEST-dummy"}
+    stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": None}), delay=0.3))
+    env["GOOGLE_GEMINI_BASE_URL"] = stub.url
+    run = [*base, "run", "--observer", "gemini", "--max-retries", "0", "-j", str(CONCURRENCY)]
+    run += [*GATE, "--agent", "claude-code"]
+    ingest = [
+        [*base, "ingest", "-q", "--source", f"machine-{i}", str(more)] for i in range(INGESTERS)
+    ]
+
+    def start(argv):
+        return subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    try:
+        procs = [start(argv) for argv in ingest] + [start(run) for _ in range(RUN_WORKERS)]
+        deadline = time.monotonic() + 120
+        while len(verdicts(db)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        under_way = [p.poll() is None for p in procs]
+        own_server.restart()
+        ended = [p.communicate(timeout=600) for p in procs]
+        codes = [p.returncode for p in procs]
+        # What a process that stopped says to do: run the same command again.
+        again = [
+            subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
+            for argv, code in zip([*ingest, *[run] * RUN_WORKERS], codes, strict=True)
+            if code != 0
+        ]
+    finally:
+        stub.close()
+    assert all(under_way), under_way  # every one of them was running at the restart
+    names = [f"ingester {i}" for i in range(INGESTERS)] + [
+        f"worker {i}" for i in range(RUN_WORKERS)
+    ]
+    for name, (_, err), code in zip(names, ended, codes, strict=True):
+        assert "Traceback" not in err, f"{name} (exit {code}):\n{err[-6000:]}"
+        if code != 0:
+            said = err.strip().splitlines()[-1]
+            assert said.startswith("Error: ") and "run the same command again" in said, said
+    assert [a.returncode for a in again] == [0] * len(again), [a.stderr[-2000:] for a in again]
+    rows = verdicts(db)
+    answered = Counter(cp for cp, status, _ in rows if status == "ok")
+    assert set(answered.values()) == {1}  # none recorded twice
+    assert not [r for r in rows if r[1] == "error"]  # no call failed for the store's sake
+    sent = Counter(json.dumps(r["body"], sort_keys=True) for r in stub.log)
+    resent = sum(n - 1 for n in sent.values())
+    assert resent <= RUN_WORKERS * CONCURRENCY, resent  # at most the calls in flight
+    print(f"calls {len(stub.log)}, paid twice {resent}, exit codes {codes}")
+    for _, err in ended:
+        print((err.strip().splitlines() or [""])[-1])

@@ -69,7 +69,7 @@ class Planner:
         """Plan `thread`'s checkpoints a few at a time (one transaction each), so that its first
         calls start while the rest is planned, and no transaction stays open between them.
         The (message, kind) that `passed_over` returns for a chunk are left out unrendered."""
-        messages = load_messages(self.engine, thread.id)
+        messages = retry_lost(load_messages, self.engine, thread.id)
         checkpoints = find_checkpoints(thread.id, messages, self.gate_config["mode"])
         for start in range(0, len(checkpoints), PLAN_CHUNK):
             chunk = checkpoints[start : start + PLAN_CHUNK]

@@ -151,7 +151,7 @@ class LeasedSharing(LocalSharing):
         while waiting:
             time.sleep(WAIT_FOR_THREADS)
             keys = {self._thread_key(t): t for t in waiting}
-            gone, free = leases.unheld(self.engine, list(keys))
+            gone, free = retry_lost(leases.unheld, self.engine, list(keys))
             waiting = [t for key, t in keys.items() if key not in gone and key not in free]
             for key in gone | free:  # done, or left by a worker that died or stopped
                 status = self._take_thread(keys[key])
@@ -184,10 +184,10 @@ class LeasedSharing(LocalSharing):
         from .planner import PLAN_CHUNK
 
         thread_key = self._thread_key(thread)
-        gone, free = leases.unheld(self.engine, [thread_key])
+        gone, free = retry_lost(leases.unheld, self.engine, [thread_key])
         if gone or free:  # finished, or left by a worker that died: `jobs` takes it over
             return
-        messages = load_messages(self.engine, thread.id)
+        messages = retry_lost(load_messages, self.engine, thread.id)
         checkpoints = find_checkpoints(thread.id, messages, planner.gate_config["mode"])
         known = self._checkpoint_rows(thread.id)
         last_first = list(reversed(checkpoints))
@@ -201,11 +201,9 @@ class LeasedSharing(LocalSharing):
                 # holder of the thread makes whatever a helper that died left.
                 at = f"help\0{thread_key}\0{cp.message_id}\0{cp.kind}"
                 key = hashlib.sha256(at.encode()).hexdigest()
-                with self.engine.begin() as conn:
-                    if not leases.take(conn, key, None, self.owner, self.lease):
-                        continue  # another helper took it
-                with self.engine.begin() as conn:  # one checkpoint a transaction: no lock waits
-                    job = planner.plan_checkpoint(conn, cp, thread, messages)
+                if not retry_lost(self._take_help, key):
+                    continue  # another helper took it
+                job = retry_lost(self._plan_one, planner, cp, thread, messages)
                 if job is None or job.answered is not None:
                     self._let_go_help(key)
                     continue
@@ -214,8 +212,25 @@ class LeasedSharing(LocalSharing):
                     self._helping.add(key)  # until its call is over (`done`)
                 yield job
 
+    def _take_help(self, key: str) -> bool:
+        with self.engine.begin() as conn:
+            return leases.take(conn, key, None, self.owner, self.lease)
+
+    def _plan_one(self, planner: Planner, cp, thread, messages: list) -> Job | None:
+        counts = self.summary.counts()
+        try:
+            with self.engine.begin() as conn:  # one checkpoint a transaction: no lock waits
+                return planner.plan_checkpoint(conn, cp, thread, messages)
+        except Exception:
+            self.summary.restore_counts(counts)  # nothing of it was committed
+            raise
+
     def _checkpoint_rows(self, thread_id: int) -> dict[tuple[str, str], Any]:
-        """The thread's recorded checkpoints by (message, kind): id and the gate's decision."""
+        """The thread's recorded checkpoints by (message, kind): id and the gate's decision
+        (read again while a restarted server comes back, as every statement here)."""
+        return retry_lost(self._read_checkpoint_rows, thread_id)
+
+    def _read_checkpoint_rows(self, thread_id: int) -> dict[tuple[str, str], Any]:
         c = s.Checkpoint.__table__
         q = select(c.c.id, c.c.message_native_id, c.c.kind, c.c.gate_audit)
         with self.engine.connect() as conn:
@@ -231,9 +246,19 @@ class LeasedSharing(LocalSharing):
             known[(cp.message_id, cp.kind)] for cp in chunk if (cp.message_id, cp.kind) in known
         ]
         ids = [r.id for r in rows]
+        answered = retry_lost(self._answered, ids)
+        if helping:
+            answered |= retry_lost(leases.taken, self.engine, ids)
+        return {
+            (r.message_native_id, r.kind)
+            for r in rows
+            if r.id in answered or (helping and not r.gate_audit)
+        }
+
+    def _answered(self, ids: list[int]) -> set[int]:
         v, o = s.Verdict, self.observing
         with self.engine.connect() as conn:
-            answered = set(
+            return set(
                 conn.execute(
                     select(v.checkpoint_id).where(
                         v.checkpoint_id.in_(ids),
@@ -246,13 +271,6 @@ class LeasedSharing(LocalSharing):
                     )
                 ).scalars()
             )
-        if helping:
-            answered |= leases.taken(self.engine, ids)
-        return {
-            (r.message_native_id, r.kind)
-            for r in rows
-            if r.id in answered or (helping and not r.gate_audit)
-        }
 
     def done(self, job: Job) -> None:
         self._done_with(job.thread_lease)
@@ -264,8 +282,11 @@ class LeasedSharing(LocalSharing):
                 self._let_go_help(job.helping)
 
     def _let_go_help(self, key: str) -> None:
-        with self.engine.begin() as conn:
-            leases.release(conn, key, self.owner)
+        def let_go() -> None:
+            with self.engine.begin() as conn:
+                leases.release(conn, key, self.owner)
+
+        retry_lost(let_go)
 
     def _thread_key(self, thread) -> str:
         """The thread as it stands (its messages) with this run's observer, model and prompt."""

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text, update
-from sqlalchemy.exc import DBAPIError, StatementError
+from sqlalchemy.exc import DBAPIError, PendingRollbackError, StatementError
 
 from ..errors import FormatError
 from ..model import BOM, Cursor, Message, Notice, Problem, Reread, ThreadInfo, Usage
 from ..store import events, search
 from ..store import schema as s
-from ..store.db import upsert, utcnow
+from ..store.db import connection_lost, upsert, utcnow
 from . import guidance
 from .bulk_rows import RowBatch, refresh_threads
 from .transcript_files import HEAD_BYTES, fingerprints, iter_files, past_bad_lines
@@ -235,8 +235,18 @@ class Ingester:
                 summary.notes.extend(result.notes)
                 if progress:
                     progress(result)
-        finally:
-            self._commit(force=True)
+        except BaseException:
+            # Ctrl-C, a parser's bug: what was read is still committed. A server that went
+            # away took the group with it: the error that says so is the one raised.
+            try:
+                self._commit(force=True)
+            except Exception as exc:
+                # The connection the group was on is gone or unusable (PendingRollbackError):
+                # nothing of it can be committed, and the first error says why.
+                if not (connection_lost(exc) or isinstance(exc, PendingRollbackError)):
+                    raise
+            raise
+        self._commit(force=True)
         summary.threads = len(self.grown_threads)
         return summary
 
@@ -590,6 +600,8 @@ class Ingester:
             self._group_indexed += batch.indexed
             self._group_unindexed |= batch.unindexed
         except Exception as exc:  # noqa: BLE001 - the store refused the file (disk full, locked...): undo it alone
+            if connection_lost(exc):
+                raise  # the whole group is undone: the command says so in one line
             if savepoint.is_active:
                 savepoint.rollback()
             self._forget_threads()  # threads it created are undone with it
