@@ -155,6 +155,11 @@ def test_a_transcript_full_of_markup_is_shown_as_text(engine, tmp_path):
     assert f"/work/{script}" in Dom(index).find("td")[2][2]  # the project path, as text
 
 
+def asked_checked(store, verdict: dict) -> dict:
+    inj.check_pending(store, [verdict])
+    return verdict
+
+
 def test_the_correction_box_says_its_cost_and_delivery_as_show_does(store, exported, tmp_path):
     """The verdict box carries what `auditor show` prints beside a verdict: the run, the cost,
     and whether the correction reached the agent; the signals come in place before it."""
@@ -174,7 +179,10 @@ def test_the_correction_box_says_its_cost_and_delivery_as_show_does(store, expor
     before = box(exported)
     assert before["id"] == f"v-{asked['id']}"
     assert before["cost"] == cost_text(asked) == f"${asked['cost_usd']:.4f}"
-    assert before["delivery"] == "not delivered yet (`auditor inject` sends it)"
+    # the thread went on after the checkpoint: the page says the loop guard will hold it back,
+    # as `auditor show` does, rather than promising that `auditor inject` sends it
+    assert before["delivery"] == delivery_text(asked_checked(store, asked))
+    assert before["delivery"].startswith("not delivered; `auditor inject` will hold it back")
     assert before["facts"].startswith(f"run {asked['run_id']} · {before['cost']}")
     assert "signal " in before["signals"]
 

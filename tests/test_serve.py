@@ -29,6 +29,7 @@ from auditor.audit.run import run
 from auditor.audit.run_types import RunConfig
 from auditor.cli.main import cli
 from auditor.ingest.ingester import ingest
+from auditor.live.delivery import check_pending
 from auditor.plugins import get_plugin_manager
 from auditor.store.labels import stored_labels
 from auditor.store.verdict_rows import cost_text, delivery_text, list_verdicts
@@ -192,6 +193,7 @@ def test_a_thread_with_its_signals_and_verdicts_in_place(served, page, audited):
     [claims] = [
         v for v in list_verdicts(engine, corrections=True) if v["thread_native_id"] == "t-claims"
     ]
+    check_pending(engine, [claims])  # the page says what inject would do, as `show` does
     page.goto(served.url)
     follow(page, f"tr[data-thread='{claims['thread_id']}'] a.title")
     assert page.url == f"{served.url}threads/{claims['thread_id']}"

@@ -424,9 +424,9 @@ def verdicts(
 
     `auditor verdicts -c` lists the corrections; `auditor show THREAD` shows them in place.
     """
+    from ..live.delivery import check_pending
     from ..store.threads import empty_store_hint, find_thread
     from ..store.verdict_rows import format_verdict, list_verdicts
-    from .common import check_pending
 
     rows = list_verdicts(
         ctx.engine,

@@ -417,15 +417,3 @@ def run_options(fn):
         return fn(*args, config=run_config(**values), **kwargs)
 
     return observer_options(gate_options(wrapper))
-
-
-def check_pending(engine, verdicts: list[dict[str, Any]]) -> None:
-    """Mark each pending correction among `verdicts` (`list_verdicts` rows) with what the loop
-    guards would do at the next `auditor inject`: a correction is said to go out only where
-    they would let it (`will_hold`: the guard that holds it back, else None)."""
-    from ..live.delivery import preview
-
-    waiting = [v for v in verdicts if (v.get("delivery") or {}).get("status") == "pending"]
-    held = preview(engine, [v["id"] for v in waiting])
-    for v in waiting:
-        v["delivery"] = {**v["delivery"], "checked": True, "will_hold": held.get(v["id"])}

@@ -225,9 +225,9 @@ def show(ctx: Context, thread: str, full: bool, no_pager: bool, no_redact: bool)
     Secrets are shown as [REDACTED:kind] (--no-redact shows them) and terminal control
     sequences in the transcript (a title, a screen clear) are left out.
     """
+    from ..live.delivery import check_pending
     from ..store.threads import find_thread, load_messages
     from ..store.verdict_rows import checkpoint_notes
-    from .common import check_pending
     from .render import paged, show_thread
 
     th = find_thread(ctx.engine, thread)

@@ -352,12 +352,14 @@ def thread_page(
     """One thread's page: its messages, and at each checkpoint the signals that fire there and
     the verdicts given on it (with their cost and delivery), as `auditor show` prints them.
     `home` is where "all threads" leads (the index file, or `auditor serve`'s first page)."""
+    from ..live.delivery import check_pending
     from ..store.threads import find_thread, load_messages
     from ..store.verdict_rows import checkpoint_notes
 
     thread_row = find_thread(engine, str(row["id"]))
     loaded = load_messages(engine, row["id"])
     notes = checkpoint_notes(engine, plugins, thread_row, loaded)
+    check_pending(engine, [v for note in notes.values() for v in note.verdicts])
     messages = []
     for m in loaded:
         when = _when(m.timestamp)
