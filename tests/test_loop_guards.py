@@ -9,6 +9,7 @@ messages the user typed.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import uuid
@@ -278,3 +279,31 @@ def test_an_end_of_turn_the_user_answered_is_audited_in_every_inference_mode_and
     held = by_checkpoint["t-end"]
     assert held.status == "skipped" and held.error.startswith("user-wrote-again")
     assert by_checkpoint["t-ok"].status == "delivered"
+
+
+def test_a_deadline_passing_after_the_verdict_is_stored_adds_no_error_verdict(
+    stub, corpus, tmp_path, monkeypatch
+):
+    """The hook's deadline can pass between the observer's verdict being stored and the hook
+    noting the call done: the failure is recorded on the run, and the paid verdict stays the
+    checkpoint's only one (no second, error verdict for a call that was answered)."""
+    from auditor.live import sync_hook
+
+    session = copy_lines(
+        corpus / CC_SESSION, tmp_path / "projects" / "demo" / f"{SESSION_ID}.jsonl"
+    )
+    real_run = asyncio.run
+
+    def answered_then_late(coro, **kw):
+        if getattr(coro, "__name__", "") != "audit_checkpoint":
+            return real_run(coro, **kw)
+        real_run(coro, **kw)
+        raise sync_hook.DeadlinePassed("deadline exceeded: the hook ran past 30s")
+
+    monkeypatch.setattr(asyncio, "run", answered_then_late)
+    outcome, printed = stop(stub, session, tmp_path, AuditEverything())
+    assert (outcome.status, printed) == ("failed", "")
+    verdicts = rows(open_db(tmp_path / "auditor.db"), s.Verdict)
+    assert [(v.status, v.message) for v in verdicts] == [("ok", CORRECTION)]
+    [run_row] = rows(open_db(tmp_path / "auditor.db"), s.Run)
+    assert run_row.status == "failed" and "deadline exceeded" in run_row.error

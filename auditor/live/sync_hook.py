@@ -357,7 +357,7 @@ def record_failure(hook: Hook, error: str) -> int | None:
     from ..store.db import utcnow
 
     engine, agent, run_config, auditor = hook.store, hook.agent, hook.run_config, hook.auditor
-    if auditor is not None and hook.job is not None:
+    if auditor is not None and hook.job is not None and not _stored(engine, auditor, hook.job):
         auditor.abandon(hook.job, error, time.monotonic() - hook.call_started)
     if auditor is not None and auditor.summary.run_id is not None:
         auditor.recorder.finish_run("failed", error)
@@ -376,6 +376,28 @@ def record_failure(hook: Hook, error: str) -> int | None:
             )
             .returning(s.Run.id)
         ).scalar_one()
+
+
+def _stored(engine, auditor, job: Job) -> bool:
+    """Whether this run already stored a verdict for `job`: the deadline can pass after the
+    observer's answer was recorded and before the hook noted the call done, and that paid
+    answer is the checkpoint's verdict, not a call cut short."""
+    from sqlalchemy import select
+
+    from ..store import schema as s
+
+    v = s.Verdict.__table__.c
+    with engine.connect() as conn:
+        found = conn.execute(
+            select(v.id).where(
+                v.run_id == auditor.summary.run_id,
+                v.checkpoint_id == job.checkpoint_id,
+                v.critique_of.is_(None)
+                if job.critique_of is None
+                else v.critique_of == job.critique_of,
+            )
+        ).first()
+    return found is not None
 
 
 def run_hook(
