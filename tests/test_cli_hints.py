@@ -150,9 +150,15 @@ def test_every_command_a_message_or_the_readme_names_exists():
     for words in sorted(_commands_named_in_backticks()):
         command, known = cli, []
         for word in words:
-            if not isinstance(command, click.Group) or word not in command.commands:
+            # get_command, not .commands: `hook AGENT` is made for each agent a format declares
+            found = (
+                command.get_command(click.Context(command), word)
+                if isinstance(command, click.Group)
+                else None
+            )
+            if found is None:
                 break
-            command, known = command.commands[word], [*known, word]
+            command, known = found, [*known, word]
         if not known or isinstance(command, click.Group) and len(words) > len(known):
             if not words[len(known)].isupper():  # a placeholder: `auditor hook AGENT`
                 unknown.append(" ".join(words))
