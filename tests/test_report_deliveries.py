@@ -38,7 +38,7 @@ def fates(engine, tmp_path):
     [taken] = [c for c in inj.pending(engine) if c.thread == "t-taken"]
     key, _ = inj.turn_facts(load_messages(engine, taken.thread_id), taken.checkpoint_message)
     with engine.begin() as conn:
-        inj._record(
+        inj.record(
             conn, taken, "claude-code", inj.SKIPPED, key, error=inj.taken_back("UserPromptSubmit")
         )
         v = s.Verdict.__table__
