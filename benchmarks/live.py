@@ -187,7 +187,8 @@ def replay(lines: list[bytes], limit: int | None, work: Path, copies: int = 1) -
     events = plan_events(lines)
     if limit:
         events = events[:limit]
-    transcript = work / "projects" / "-home-u-proj" / f"{session_id}.jsonl"
+    # Where Claude Code keeps it (HOME is `work`): the hook reads transcripts only there.
+    transcript = work / ".claude" / "projects" / "-home-u-proj" / f"{session_id}.jsonl"
     transcript.parent.mkdir(parents=True)
     transcript.write_bytes(b"")
     stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": ""})))
