@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+import sys
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -217,3 +218,47 @@ def test_a_driver_auditor_does_not_install_is_named_with_the_one_it_does(monkeyp
     monkeypatch.setattr(builtins, "__import__", no_psycopg2)
     with pytest.raises(DatabaseError, match=r"use postgresql\+psycopg://"):
         db.open_db("postgresql+psycopg2://a:b@127.0.0.1:1/d")
+
+
+def _schema(path) -> list[tuple]:
+    """A SQLite store's schema objects, each table's lines in sorted order: the migrations'
+    table rebuilds (batch steps) write a table's constraints in no fixed order."""
+    from auditor.store.new_store import schema_rows
+
+    with sqlite3.connect(path) as conn:
+        rows = schema_rows(conn)
+        fts_config = conn.execute("SELECT * FROM search_fts_config").fetchall()
+        version = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    conn.close()
+    lines = [
+        (kind, name, table, sorted(line.strip().rstrip(",") for line in sql.splitlines()))
+        for kind, name, table, sql in rows
+    ]
+    return [*lines, ("fts config", fts_config), ("version", version)]
+
+
+def test_a_new_sqlite_store_is_made_in_one_step_as_the_migrations_make_it(tmp_path):
+    """A new store gets the schema the migrations end at in one step, without Alembic (which
+    costs more than reading a small corpus); every migration run one by one gives the same."""
+    one_step = tmp_path / "one-step.db"
+    code = (
+        "import sys; from auditor.store.db import open_db; open_db(sys.argv[1]).dispose(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(one_step)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+    migrated = tmp_path / "migrated.db"
+    db.run_migrations(db.create(f"sqlite:///{migrated}"))
+    assert _schema(one_step) == _schema(migrated)
+    assert _schema(one_step)[-1] == ("version", [(db.head_revision(),)])
+
+
+def test_the_one_step_schema_is_at_the_head_of_the_migrations():
+    from auditor.store import new_store
+
+    assert new_store.usable(), (
+        f"{new_store.snapshot_path().name} is not at the head revision {db.head_revision()}: "
+        "after adding a migration, run `python -m auditor_migrations.write_sqlite_head` to write it again"
+    )

@@ -342,7 +342,12 @@ def upgrade(engine: Engine) -> None:
     """Migrate the database to head (a no-op when it already is)."""
     if _is_current(engine):
         return
-    from alembic import command
+    if engine.dialect.name == "sqlite":
+        from .new_store import create_if_new
+
+        with engine.connect() as conn:
+            if create_if_new(conn.connection.driver_connection):
+                return
     from alembic.script import ScriptDirectory
 
     url = engine.url.render_as_string(hide_password=False)
@@ -361,6 +366,15 @@ def upgrade(engine: Engine) -> None:
                 "written by a newer auditor. Upgrade auditor (pip install -U auditor) or point "
                 "--db at another database."
             ) from None
+    run_migrations(engine)
+
+
+def run_migrations(engine: Engine) -> None:
+    """Run Alembic's migrations up to head (a new SQLite store is made by `upgrade` in one
+    step instead, see `auditor.store.new_store`)."""
+    from alembic import command
+
+    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as conn:
         _lock_for_migration(conn)
         cfg.attributes["connection"] = conn
