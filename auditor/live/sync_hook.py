@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy import Engine
 
-    from ..audit.run import Auditor
-    from ..audit.run_types import Job
+    from ..audit.run import CheckpointNow
     from ..plugins import Plugins
 
 DEADLINE = 30.0
@@ -125,10 +124,7 @@ class Hook:
         self.timings: dict[str, float] = {}
         self.engine: Engine | None = None  # opened by `run`
         self.plugins: Plugins | None = None
-        self.auditor: Auditor | None = None
-        # The observer call under way, to record if the deadline cuts it short.
-        self.job: Job | None = None
-        self.call_started = 0.0
+        self.now: CheckpointNow | None = None  # the audit, with the call under way
 
     def _lap(self, name: str, since: float) -> float:
         now = time.monotonic()
@@ -149,6 +145,16 @@ class Hook:
 
     def remaining(self) -> float:
         return self.options.deadline - (time.monotonic() - self.started)
+
+    def _call_time(self) -> float:
+        """The seconds the observer call may take: what is left of the deadline, less room to
+        record and deliver its answer."""
+        seconds = self.remaining() - MARGIN
+        if seconds <= 0:
+            raise DeadlinePassed(
+                f"deadline exceeded: no time left for the observer call within {self.options.deadline:g}s"
+            )
+        return seconds
 
     # -- the steps ------------------------------------------------------------------------
     def _ingest(self, path: Path | None) -> None:
@@ -239,44 +245,19 @@ class Hook:
     ) -> HookOutcome:
         import asyncio
 
-        from ..audit.run import Auditor, audit_checkpoint
-        from ..errors import AuditorError
+        from ..audit.run import CheckpointNow
 
-        self.auditor = a = Auditor(self.store, self.registry, self.run_config)
-        a.recorder.start_run({"hook": {"agent": self.agent, **p.info}})
-        with self.store.begin() as conn:
-            job = a.planner.plan_checkpoint(conn, cp, thread, messages)
-        t = self._lap("gate+format", t)
-        if job is None:
-            a.recorder.finish_run("done")
-            reason = next(iter(a.summary.gated_out), "gated out")
-            return HookOutcome("silent", f"gate: {reason}", a.summary.run_id)
-        verdict_id = job.answered
-        if verdict_id is None:
-            try:
-                a.caller.ensure_usable()  # only now: a gated-out stop never needs the backend's SDK
-            except AuditorError as exc:
-                a.recorder.finish_run("failed", str(exc))
-                return HookOutcome("failed", str(exc), a.summary.run_id)
-            self.job, self.call_started = job, time.monotonic()
-            budget = self.remaining() - MARGIN
-            if budget <= 0:
-                raise DeadlinePassed(
-                    f"deadline exceeded: no time left for the observer call within {self.options.deadline:g}s"
-                )
-            verdict_id = asyncio.run(audit_checkpoint(a, job, deadline=budget))
-            self.job = None
-            t = self._lap("observer", t)
-            if verdict_id is None and job.answered is None:
-                a.recorder.finish_run("done")
-                return HookOutcome(
-                    "silent",
-                    "another auditor process is auditing this checkpoint",
-                    a.summary.run_id,
-                )
-            verdict_id = verdict_id or job.answered
-            assert verdict_id is not None  # one of the two, or it returned above
-        outcome = self._deliver(p, thread, messages, cp, verdict_id, stream)
+        now = self.now = CheckpointNow(self.store, self.registry, self.run_config)
+        a = now.auditor
+        note = {"hook": {"agent": self.agent, **p.info}}
+        checked = asyncio.run(now.audit(cp, thread, messages, note, self._call_time))
+        if now.call_seconds:
+            self.timings["observer"] = now.call_seconds
+        t = self._lap("gate+format", t + now.call_seconds)
+        if checked.verdict_id is None:
+            status = "failed" if checked.failed else "silent"
+            return HookOutcome(status, checked.why, a.summary.run_id)
+        outcome = self._deliver(p, thread, messages, cp, checked.verdict_id, stream)
         a.recorder.finish_run(
             "failed" if outcome.status == "failed" else "done",
             outcome.detail if outcome.status == "failed" else None,
@@ -356,9 +337,10 @@ def record_failure(hook: Hook, error: str) -> int | None:
     from ..store import schema as s
     from ..store.db import utcnow
 
-    engine, agent, run_config, auditor = hook.store, hook.agent, hook.run_config, hook.auditor
-    if auditor is not None and hook.job is not None and not _stored(engine, auditor, hook.job):
-        auditor.abandon(hook.job, error, time.monotonic() - hook.call_started)
+    engine, agent, run_config = hook.store, hook.agent, hook.run_config
+    auditor = hook.now.auditor if hook.now is not None else None
+    if hook.now is not None:
+        hook.now.cut_short(error)
     if auditor is not None and auditor.summary.run_id is not None:
         auditor.recorder.finish_run("failed", error)
         return auditor.summary.run_id
@@ -376,28 +358,6 @@ def record_failure(hook: Hook, error: str) -> int | None:
             )
             .returning(s.Run.id)
         ).scalar_one()
-
-
-def _stored(engine, auditor, job: Job) -> bool:
-    """Whether this run already stored a verdict for `job`: the deadline can pass after the
-    observer's answer was recorded and before the hook noted the call done, and that paid
-    answer is the checkpoint's verdict, not a call cut short."""
-    from sqlalchemy import select
-
-    from ..store import schema as s
-
-    v = s.Verdict.__table__.c
-    with engine.connect() as conn:
-        found = conn.execute(
-            select(v.id).where(
-                v.run_id == auditor.summary.run_id,
-                v.checkpoint_id == job.checkpoint_id,
-                v.critique_of.is_(None)
-                if job.critique_of is None
-                else v.critique_of == job.critique_of,
-            )
-        ).first()
-    return found is not None
 
 
 def run_hook(

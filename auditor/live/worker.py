@@ -34,12 +34,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import AuditorError
 from . import fast_path as live
 
 if TYPE_CHECKING:
-    from ..audit.run import Auditor
-    from ..audit.run_types import Job
+    from ..audit.run import CheckpointNow
 
 POLL = 0.05  # seconds between looks at the spool
 WATCH = 0.05  # seconds between looks at a transcript the worker waits on
@@ -64,9 +62,7 @@ class _Audit:
     start: int  # where the event's line starts in events.jsonl
     offset: int  # where it ends: a prompt recorded from here on came after it
     task: asyncio.Task | None = None
-    auditor: Auditor | None = None
-    job: Job | None = None
-    started: float = 0.0
+    now: CheckpointNow | None = None  # its run, once the transcript holds the checkpoint
     cancelled: bool = False
     why: str = ""
     running: bool = False  # its task has begun (a task cancelled before it begins runs nothing)
@@ -354,9 +350,9 @@ class Worker:
             self.log(
                 f"audit at {audit.event.get('hook_event_name')} failed: {type(exc).__name__}: {exc}"
             )
-            if audit.auditor is not None and audit.auditor.summary.run_id is not None:
+            if audit.now is not None and audit.now.auditor.summary.run_id is not None:
                 try:
-                    audit.auditor.recorder.finish_run("failed", f"{type(exc).__name__}: {exc}")
+                    audit.now.auditor.recorder.finish_run("failed", f"{type(exc).__name__}: {exc}")
                 except Exception:  # noqa: BLE001 - the audit's own failure is being reported; recording it must not hide it
                     pass
         finally:
@@ -375,21 +371,18 @@ class Worker:
 
     def _record_cancel(self, audit: _Audit) -> None:
         """Record a cancelled audit: its call as a `cancelled` verdict, its run as done."""
-        a, job = audit.auditor, audit.job
-        why = getattr(audit, "why", "cancelled")
-        if a is None:
+        now, why = audit.now, audit.why or "cancelled"
+        if now is None:
             return
-        took = time.monotonic() - audit.started if audit.started else 0.0
-        if job is not None and audit.started:
-            from .delivery import cancelled
+        from .delivery import cancelled
 
-            error = cancelled(why, took)
-            vid = a.abandon(job, error, took, status="cancelled")
+        took = now.took()
+        if (vid := now.cut_short(cancelled(why, took), status="cancelled")) is not None:
             self.log(f"verdict {vid}: cancelled {took:.1f}s into the call ({why})")
-        a.recorder.finish_run("done")
+        now.auditor.recorder.finish_run("done")
 
     async def _audit_inner(self, thread_native: str, t: _Thread, audit: _Audit) -> None:
-        from ..audit.run import Auditor, audit_checkpoint
+        from ..audit.run import CheckpointNow
 
         event = audit.event
         name = event.get("hook_event_name")
@@ -414,30 +407,14 @@ class Worker:
             self.log(f"{name}: nothing to audit (the transcript has no matching checkpoint)")
             return
         thread, messages, cp = found
-        a = audit.auditor = Auditor(self.engine, self.plugins, self.run_config)
-        a.recorder.start_run({"hook": {"agent": self.agent, "live": True, **_trigger(event)}})
-        with self.engine.begin() as conn:
-            job = a.planner.plan_checkpoint(conn, cp, thread, messages)
-        if job is None:
-            a.recorder.finish_run("done")
-            self.log(f"{name}: gate: {next(iter(a.summary.gated_out), 'gated out')}")
+        now = audit.now = CheckpointNow(self.engine, self.plugins, self.run_config)
+        note = {"hook": {"agent": self.agent, "live": True, **_trigger(event)}}
+        checked = await now.audit(cp, thread, messages, note, lambda: self.options.deadline)
+        if checked.verdict_id is None:
+            self.log(f"{name}: {checked.why}")
             return
-        verdict_id = job.answered
-        if verdict_id is None:
-            try:
-                a.caller.ensure_usable()
-            except AuditorError as exc:
-                a.recorder.finish_run("failed", str(exc))
-                self.log(str(exc))
-                return
-            audit.job, audit.started = job, time.monotonic()
-            verdict_id = await audit_checkpoint(a, job, deadline=self.options.deadline)
-            audit.job = None
-            if verdict_id is None:
-                a.recorder.finish_run("done")
-                return
-        a.recorder.finish_run("done")
-        self._stage(thread, messages, cp, verdict_id, audit)
+        now.auditor.recorder.finish_run("done")
+        self._stage(thread, messages, cp, checked.verdict_id, audit)
 
     def _waiting(self, thread_native: str) -> bool:
         """True when a correction for `thread_native` waits in the outbox."""
