@@ -29,7 +29,8 @@ tells the observer most per token is cut last: tool output of earlier turns goes
 output of the turn being judged (results before the calls' inputs, keeping the head, the tail,
 failure lines and summary lines such as `3 passed`), then whole tool calls, marked `[... N tool
 calls omitted ...]` (of earlier turns, a call that committed or staged a file holding
-credentials goes last, with the turns' endings: what it did outlasts its turn); runs a later run of the same command superseded, then reads and searches,
+credentials, and the last run of each test command, go last, with the turns' endings: what
+they did or showed outlasts their turn); runs a later run of the same command superseded, then reads and searches,
 then the rest, failures last. The agent's own words in that turn (its plans, its claims) are
 abbreviated or left out only when none of its tool output is left to cut. Typed user messages,
 course corrections and the agent's final message are never cut or left out; when they alone
@@ -76,6 +77,7 @@ from .formatter_text import (
     fence,
     quote,
     render_tool_input,
+    sums_up_tests,
     takes_in_credentials,
     value_text,
 )
@@ -107,6 +109,7 @@ class Unit:
     failed: bool = False  # a tool call whose result is an error or shows a failure
     acts: bool = False  # a tool call that edits files or runs a command (not a read or search)
     replies: bool = False  # a tool call whose result carries the user's own words
+    tests: bool = False  # a tool call whose result sums up a test run (or a type check)
     answered: bool = False  # the agent's last message before the user spoke last
     level: int = 0
     dropped: bool = False
@@ -305,6 +308,7 @@ def _assistant_units(
             tool_input = b.tool_input if isinstance(b.tool_input, dict) else {}
             unit.acts = bool(b.is_file_edit or COMMAND_KEYS & tool_input.keys())
             unit.replies = bool(result and _user_reply(result.text or ""))
+            unit.tests = bool(result and sums_up_tests(result.text or ""))
             # A commit that took in a credentials file matters after its turn: kept longer.
             unit.late = late or bool(result and takes_in_credentials(result.text or ""))
             out.append(unit)
@@ -537,6 +541,13 @@ def build_units(messages: list) -> list[Unit]:
         u.pos = pos
         if u.protected and u.kind == NOTE:
             u.kind = SAID
+    # How the tests stood when an earlier turn ended lasts past that turn: the last run of each
+    # test command before the turn being judged is kept as long as the turns' endings.
+    last_runs: set[str] = set()
+    for u in reversed(units):
+        if u.tests and not u.current and u.key not in last_runs:
+            last_runs.add(u.key)
+            u.late = True
     return units
 
 

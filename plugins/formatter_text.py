@@ -56,10 +56,17 @@ _CREDENTIAL_FILE = (
     r"(?:^|[\s/'\"])(?:\.env(?:\.[\w-]+)?|auth\.json|credentials(?:\.\w+)?|secrets?\.\w+|id_[rde]sa\w*"
     r"|[\w.-]+\.pem|\.netrc|\.npmrc|\.pypirc)(?=$|[\s'\"])"
 )
+_TEST_SUMMARY = (
+    r"^(?:> )?[^\w\n]*collected \d+ items?\b|^(?:> )?=+ .*\b(?:passed|failed|errors?|no tests ran)\b.* in [\d.]+m?s\b"
+    r"|^(?:> )?[ \t]*Tests?(?: Files| Suites)?:\s+\d|\btest result: |\bFound \d+ errors?\b"
+    # bun's and node's counts (` 2 pass`, ` 10 fail`, `# fail 10`), `Ran 12 tests in 0.1s`
+    # (unittest) or `across 3 files` (bun), and a coverage threshold (pytest-cov)
+    r"|^(?:> )?[ \t]*(?:\d+ (?:pass|fail)|# (?:pass|fail) \d+)[ \t]*$|\bRan \d+ tests? (?:in|across)\b"
+    r"|\bRequired test coverage of [\d.]+% (?:not )?reached\b"
+)
 _DECISIVE = re.compile(
-    r"^(?:> )?\W*collected \d+ items?\b|^(?:> )?=+ .*\b(?:passed|failed|errors?|no tests ran)\b.* in [\d.]+m?s\b"
-    r"|^(?:> )?\s*Tests?(?: Files| Suites)?:\s+\d|\btest result: |\bFound \d+ errors?\b"
-    r"|^(?:> )?\[[\w./-]+(?: \(root-commit\))? [0-9a-f]{7,}\]|\b\d+ files? changed\b"
+    _TEST_SUMMARY
+    + r"|^(?:> )?\[[\w./-]+(?: \(root-commit\))? [0-9a-f]{7,}\]|\b\d+ files? changed\b"
     r"|^(?:> )?(?:On branch |Your branch |nothing to commit|Changes (?:not staged|to be committed)|Untracked files:)"
     rf"|{_CREDENTIAL_FILE}",
     re.MULTILINE,
@@ -69,6 +76,15 @@ _DECISIVE = re.compile(
 _CREDENTIALS_TAKEN = re.compile(
     rf"^(?:> )?\s*(?:create mode \d+|new file:|A  |add ').*{_CREDENTIAL_FILE}", re.MULTILINE
 )
+
+
+_TEST_SUMMARY_LINE = re.compile(_TEST_SUMMARY, re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=16384)
+def sums_up_tests(text: str) -> bool:
+    """True when a command's output holds a test runner's summary: how the tests stood then."""
+    return bool(text) and _TEST_SUMMARY_LINE.search(text) is not None
 
 
 def takes_in_credentials(text: str) -> bool:
@@ -146,7 +162,9 @@ def abbreviate(
     """Shorten `text` to about `limit` characters: the lines that decide first, then head and tail.
 
     Up to half the limit goes to chosen lines, in this order: lines matching `keep` (for a
-    command's output, FAILURE: its summary lines first, then its failures), then the lines
+    command's output, FAILURE: its summary lines first, those reporting a failure before the
+    others, then its failures; a summary line in the head or the tail is not cut to their
+    width either), then the lines
     around one that contains a `focus` string (what the checkpoint is about: a name the user or
     the agent quoted, a line the agent went on to replace), then a command's outcome lines and
     words of success; within a group the latest first, since a command's last words say how it
@@ -163,10 +181,15 @@ def abbreviate(
     budget = max(limit // 2, 120)
     first = (_DECISIVE, keep) if keep is FAILURE else (keep,)
     groups: list[Sequence[int]] = [_matching_lines(text, pattern) for pattern in first]
+    if keep is FAILURE:  # a summary that reports a failure goes before one that does not
+        failing = set(groups[1])
+        groups[0] = sorted(groups[0], key=lambda i: i not in failing)
     if focus:
         groups.append(_focus_lines(lines, focus))
     if keep is FAILURE:
         groups += [_matching_lines(text, pattern) for pattern in (_OUTCOME, _SUCCESS)]
+    # A decisive line shown as part of the head or the tail is not cut to their width either.
+    decisive = set(groups[0]) if keep is FAILURE else set()
     for group in groups:
         for line_no in group:
             if line_no in chosen:
@@ -202,7 +225,7 @@ def abbreviate(
         if i - previous > 1:
             gap = i - previous - 1
             out.append(f"[... {gap} line{'s' if gap > 1 else ''} cut ...]")
-        out.append(_cut_line(lines[i], _KEPT_LINE if i in chosen else line_cap))
+        out.append(_cut_line(lines[i], _KEPT_LINE if i in chosen or i in decisive else line_cap))
         previous = i
     if previous < len(lines) - 1:
         out.append(f"[... {len(lines) - 1 - previous} lines cut ...]")

@@ -931,3 +931,61 @@ def test_a_later_checkpoint_renders_only_the_calls_it_has_not_seen(monkeypatch):
     calls = [b for m in t.messages for b in m.blocks if b.kind == "tool_use"]
     assert len(calls) == 73
     assert rendered and {b.tool_use_id for b in rendered} == {calls[-1].tool_use_id}
+
+
+def test_bun_and_node_test_counts_are_a_summary_kept_from_a_long_run():
+    lines = ["bun test v1.2.10", ""]
+    for i in range(12):
+        lines += [f"error: expect(received).toHaveBeenCalledWith(expected) #{i}"]
+        lines += [f"      at <anonymous> (src/domain/workspace.test.ts:{100 + i}:29)"] * 8
+        lines += [f"(fail) Workspace Utils > case {i} [1.2ms]"]
+    lines += ["", " 2 pass", " 10 fail", " 14 expect() calls", "Ran 12 tests across 1 files."]
+    lines += ["ada@laptop task#016 %"]
+    short = abbreviate("\n".join(lines), 240)
+    # the two counts, next to each other as the runner printed them
+    assert "\n 2 pass\n 10 fail\n" in short
+    assert "Ran 12 tests across 1 files." in short
+    node = "\n".join([f"ok {i} - case {i}" for i in range(200)] + ["# tests 200", "# pass 199"])
+    assert "# pass 199" in abbreviate(node + "\n# fail 1\n# duration_ms 812", 200)
+
+
+def test_a_coverage_threshold_failure_comes_before_the_passing_count():
+    lines = ["============================= test session starts ==============================", ""]
+    lines += ["collected 66 items", ""]
+    lines += [
+        f"tests/test_{i}.py ......                                          [{i}%]"
+        for i in range(30)
+    ]
+    lines += ["TOTAL                              190      1     64      2    99%"]
+    lines += ["FAIL Required test coverage of 99% not reached. Total coverage: 98.82%"]
+    lines += ["============================== 66 passed in 3.84s =============================="]
+    short = abbreviate("\n".join(lines), 160)
+    assert "FAIL Required test coverage of 99% not reached. Total coverage: 98.82%" in short
+    assert "== 66 passed in 3.84s ==" in short
+
+
+def test_a_summary_after_a_blank_line_is_kept_itself():
+    text = "\n".join(["x" * 70] * 20 + ["", "collected 3 items"] + ["y" * 70] * 40)
+    assert "collected 3 items" in abbreviate(text, 300)
+
+
+def test_a_commit_header_in_the_head_of_a_cut_output_keeps_its_whole_line():
+    header = (
+        "[spotter-dov 64f1b9a] feat: unified transcript visualization and debug parity (spotter)"
+    )
+    files = [f" create mode 100644 lib/spotter/transcript/part_{i}.ex" for i in range(40)]
+    short = abbreviate("\n".join([header, " 41 files changed, 900 insertions(+)", *files]), 160)
+    assert header in short
+
+
+def test_an_earlier_turns_last_test_run_outlasts_the_other_old_calls():
+    t = long_session()
+    # In round 2 the agent's test run fails and nobody runs it again; more rounds follow.
+    at = next(i for i, m in enumerate(t.messages) if m.text == "now do round 2")
+    run = "\n".join([f"(pass) case {i}" for i in range(200)] + [" 2 pass", " 10 fail"])
+    tested = Thread().calls("Bash", run, command="bun test src/domain/workspace.test.ts")
+    t.messages[at:at] = tested.messages
+    out = render(end_turn(t), info(), t.messages, {"max_tokens": 3000})
+    assert "command: make step2-5" not in out  # its neighbours in that turn are left out
+    assert "command: bun test src/domain/workspace.test.ts" in out
+    assert "\n 2 pass\n 10 fail" in out
