@@ -166,6 +166,11 @@ class Cursor:
     offset: int = 0
     line: int = 0
     state: dict[str, Any] = field(default_factory=dict)
+    # Set by the ingest engine to bound one read (a live worker reads so much of a file per
+    # hook event): `read_jsonl` stops at the first line boundary at or past this offset, as if
+    # the file ended there, and a line over the limit being passed over stops here too (the
+    # next read goes on passing it over). Not kept between reads.
+    until: int | None = None
 
 
 @dataclass(frozen=True)

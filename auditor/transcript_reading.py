@@ -35,17 +35,31 @@ _JSON_TYPES = {
 }
 
 
-def _skip_line(fh) -> int:
+def _skip_line(fh, most: int | None = None) -> tuple[int, bool]:
     """Move `fh` past the rest of the current line (its newline included), reading 1 MB at a
-    time; return how many bytes that was."""
+    time, or past `most` bytes of it at most; return how many bytes that was, and whether the
+    line's end (or the file's) was reached."""
     skipped = 0
-    while chunk := fh.read(1 << 20):
+    while most is None or skipped < most:
+        size = 1 << 20 if most is None else min(1 << 20, most - skipped)
+        chunk = fh.read(size)
+        if not chunk:
+            return skipped, True
         end = chunk.find(b"\n")
         if end >= 0:
             fh.seek(end + 1 - len(chunk), os.SEEK_CUR)
-            return skipped + end + 1
+            return skipped + end + 1, True
         skipped += len(chunk)
-    return skipped
+    return skipped, False
+
+
+def _mid_line(fh, offset: int) -> bool:
+    """True when `offset` is inside a line: a bounded read stopped while passing over a line
+    too long to keep (every other read ends on a line's end)."""
+    if offset <= 0:
+        return False
+    fh.seek(offset - 1)
+    return fh.read(1) not in (b"\n", b"")
 
 
 def _too_long(size: int) -> str:
@@ -58,18 +72,44 @@ def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem
     The cursor moves past every complete line, good or malformed (a malformed line is reported
     once, not again on the next ingest). A last line without a newline that does not parse is
     reported as truncated and left unconsumed, so that it is read again once the agent has
-    finished writing it. Blank lines are skipped.
+    finished writing it. Blank lines are skipped. With `cursor.until`, reading stops there.
     """
     with open(path, "rb") as fh:
+        until = cursor.until
+
+        def room() -> int | None:
+            return None if until is None else max(until - cursor.offset, 0)
+
+        if _mid_line(fh, cursor.offset):
+            # The rest of a line too long to keep, which an earlier bounded read began to pass
+            # over (and reported): go on passing it over.
+            fh.seek(cursor.offset)
+            size, ended = _skip_line(fh, room())
+            cursor.offset += size
+            if not ended:
+                return
+            cursor.line += 1
         fh.seek(cursor.offset)
         line_no = cursor.line
-        while raw := fh.readline(LINE_LIMIT + 1):
+        while until is None or cursor.offset < until:
+            raw = fh.readline(LINE_LIMIT + 1)
+            if not raw:
+                break
             line_no += 1
             if len(raw) > LINE_LIMIT and not raw.endswith(b"\n"):
                 # Never held whole: a line this long is no agent's record (a file of NUL bytes,
                 # a dump gone wrong); it is passed over in chunks and reported.
-                size = len(raw) + _skip_line(fh)
+                left = room()
+                more, ended = _skip_line(fh, None if left is None else max(left - len(raw), 0))
+                size = len(raw) + more
                 cursor.offset += size
+                if not ended:  # the bounded read stops inside it; the next goes on
+                    yield Problem(
+                        f"line over {LINE_LIMIT >> 20} MB: {size:,} bytes passed over, "
+                        "the rest at the next read",
+                        line_no,
+                    )
+                    return
                 cursor.line = line_no
                 yield Problem(_too_long(size), line_no)
                 continue
@@ -131,7 +171,7 @@ def read_lines(path: Path, cursor: Cursor) -> Iterator[tuple[int, int, str] | Pr
             line_no += 1
             start = offset
             if len(raw) > LINE_LIMIT and not raw.endswith(b"\n"):
-                size = len(raw) + _skip_line(fh)
+                size = len(raw) + _skip_line(fh)[0]
                 offset += size
                 yield Problem(_too_long(size), line_no)
                 continue

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.live import CC_SESSION
 
 HUGE = 300 << 20
 RECORD = {
@@ -67,3 +68,42 @@ def test_a_huge_line_is_passed_over_in_bounded_memory(tmp_path):
     first = len(json.dumps(RECORD)) + 1
     assert f"s-huge.jsonl:2: line over 64 MB ({HUGE - first:,} bytes): skipped" in said, said
     assert peak < base + 2 * 64 + 32, (base, peak)  # a line limit read (and copied) at most
+
+
+def test_a_bounded_read_goes_on_where_the_last_stopped(corpus, tmp_path, monkeypatch):
+    """A live worker reads so much of a file per event (`read_limit`): reads of 8 KB each,
+    passing over a line too long to keep across several of them, end in the store one read of
+    the whole file gives."""
+    import auditor.transcript_reading
+    from auditor.ingest.ingester import Ingester
+    from auditor.plugins import get_plugin_manager
+    from auditor.store.db import open_db
+
+    monkeypatch.setattr(auditor.transcript_reading, "LINE_LIMIT", 4096)  # a 20 KB line is too long
+    lines = (corpus / CC_SESSION).read_bytes().splitlines(keepends=True)
+    path = tmp_path / "cc" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b"".join(lines[:12]) + b"\0" * 20_000 + b"\n" + b"".join(lines[12:]))
+
+    def stored(engine) -> list:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql(
+                "SELECT native_id, role, line, blocks FROM messages ORDER BY seq"
+            ).all()
+
+    plugins = get_plugin_manager()
+    whole = open_db(tmp_path / "whole.db")
+    Ingester(whole, plugins).run([path])
+    bounded = open_db(tmp_path / "bounded.db")
+    reads, unread = 0, [1]
+    while unread != [0]:
+        done = Ingester(bounded, plugins, read_limit=8192).run([path])
+        unread = [f.unread for f in done.files]
+        reads += 1
+        assert reads < 50
+    assert reads > path.stat().st_size // 8192 // 2  # it was read in parts
+    assert stored(bounded) == stored(whole) != []
+    with bounded.connect() as conn:
+        problems = conn.exec_driver_sql("SELECT line, error FROM ingest_errors").all()
+    [(line, said)] = problems  # the long line, said once
+    assert line == 13 and said.endswith("bytes passed over, the rest at the next read")

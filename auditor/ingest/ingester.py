@@ -3,12 +3,22 @@
 Each file is remembered (path, size, mtime, how far it was read and fingerprints of the bytes
 around that point). An unchanged file is skipped without being opened; an appendable (JSONL)
 file that grew is read from where the last ingest stopped; a file rewritten in place is read
-again from the start, replacing what it had contributed. Each file is stored in its own
-transaction, so a failure loses nothing that was already stored.
+again from the start, replacing what it had contributed.
+
+The store's write lock is never held while a file is parsed: what a parser yields is kept in
+memory (bounded: `PENDING_RECORDS` records, `PENDING_BYTES` of the files read, `COMMIT_SECONDS`)
+and then written in one short transaction, several small files together, each in a savepoint of
+its own so that a failure undoes that file alone. A file bigger than the bound is written in
+several such transactions; until its last one it is remembered as not read, so that an ingest
+stopped in between reads it again. Since the store may change while a file is parsed (another
+ingest, a live worker), each write first checks that the file's row is still as it was read;
+if not, that file is read again. A caller may also bound how much of a file one ingest reads
+(`read_limit`: a live worker, per hook event); the next ingest goes on from there.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 import time
@@ -33,8 +43,10 @@ from .transcript_files import HEAD_BYTES, fingerprints, iter_files, past_bad_lin
 if TYPE_CHECKING:
     from ..plugins import Plugins
 
-COMMIT_ROWS = 20000  # commit the group of files once this many messages are pending...
-COMMIT_SECONDS = 2.0  # ...or this long after the group began
+PENDING_RECORDS = 20000  # write what was parsed once this many records wait...
+PENDING_BYTES = 32 << 20  # ...or this many bytes of the files were read for them...
+COMMIT_SECONDS = 2.0  # ...or this long after the first of them was parsed
+STALE_RETRIES = 3  # times a file whose row another ingest changed meanwhile is read again
 _INFO_FIELDS = (
     "cwd",
     "git_branch",
@@ -60,6 +72,39 @@ class FileResult:
     known: int = 0  # messages read that the store already held (another machine's copy...)
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what its reader said that is no problem
+    unread: int = 0  # bytes left for the next ingest: this one read up to its `read_limit`
+
+
+@dataclass
+class _Reading:
+    """A file being read: what its parser gave that is not written yet, and what its writes
+    need to know."""
+
+    path: Path
+    st: os.stat_result
+    fmt: Any
+    status: str  # new | grown | rewritten
+    unvouched: bool
+    start: Cursor  # where this read began: what the store remembers until the read is written
+    cursor: Cursor  # where the parser got to
+    seen: tuple | None  # the file's row as this read found it (see `_row_key`)
+    result: FileResult
+    notes: list[str] = field(default_factory=list)  # what its reader said that is no problem
+    records: list = field(default_factory=list)  # parsed, not written yet
+    errors: list[tuple[str, int | None, str]] = field(default_factory=list)
+    extra_errors: int = 0
+    read: int = 0  # messages read; result.messages counts those the store gained
+    gained: dict[int, int] = field(default_factory=dict)
+    # True when something in the file was not stored (a record the store cannot take, a parser
+    # that stopped): the file is then not remembered as read, and the next ingest reads it again.
+    unfinished: bool = False
+    parsed: bool = False  # the parser has ended
+    file_id: int | None = None
+    begun: bool = False  # its first part is written
+    before: set[int] = field(default_factory=set)  # threads it fed before it was rewritten
+    threads: set[int] = field(default_factory=set)  # threads it feeds
+    stale: bool = False  # its row changed under it: read it again
+    dropped: bool = False  # the store refused it: nothing more is written
 
 
 @dataclass
@@ -128,8 +173,11 @@ class Ingester:
         format_name: str | None = None,
         source: str | None = None,
         include_forgotten: bool = False,
+        read_limit: int | None = None,
     ):
+        """`read_limit`: bytes of one file read at most by one `run` (None: all of it)."""
         self.engine = engine
+        self.read_limit = read_limit
         self.source = source or default_source()
         from ..store import forget
 
@@ -159,51 +207,90 @@ class Ingester:
         # whose texts are read back from the store instead: indexed when the group commits.
         self._group_indexed: list[tuple[int, str]] = []
         self._group_unindexed: set[int] = set()
-        self._c: Connection | None = None
         self._remember_stmt: Any = None
         self._thread_stmts: dict[tuple, object] = {}
-        self._pending = 0
-        self._pending_since = 0.0
+        # Writes waiting for the next transaction, in order; what they hold; the results to
+        # report once it commits; files to read again because their row changed meanwhile.
+        self._writes: list[Callable[[Connection], None]] = []
+        self._pending_records = 0
+        self._pending_bytes = 0
+        self._pending_since: float | None = None
+        self._written: list[FileResult] = []
+        self._again: list[tuple[Path, int]] = []
+        self._summary = IngestSummary()
+        self._progress: Callable[[FileResult], None] | None = None
 
-    # -- the write connection -------------------------------------------------------------
-    # Files are written in groups: one transaction for many small files (a commit costs far
-    # more than a small file), each file inside its own savepoint so that a failure undoes
-    # only that file. A stop at any moment loses nothing committed; what was not committed
-    # is simply read again next time, since its source_files row was not committed either.
-    def _conn(self) -> Connection:
-        if self._c is None:
-            self._c = self.engine.connect()
-            self._c.begin()
-            if self._c.dialect.name == "sqlite":
-                # pysqlite begins no transaction before a SAVEPOINT, so each file's savepoint
-                # would commit on release, apart from its threads' aggregates: begin the group's
-                # transaction here, taking the write lock now (waiting up to the busy timeout).
-                self._c.exec_driver_sql("BEGIN IMMEDIATE")
-            elif self._c.dialect.name == "postgresql":
-                # Ingesters on several machines write one group at a time, as SQLite's write
-                # lock has them do: no two groups upsert the same threads in different orders
-                # (a deadlock), and a file two of them read at once is stored once.
-                self._c.exec_driver_sql(f"SELECT pg_advisory_xact_lock({INGEST_LOCK})")
-            self._pending, self._pending_since = 0, time.monotonic()
-            self._group_threads = set()
-            self._group_indexed, self._group_unindexed = [], set()
-            self._group_since = self._c.execute(select(func.max(s.Message.id))).scalar() or 0
-        return self._c
+    # -- writing ------------------------------------------------------------------------
+    # Writes are queued and made together in one transaction (a commit costs far more than a
+    # small file), each file inside its own savepoint so that a failure undoes only that file.
+    # The transaction is open only while they are written, never while a file is parsed. A
+    # stop at any moment loses nothing committed; what was not committed is read again next
+    # time, since its source_files row was not committed either.
+    def _queue(self, write: Callable[[Connection], None], records: int = 0, size: int = 0) -> None:
+        if self._pending_since is None:
+            self._pending_since = time.monotonic()
+        self._writes.append(write)
+        self._pending_records += records
+        self._pending_bytes += size
 
-    def _commit(self, force: bool = False) -> None:
-        if self._c is None:
+    def _full(self, records: int = 0, size: int = 0) -> bool:
+        """True when what waits, with `records` and `size` more, is to be written now."""
+        if not (self._writes or records):
+            return False
+        since = self._pending_since
+        return (
+            self._pending_records + records >= PENDING_RECORDS
+            or self._pending_bytes + size >= PENDING_BYTES
+            or (since is not None and time.monotonic() - since > COMMIT_SECONDS)
+        )
+
+    def _flush(self) -> None:
+        """Make the queued writes in one transaction, then report the files they finished."""
+        if not self._writes:
             return
-        if (
-            force
-            or self._pending >= COMMIT_ROWS
-            or time.monotonic() - self._pending_since > COMMIT_SECONDS
-        ):
-            try:
-                self._finish_group(self._c)
-                self._c.commit()
-            finally:
-                self._c.close()
-                self._c = None
+        writes, self._writes = self._writes, []
+        self._pending_records = self._pending_bytes = 0
+        self._pending_since = None
+        try:
+            with self.engine.connect() as conn:
+                conn.begin()
+                if conn.dialect.name == "sqlite":
+                    # pysqlite begins no transaction before a SAVEPOINT, so each file's
+                    # savepoint would commit on release, apart from its threads' aggregates:
+                    # begin the group's transaction here, taking the write lock now (waiting up
+                    # to the busy timeout).
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                elif conn.dialect.name == "postgresql":
+                    # Ingesters on several machines write one group at a time, as SQLite's
+                    # write lock has them do: no two groups upsert the same threads in
+                    # different orders (a deadlock).
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({INGEST_LOCK})")
+                self._group_threads = set()
+                self._group_indexed, self._group_unindexed = [], set()
+                self._group_since = conn.execute(select(func.max(s.Message.id))).scalar() or 0
+                for write in writes:
+                    write(conn)
+                self._finish_group(conn)
+                conn.commit()
+        except BaseException:
+            self._forget_threads()  # ids of threads made in the group are undone with it
+            self._written = []
+            raise
+        written, self._written = self._written, []
+        for result in written:
+            self._report(result)
+
+    def _report(self, result: FileResult) -> None:
+        summary = self._summary
+        summary.files_seen += 1
+        summary.files.append(result)
+        setattr(summary, result.status, getattr(summary, result.status) + 1)
+        summary.messages += result.messages
+        summary.known += result.known
+        summary.errors.extend(result.errors)
+        summary.notes.extend(result.notes)
+        if self._progress:
+            self._progress(result)
 
     # -- public ---------------------------------------------------------------------------
     def run(
@@ -211,7 +298,8 @@ class Ingester:
         paths: Iterable[str | os.PathLike],
         progress: Callable[[FileResult], None] | None = None,
     ) -> IngestSummary:
-        summary = IngestSummary()
+        summary = self._summary = IngestSummary()
+        self._progress = progress
 
         def walk_error(path: str, message: str) -> None:
             line = f"{path}: {message}"
@@ -222,43 +310,40 @@ class Ingester:
         try:
             patterns = [p for f in self.formats for p in getattr(f, "file_patterns", ())]
             for path in iter_files(paths, walk_error, patterns):
-                result = self.ingest_file(path)
-                if result.status != "skipped":
-                    events.record_file(self._conn(), result)
-                self._commit()
-                summary.files_seen += 1
-                summary.files.append(result)
-                setattr(summary, result.status, getattr(summary, result.status) + 1)
-                summary.messages += result.messages
-                summary.known += result.known
-                summary.errors.extend(result.errors)
-                summary.notes.extend(result.notes)
-                if progress:
-                    progress(result)
+                self.ingest_file(path)
+                self._read_again()
+            self._flush()
+            self._read_again()
         except BaseException:
-            # Ctrl-C, a parser's bug: what was read is still committed. A server that went
-            # away took the group with it: the error that says so is the one raised.
+            # Ctrl-C, a parser's bug: what was parsed and checked is still written. A server
+            # that went away took the group being written with it: the error that says so is
+            # the one raised.
             try:
-                self._commit(force=True)
+                self._flush()
             except Exception as exc:
                 # The connection the group was on is gone or unusable (PendingRollbackError):
                 # nothing of it can be committed, and the first error says why.
                 if not (connection_lost(exc) or isinstance(exc, PendingRollbackError)):
                     raise
             raise
-        self._commit(force=True)
         summary.threads = len(self.grown_threads)
         return summary
 
-    def ingest_file(self, path: Path) -> FileResult:
+    def _read_again(self) -> None:
+        """Read again the files whose row another ingest changed while they were parsed."""
+        while self._again:
+            path, tries = self._again.pop(0)
+            self.ingest_file(path, tries)
+            self._flush()
+
+    def ingest_file(self, path: Path, tries: int = 0) -> None:
+        """Read `path` and queue what it gave (written by the next `_flush`)."""
         spath = str(path)
         try:
             st = path.stat()
         except OSError as exc:
             return self._fail(spath, f"cannot read file: {exc.strerror or exc}")
-        conn = self._conn()
-        sql = _SOURCE_SQL if conn.dialect.paramstyle == "qmark" else _SOURCE_SQL.replace("?", "%s")
-        row = conn.exec_driver_sql(sql, (self.source, spath)).first()
+        row = self._source_row(spath)
         if (
             row is not None
             and row.size == st.st_size
@@ -266,12 +351,18 @@ class Ingester:
             # An unchanged file read as another format than the one forced is looked at again.
             and (self.forced is None or row.format == self.forced.name)
         ):
-            return FileResult(spath, "skipped", row.format)
+            return self._report(FileResult(spath, "skipped", row.format))
         if st.st_size == 0:
-            self._remember(spath, st, None, Cursor(), None)
             message = "empty file (0 bytes): nothing to ingest"
-            self._record_errors([(spath, None, message)])
-            return FileResult(spath, "empty", errors=[f"{spath}: {message}"])
+            result = FileResult(spath, "empty", errors=[f"{spath}: {message}"])
+
+            def empty(conn: Connection) -> None:
+                self._remember(spath, st, None, Cursor(), conn)
+                self._insert_errors(conn, [(spath, None, message)])
+                events.record_file(conn, result)
+                self._written.append(result)
+
+            return self._queue(empty)
         try:
             with open(path, "rb") as fh:
                 head = fh.read(HEAD_BYTES)
@@ -296,6 +387,13 @@ class Ingester:
             return self._fail(
                 spath, f"unknown transcript format (tried {names}); use --format NAME to force one"
             )
+        if self.read_limit is not None and not fmt.appendable and st.st_size > self.read_limit:
+            # A document is read whole: one over the limit is not read at all by this ingest.
+            return self._fail(
+                spath,
+                f"{st.st_size:,} bytes, over the {self.read_limit:,} this ingest reads of a "
+                "file: not read (`auditor ingest` reads it)",
+            )
 
         status, cursor = "new", Cursor()
         if row is not None:
@@ -312,7 +410,25 @@ class Ingester:
                 if isinstance(state, (str, bytes)):  # JSON text as SQLite hands it back
                     state = orjson.loads(state)
                 cursor = Cursor(row.offset, row.lines, dict(state or {}))
-        return self._parse_and_store(path, st, fmt, cursor, status, unvouched)
+        reading = _Reading(
+            path,
+            st,
+            fmt,
+            status,
+            unvouched,
+            start=_copy(cursor),
+            cursor=cursor,
+            seen=_row_key(row),
+            result=FileResult(spath, status, fmt.name),
+        )
+        self._parse(reading)
+        if reading.stale and tries < STALE_RETRIES:
+            self._again.append((path, tries + 1))
+
+    def _source_row(self, spath: str):
+        with self.engine.connect() as conn:
+            sql = _SOURCE_SQL if conn.dialect.paramstyle == "qmark" else _PG_SOURCE_SQL
+            return conn.exec_driver_sql(sql, (self.source, spath)).first()
 
     # -- internals ------------------------------------------------------------------------
     def _claimants(self, path: Path, head: bytes) -> Iterator:
@@ -333,13 +449,20 @@ class Ingester:
     def _detect(self, path: Path, head: bytes):
         return next(self._claimants(path, head), None)
 
-    def _fail(self, path: str, message: str, line: int | None = None) -> FileResult:
-        self._record_errors([(path, line, message)])
+    def _fail(self, path: str, message: str, line: int | None = None) -> None:
+        """Queue a file that could not be read, with its one line."""
         where = f"{path}:{line}" if line else path
-        return FileResult(path, "failed", errors=[f"{where}: {message}"])
+        result = FileResult(path, "failed", errors=[f"{where}: {message}"])
+
+        def failed(conn: Connection) -> None:
+            self._insert_errors(conn, [(path, line, message)])
+            events.record_file(conn, result)
+            self._written.append(result)
+
+        self._queue(failed)
 
     def _record_errors(self, rows: list[tuple[str, int | None, str]]) -> None:
-        self._insert_errors(self._conn(), rows)
+        self._queue(lambda conn: self._insert_errors(conn, rows))
 
     def _insert_errors(self, conn: Connection, rows: list[tuple[str, int | None, str]]) -> None:
         if rows:
@@ -365,7 +488,7 @@ class Ingester:
         st,
         fmt: str | None,
         cursor: Cursor,
-        conn: Connection | None,
+        conn: Connection,
         errors: int = 0,
         unread: bool = False,
     ):
@@ -389,7 +512,7 @@ class Ingester:
             "error_count": errors,
         }
 
-        c = conn if conn is not None else self._conn()
+        c = conn
         if self._remember_stmt is None:  # built once: statement construction is not free
             stmt = upsert(c, s.SourceFile.__table__).values({k: bindparam(k) for k in values})
             self._remember_stmt = stmt.on_conflict_do_update(
@@ -480,80 +603,131 @@ class Ingester:
         self._file_threads.add(thread_id)
         return thread_id
 
-    def _parse_and_store(
-        self, path: Path, st, fmt, cursor: Cursor, status: str, unvouched: bool = False
-    ) -> FileResult:
-        spath = str(path)
-        result = FileResult(spath, status, fmt.name)
-        errors: list[tuple[str, int | None, str]] = []
-        notes: list[str] = []
-        extra_errors = 0
-        conn = self._conn()
+    def _parse(self, r: _Reading) -> None:
+        """Parse `r`'s file with no transaction open, queueing what it gives in parts: the
+        lock is taken to write a part, never while the parser runs."""
+        spath = str(r.path)
+        fmt = r.fmt
+        if self.read_limit is not None and fmt.appendable:
+            r.cursor.until = r.cursor.offset + self.read_limit
+        if self._pending_since is None:
+            self._pending_since = time.monotonic()
+        records = iter(fmt.parse(r.path, r.cursor))
+        offset = r.cursor.offset  # how far the parts queued so far read
+        while True:
+            try:
+                rec = next(records)
+            except StopIteration:
+                break
+            except Reread as exc:
+                if r.status == "grown":  # the tail changed what was read before
+                    # Read the whole file again from the start, replacing what it gave.
+                    self._flush()  # its parts written so far: the new read's row is theirs
+                    if r.stale or r.dropped:
+                        return
+                    again = _Reading(
+                        r.path,
+                        r.st,
+                        fmt,
+                        "rewritten",
+                        r.unvouched,
+                        start=Cursor(),
+                        cursor=Cursor(),
+                        seen=r.seen,
+                        result=FileResult(spath, "rewritten", fmt.name),
+                    )
+                    self._forget_threads()
+                    self._parse(again)
+                    r.stale = again.stale
+                    return
+                r.errors.append((spath, r.cursor.line or None, f"{fmt.name} parser: {exc}"))
+                r.result.status, r.unfinished = "failed", True
+                break
+            except Exception as exc:  # noqa: BLE001 - a parser bug: keep what was read, say where it stopped
+                r.errors.append(
+                    (
+                        spath,
+                        r.cursor.line or None,
+                        f"{fmt.name} parser failed: {type(exc).__name__}: {exc}",
+                    )
+                )
+                r.result.status, r.unfinished = "failed", True
+                break
+            if isinstance(rec, Problem):
+                if len(r.errors) < MAX_ERRORS_PER_FILE:
+                    r.errors.append((spath, rec.line, rec.message))
+                else:
+                    r.extra_errors += 1
+                continue
+            if isinstance(rec, Notice):
+                r.notes.append(_error_line(spath, rec.line, rec.message))
+                continue
+            if self._forgotten and self._is_forgotten(fmt.agent, rec):
+                continue
+            r.records.append(rec)
+            # A forced format on a file nobody recognises is written whole or not at all.
+            if not r.unvouched and self._full(len(r.records), r.cursor.offset - offset):
+                self._queue_part(r, False, r.cursor.offset - offset)
+                offset = r.cursor.offset
+                self._flush()
+                self._pending_since = time.monotonic()
+                if r.stale or r.dropped:
+                    return
+        self._queue_part(r, True, r.cursor.offset - offset)
+
+    def _queue_part(self, r: _Reading, final: bool, size: int) -> None:
+        part, r.records = r.records, []
+        cursor = _copy(r.cursor)
+        self._queue(lambda conn: self._write_part(conn, r, part, final, cursor), len(part), size)
+
+    def _write_part(
+        self, conn: Connection, r: _Reading, part: list, final: bool, cursor: Cursor
+    ) -> None:
+        """Write a part of what `r`'s file gave, the last one with how far it was read."""
+        if r.stale or r.dropped:
+            return
+        spath, fmt, st = str(r.path), r.fmt, r.st
         savepoint = conn.begin_nested()
         try:
-            file_id = self._remember(spath, st, fmt.name, Cursor(), conn)
-            before: set[int] = set()  # the threads the file fed before it was rewritten
-            self._file_threads = set()
-            if status == "rewritten":
-                # Everything this file contributed is read again; drop it so nothing stale stays.
-                t = s.Thread
-                before.update(conn.scalars(select(t.id).where(t.source_file_id == file_id)))
-                for table in (s.Message, s.ToolCall, s.TokenUsage):
-                    before.update(
-                        conn.scalars(
-                            select(table.thread_id)
-                            .where(table.source_file_id == file_id)
-                            .distinct()
+            sql = _SOURCE_SQL if conn.dialect.paramstyle == "qmark" else _PG_SOURCE_SQL
+            if _row_key(conn.exec_driver_sql(sql, (self.source, spath)).first()) != r.seen:
+                # Another ingest (a live worker, another machine) wrote this file's row since
+                # it was looked up: what was parsed may be stale, so the file is read again.
+                savepoint.rollback()
+                r.stale = True
+                return
+            if not r.begun:
+                # Until its last part is written the file is remembered as not read, from where
+                # this read began: a stop in between reads it again (what is written twice is
+                # stored once).
+                r.file_id = self._remember(spath, st, fmt.name, r.start, conn, unread=True)
+                r.begun = True
+                r.seen = (st.st_size, -1, r.start.offset, fmt.name)
+                if r.status == "rewritten":
+                    # Everything this file contributed is read again; drop it so nothing stale
+                    # stays.
+                    t = s.Thread
+                    file_id = r.file_id
+                    r.before.update(conn.scalars(select(t.id).where(t.source_file_id == file_id)))
+                    for table in (s.Message, s.ToolCall, s.TokenUsage):
+                        r.before.update(
+                            conn.scalars(
+                                select(table.thread_id)
+                                .where(table.source_file_id == file_id)
+                                .distinct()
+                            )
                         )
-                    )
-                    conn.execute(delete(table).where(table.source_file_id == file_id))
+                        conn.execute(delete(table).where(table.source_file_id == file_id))
+            file_id = r.file_id
+            assert file_id is not None  # set by the first part
+            self._file_threads = r.threads
             batch = RowBatch(conn.dialect.name)
-            read = 0  # messages read from the file; result.messages counts those the store gained
-            gained: dict[int, int] = {}
-            # True when something in the file was not stored (a record the store cannot take, a
-            # parser that stopped): the file is then not remembered as read, and the next ingest
-            # reads it again.
-            unfinished = False
-            records = iter(fmt.parse(path, cursor))
-            reread = None
-            while True:
-                try:
-                    rec = next(records)
-                except StopIteration:
-                    break
-                except Reread as exc:
-                    if status == "grown":  # the tail changed what was read before
-                        reread = exc
-                        break
-                    errors.append((spath, cursor.line or None, f"{fmt.name} parser: {exc}"))
-                    result.status, unfinished = "failed", True
-                    break
-                except Exception as exc:  # noqa: BLE001 - a parser bug: keep what was read, say where it stopped
-                    errors.append(
-                        (
-                            spath,
-                            cursor.line or None,
-                            f"{fmt.name} parser failed: {type(exc).__name__}: {exc}",
-                        )
-                    )
-                    result.status, unfinished = "failed", True
-                    break
-                if isinstance(rec, Problem):
-                    if len(errors) < MAX_ERRORS_PER_FILE:
-                        errors.append((spath, rec.line, rec.message))
-                    else:
-                        extra_errors += 1
-                    continue
-                if isinstance(rec, Notice):
-                    notes.append(_error_line(spath, rec.line, rec.message))
-                    continue
-                if self._forgotten and self._is_forgotten(fmt.agent, rec):
-                    continue
+            for rec in part:
                 try:
                     if isinstance(rec, Message):
                         tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
                         batch.add_message(tid, file_id, rec)
-                        read += 1
+                        r.read += 1
                     elif isinstance(rec, Usage):
                         tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
                         batch.add_usage(tid, file_id, rec)
@@ -563,40 +737,16 @@ class Ingester:
                     raise  # the store itself failed: undo the file
                 except Exception as exc:  # noqa: BLE001 - this record cannot be stored (nested too deeply...)
                     line = getattr(rec, "line", None) or cursor.line or None
-                    errors.append((spath, line, f"could not store this record: {_why(exc)}"))
-                    unfinished = True
+                    r.errors.append((spath, line, f"could not store this record: {_why(exc)}"))
+                    r.unfinished = True
                 if batch.size >= BATCH:
-                    _add_counts(gained, batch.flush(conn))
-            if reread is not None:
-                # Undo this read and read the whole file again, replacing what it gave.
-                savepoint.rollback()
-                self._forget_threads()
-                return self._parse_and_store(path, st, fmt, Cursor(), "rewritten", unvouched)
-            _add_counts(gained, batch.flush(conn))
-            result.messages = sum(gained.values())
-            result.known = read - result.messages
-            if before:
-                self._drop_left_behind(conn, before)
-            if extra_errors:
-                errors.append((spath, None, f"... and {extra_errors} more problems in this file"))
-            if unvouched and not read:
-                # A forced format that read nothing from a file nobody recognises: keep what the
-                # file gave before, and say so rather than report a file read.
-                savepoint.rollback()
-                self._forget_threads()
-                if not errors:
-                    message = f"nothing in this file reads as a {fmt.name} transcript"
-                    errors.append((spath, None, message))
-                self._insert_errors(conn, errors)
-                return FileResult(
-                    spath, "failed", fmt.name, errors=[_error_line(*e) for e in errors]
-                )
-            self._insert_errors(conn, errors)
-            if unfinished:
-                self._remember(spath, st, fmt.name, Cursor(), conn, len(errors), unread=True)
-            else:
-                self._remember(spath, st, fmt.name, cursor, conn, errors=len(errors))
-            savepoint.commit()
+                    _add_counts(r.gained, batch.flush(conn))
+            _add_counts(r.gained, batch.flush(conn))
+            if not final:
+                savepoint.commit()
+            elif not self._finish_reading(conn, r, cursor, savepoint):
+                return  # undone: nothing of it to index
+            # Its messages are found by `auditor search` once the group commits.
             self._group_indexed += batch.indexed
             self._group_unindexed |= batch.unindexed
         except Exception as exc:  # noqa: BLE001 - the store refused the file (disk full, locked...): undo it alone
@@ -605,18 +755,63 @@ class Ingester:
             if savepoint.is_active:
                 savepoint.rollback()
             self._forget_threads()  # threads it created are undone with it
-            return self._fail(spath, f"could not store this file: {type(exc).__name__}: {exc}")
+            r.dropped = True
+            message = f"could not store this file: {type(exc).__name__}: {exc}"
+            result = FileResult(spath, "failed", errors=[f"{spath}: {message}"])
+            self._insert_errors(conn, [(spath, None, message)])
+            events.record_file(conn, result)
+            self._written.append(result)
         except BaseException:
             if savepoint.is_active:
                 savepoint.rollback()
             raise
-        self.grown_threads.update(gained)
-        self._pending += read + 1
+
+    def _finish_reading(self, conn: Connection, r: _Reading, cursor: Cursor, savepoint) -> bool:
+        """The last part of a read is written: say how far the file was read, and what it gave.
+        False when what the file gave is undone instead."""
+        spath, fmt, st = str(r.path), r.fmt, r.st
+        result = r.result
+        errors = list(r.errors)
+        result.messages = sum(r.gained.values())
+        result.known = r.read - result.messages
+        if r.before:
+            self._drop_left_behind(conn, r.before)
+        if r.extra_errors:
+            errors.append((spath, None, f"... and {r.extra_errors} more problems in this file"))
+        if r.unvouched and not r.read:
+            # A forced format that read nothing from a file nobody recognises: keep what the
+            # file gave before, and say so rather than report a file read.
+            savepoint.rollback()
+            self._forget_threads()
+            if not errors:
+                errors.append(
+                    (spath, None, f"nothing in this file reads as a {fmt.name} transcript")
+                )
+            self._insert_errors(conn, errors)
+            result = FileResult(spath, "failed", fmt.name, errors=[_error_line(*e) for e in errors])
+            events.record_file(conn, result)
+            self._written.append(result)
+            return False
+        self._insert_errors(conn, errors)
+        partial = (
+            cursor.until is not None and cursor.until <= cursor.offset < st.st_size
+        )  # this ingest's read_limit reached: the next one goes on from here
+        if r.unfinished:
+            self._remember(spath, st, fmt.name, Cursor(), conn, len(errors), unread=True)
+        elif partial:
+            self._remember(spath, st, fmt.name, cursor, conn, len(errors), unread=True)
+            result.unread = st.st_size - cursor.offset
+        else:
+            self._remember(spath, st, fmt.name, cursor, conn, errors=len(errors))
+        savepoint.commit()
+        self.grown_threads.update(r.gained)
         result.errors = [_error_line(*e) for e in errors]
-        result.notes = notes
+        result.notes = r.notes
         if errors and result.status != "failed":
             result.status = "failed"
-        return result
+        events.record_file(conn, result)
+        self._written.append(result)
+        return True
 
     def _drop_left_behind(self, conn: Connection, before: set[int]) -> None:
         """After a rewrite, the threads the file no longer feeds: recount them, and delete
@@ -684,6 +879,17 @@ _SOURCE_SQL = (
     'SELECT id, format, size, mtime_ns, "offset", lines, head_hash, tail_hash, parser_state '
     "FROM source_files WHERE source = ? AND path = ?"
 )
+_PG_SOURCE_SQL = _SOURCE_SQL.replace("?", "%s")
+
+
+def _row_key(row) -> tuple | None:
+    """What tells a file's row changed: another ingest read it meanwhile."""
+    return None if row is None else (row.size, row.mtime_ns, row.offset, row.format)
+
+
+def _copy(cursor: Cursor) -> Cursor:
+    """A cursor as it is now (parsers change their state in place as they read)."""
+    return Cursor(cursor.offset, cursor.line, copy.deepcopy(cursor.state), cursor.until)
 
 
 def _error_line(path: str, line: int | None, error: str) -> str:

@@ -19,18 +19,22 @@ if TYPE_CHECKING:
 # What a stop's last message is compared by: its last characters, spaces folded. The spool
 # keeps more of it than this (`fast_path.LAST_MESSAGE_KEPT`).
 COMPARED_CHARS = 300
+# Bytes of a transcript one hook event reads at most, on both paths: a `transcript_path` naming
+# a huge file (gigabytes of NUL bytes) costs each event a bounded read, and the next events go
+# on from where it stopped. The store is never locked while it is parsed (`auditor.ingest`).
+READ_PER_EVENT = 256 << 20
 
 
 def ingest(engine, plugins, format_name: str, path) -> Any:
-    """Read the new tail of the transcript at `path` into the store; its result, or None
-    when there is no such file (yet)."""
+    """Read the new tail of the transcript at `path` into the store, `READ_PER_EVENT` bytes
+    of it at most; its result, or None when there is no such file (yet)."""
     import os
 
     from ..ingest.ingester import Ingester
 
     if not isinstance(path, (str, os.PathLike)) or not path or not os.path.isfile(path):
         return None
-    return Ingester(engine, plugins, format_name).run([path])
+    return Ingester(engine, plugins, format_name, read_limit=READ_PER_EVENT).run([path])
 
 
 def find_thread(engine, agent: str, native_id: str):

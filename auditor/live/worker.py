@@ -502,6 +502,12 @@ class Worker:
         done = lookup.ingest(self.engine, self.plugins, self.format_name, path)
         if done is not None and (done.rewritten or done.failed):
             self._loaded.clear()  # rows were read again under new ids: load them whole
+        for f in done.files if done is not None else ():
+            if f.unread:
+                self.log(
+                    f"{path}: read {lookup.READ_PER_EVENT >> 20} MB of it at this event; the "
+                    f"other {f.unread:,} bytes at the session's next events"
+                )
 
     def _stage(self, thread, messages: list, cp, verdict_id: int, audit: _Audit) -> None:
         """Hand a correction to the outbox injector, which stages it for the thread's next
