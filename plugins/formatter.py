@@ -114,6 +114,9 @@ class Unit:
     level: int = 0
     dropped: bool = False
     pos: int = 0  # position in the unit list
+    # A tool call's body and its size at a level, kept between checkpoints (see `_call`);
+    # other units are sized from `render`.
+    sized_render: Callable[[Level], tuple[str, int]] | None = None
     _cache: dict[int, tuple[str, int]] = field(default_factory=dict)
 
     def text(self, level: int | None = None) -> str:
@@ -126,9 +129,18 @@ class Unit:
         if self.protected:
             level = min(level, 0)
         if level not in self._cache:
-            body = self.render(LEVELS[level] if level >= 0 else UNCUT)
-            self._cache[level] = (body, estimate_tokens(self.heading) + estimate_tokens(body) + 1)
+            detail = LEVELS[level] if level >= 0 else UNCUT
+            if self.sized_render is not None:
+                body, tokens = self.sized_render(detail)
+            else:
+                body = self.render(detail)
+                tokens = _text_tokens(body)
+            self._cache[level] = (body, _text_tokens(self.heading) + tokens + 1)
         return self._cache[level]
+
+
+# The same headings and quoted texts are sized again at every checkpoint of a thread.
+_text_tokens = functools.lru_cache(maxsize=16384)(estimate_tokens)
 
 
 def _is_tool_results(m) -> bool:
@@ -242,7 +254,8 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
-def _call(block, result, final: bool, focus: tuple[str, ...]) -> Callable[[Level], str]:
+def _call(block, result, final: bool, focus: tuple[str, ...]) -> Callable[[Level], tuple[str, int]]:
+    """The call's body at a level, with its size (both kept between checkpoints)."""
     # Only the focus strings the call's input or output holds can change how it is cut: the
     # others are left out, so that a new term elsewhere in the thread leaves it as it was.
     if focus:
@@ -256,11 +269,48 @@ def _call(block, result, final: bool, focus: tuple[str, ...]) -> Callable[[Level
             ("focus", *ids, focus), block, result, lambda: tuple(f for f in focus if f in text)
         )
 
-    def render(level: Level) -> str:
+    def make(level: Level) -> tuple[str, int]:
+        body = _render_call(block, result, level, final, focus)
+        return body, estimate_tokens(body)
+
+    def render(level: Level) -> tuple[str, int]:
         key = ("call", id(block), id(result), level, final, focus)
-        return _kept(key, block, result, lambda: _render_call(block, result, level, final, focus))
+        return _kept(key, block, result, lambda: make(level))
 
     return render
+
+
+@dataclass(frozen=True)
+class _CallFacts:
+    """What a tool call and its result are, as far as fitting the budget goes: found once
+    for the thread's life (kept with the call's renderings) rather than at every checkpoint."""
+
+    key: str  # see `_tool_key`
+    failed: bool
+    acts: bool
+    replies: bool
+    tests: bool  # its output sums up a test run
+    takes_in_credentials: bool
+    paths: tuple[str, ...]  # the files it reads or edits, sorted (see `Focus.of`)
+
+
+def _call_facts(block, result) -> _CallFacts:
+    def make() -> _CallFacts:
+        tool_input = block.tool_input if isinstance(block.tool_input, dict) else {}
+        paths = {v for k in PATH_KEYS if isinstance(v := tool_input.get(k), str)}
+        paths |= set(block.edited_paths or ())
+        output = (result.text or "") if result else ""
+        return _CallFacts(
+            key=_tool_key(block),
+            failed=_failed(result),
+            acts=bool(block.is_file_edit or COMMAND_KEYS & tool_input.keys()),
+            replies=bool(result and _user_reply(output)),
+            tests=bool(result and sums_up_tests(output)),
+            takes_in_credentials=bool(result and takes_in_credentials(output)),
+            paths=tuple(sorted(paths)),
+        )
+
+    return _kept(("facts", id(block), id(result)), block, result, make)
 
 
 def _tool_key(block) -> str:
@@ -302,15 +352,14 @@ def _assistant_units(
             out.append(Unit("### Assistant", i, _prose(b.text, final), final, late, kind=PROSE))
         elif b.kind == "tool_use":
             result = results.get(b.tool_use_id or "")
-            about = focus.of(b)
-            unit = Unit("### Assistant", i, _call(b, result, final, about), final, late, kind=TOOL)
-            unit.key, unit.failed = _tool_key(b), _failed(result)
-            tool_input = b.tool_input if isinstance(b.tool_input, dict) else {}
-            unit.acts = bool(b.is_file_edit or COMMAND_KEYS & tool_input.keys())
-            unit.replies = bool(result and _user_reply(result.text or ""))
-            unit.tests = bool(result and sums_up_tests(result.text or ""))
+            facts = _call_facts(b, result)
+            sized = _call(b, result, final, focus.of(facts.paths))
+            body = lambda level, sized=sized: sized(level)[0]  # noqa: E731
+            unit = Unit("### Assistant", i, body, final, late, kind=TOOL, sized_render=sized)
+            unit.key, unit.failed = facts.key, facts.failed
+            unit.acts, unit.replies, unit.tests = facts.acts, facts.replies, facts.tests
             # A commit that took in a credentials file matters after its turn: kept longer.
-            unit.late = late or bool(result and takes_in_credentials(result.text or ""))
+            unit.late = late or facts.takes_in_credentials
             out.append(unit)
         elif b.kind == "image":
             out.append(Unit("### Assistant", i, _fixed("[image]"), final, late, kind=PROSE))
@@ -433,14 +482,17 @@ class Focus:
         terms = tuple(dict.fromkeys(span for span in spans if len(span) >= 4))[:_FOCUS_CAP]
         return cls(terms, replaced)
 
-    def of(self, block) -> tuple[str, ...]:
-        """Return the focus strings for one tool call: the terms, and the lines later replaced
-        in the file it reads or edits."""
-        tool_input = block.tool_input if isinstance(block.tool_input, dict) else {}
-        paths = {v for k in PATH_KEYS if isinstance(v := tool_input.get(k), str)}
-        paths |= set(block.edited_paths or ())
-        lines = [line for p in sorted(paths) for line in self.replaced.get(p, ())]
+    def of(self, paths: tuple[str, ...]) -> tuple[str, ...]:
+        """Return the focus strings for one tool call, given the files it reads or edits
+        (sorted): the terms, and the lines later replaced in those files."""
+        lines = [line for p in paths for line in self.replaced.get(p, ())]
+        if not lines:
+            return self.sorted_terms
         return tuple(sorted(set(self.terms) | set(lines[:_FOCUS_CAP])))
+
+    @functools.cached_property
+    def sorted_terms(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self.terms)))
 
 
 def build_units(messages: list) -> list[Unit]:

@@ -232,6 +232,7 @@ def abbreviate(
     return "\n".join(out)
 
 
+@functools.lru_cache(maxsize=16384)  # a thread's messages are quoted again at every checkpoint
 def quote(text: str) -> str:
     """Quote transcript text: every line gets `> ` in front (a blank line, `>` alone).
 
@@ -250,7 +251,9 @@ def fence(body: str) -> str:
 
 
 # -- detail levels ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
+# Compared by identity (there are only LEVELS and UNCUT): a level is part of the key of every
+# rendering kept between checkpoints, and hashing its fields each time cost more than the lookup.
+@dataclass(frozen=True, eq=False)
 class Level:
     result: int  # characters kept of a tool result
     value: int  # characters kept of one tool-input value
