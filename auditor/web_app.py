@@ -127,7 +127,9 @@ def make_app(engine: Engine, plugins, *, hosts: list[str] | None = None, token: 
             raise HTTPException(404, f"no thread {thread_id} in this store")
         row = rows[0]
         chart = pages.usage_chart(engine, thread_id, {"audit": row["audit_usd"] or 0.0})
-        return HTMLResponse(pages.thread_page(engine, plugins, row, chart, clean, home="/"))
+        return HTMLResponse(
+            pages.thread_page(engine, plugins, row, chart, clean, home="/", review="/review")
+        )
 
     async def corrections(request: Request) -> Response:
         from .store.labels import corrections_with_labels

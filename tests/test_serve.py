@@ -264,6 +264,31 @@ def test_review_marks_are_labels_that_eval_and_the_report_read(served, page, aud
     assert [lb.at for lb in stored_labels(engine)] == ["t-claims-end"]
 
 
+def test_a_thread_shows_the_mark_its_correction_got(served, page, audited):
+    engine, _ = audited
+    by_thread = {v["thread_native_id"]: v for v in list_verdicts(engine, corrections=True)}
+    claims, shipped = by_thread["t-claims"], by_thread["t-shipped"]
+    page.goto(f"{served.url}threads/{claims['thread_id']}")
+    box = page.locator(f"#v-{claims['id']}")
+    assert box.locator(".mark").inner_text() == "not yet"
+    follow(page, box.locator(".mark a"))  # leads to that correction on the review page
+    assert page.url == f"{served.url}review#c-{claims['id']}"
+    follow(page, f"section[data-verdict='{claims['id']}'] button.right")
+    follow(page, f"section[data-verdict='{shipped['id']}'] button.wrong")
+
+    for v, mark in ((claims, "right"), (shipped, "wrong")):
+        follow(page, f"#reviewed tr[data-verdict='{v['id']}'] a")
+        assert page.url == f"{served.url}threads/{v['thread_id']}#v-{v['id']}"
+        box = page.locator(f"#v-{v['id']}")
+        assert box.locator(".mark").inner_text() == mark
+        assert box.locator(f".mark .tag.{mark}").is_visible()
+        page.go_back()
+    # a verdict that asked for nothing carries no mark
+    [honest] = [v for v in list_verdicts(engine) if v["thread_native_id"] == "t-honest"]
+    page.goto(f"{served.url}threads/{honest['thread_id']}")
+    assert page.locator(f"#v-{honest['id']} .mark").count() == 0
+
+
 def test_a_form_from_another_page_is_refused(served, audited):
     engine, _ = audited
     [v, *_] = list_verdicts(engine, corrections=True)

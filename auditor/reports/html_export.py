@@ -326,11 +326,14 @@ def _blocks(m, clean) -> list[dict[str, Any]]:
     return out
 
 
-def _verdict(v: dict[str, Any], clean) -> dict[str, Any]:
+def _verdict(v: dict[str, Any], clean, marks: dict[str, bool]) -> dict[str, Any]:
     """A stored verdict (as `auditor.store.verdict_rows.list_verdicts` gives it) for the page:
     who answered and when in the header, then what it cost and whether it reached the agent,
-    as `auditor show` says them."""
+    as `auditor show` says them; for a correction, the mark a person gave its checkpoint on
+    the review page (`marks`: the thread's labels by message), right or wrong."""
     from ..store.verdict_rows import cost_text, delivery_text
+
+    label = marks.get(v["message_id"]) if v["needs_correction"] else None
 
     return {
         "id": v["id"],
@@ -343,22 +346,33 @@ def _verdict(v: dict[str, Any], clean) -> dict[str, Any]:
         "cost": cost_text(v),
         "latency": f"{v['latency_ms'] / 1000:.1f} s" if v["latency_ms"] is not None else "",
         "delivery": clean(delivery_text(v) or ""),
+        "mark": {True: "right", False: "wrong", None: ""}[label],
     }
 
 
 def thread_page(
-    engine: Engine, plugins, row: dict, usage_chart: str, clean, home: str = "index.html"
+    engine: Engine,
+    plugins,
+    row: dict,
+    usage_chart: str,
+    clean,
+    home: str = "index.html",
+    review: str | None = None,
 ) -> str:
     """One thread's page: its messages, and at each checkpoint the signals that fire there and
-    the verdicts given on it (with their cost and delivery), as `auditor show` prints them.
-    `home` is where "all threads" leads (the index file, or `auditor serve`'s first page)."""
+    the verdicts given on it (with their cost and delivery, and a correction's review mark),
+    as `auditor show` prints them. `home` is where "all threads" leads (the index file, or
+    `auditor serve`'s first page); `review`, where a correction not yet marked can be (the
+    review page of `auditor serve`; a file has none)."""
     from ..live.delivery import check_pending
+    from ..store.labels import thread_marks
     from ..store.threads import find_thread, load_messages
     from ..store.verdict_rows import checkpoint_notes
 
     thread_row = find_thread(engine, str(row["id"]))
     loaded = load_messages(engine, row["id"])
     notes = checkpoint_notes(engine, plugins, thread_row, loaded)
+    marks = thread_marks(engine, row["id"])
     check_pending(engine, [v for note in notes.values() for v in note.verdicts])
     messages = []
     for m in loaded:
@@ -380,7 +394,7 @@ def thread_page(
                 "head": head,
                 "blocks": _blocks(m, clean),
                 "signals": [clean(sig.summary()) for sig in note.signals] if note else [],
-                "verdicts": [_verdict(v, clean) for v in note.verdicts] if note else [],
+                "verdicts": [_verdict(v, clean, marks) for v in note.verdicts] if note else [],
             }
         )
     thread = {
@@ -400,6 +414,7 @@ def thread_page(
         chart=usage_chart,
         messages=messages,
         home=home,
+        review=review,
     )
 
 

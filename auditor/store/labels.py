@@ -75,6 +75,17 @@ def stored_labels(engine: Engine) -> list[StoredLabel]:
     ]
 
 
+def thread_marks(engine: Engine, thread_id: int) -> dict[str, bool]:
+    """The labels of one thread's checkpoints, by the native id of the message each ends at:
+    True where the person judged that a correction was needed there, False where not."""
+    lb = s.Label
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(lb.message_native_id, lb.needs_correction).where(lb.thread_id == thread_id)
+        ).all()
+    return {at: bool(needs) for at, needs in rows}
+
+
 def corrections_with_labels(
     engine: Engine, *, unreviewed: bool = False, limit: int | None = None
 ) -> list[dict[str, Any]]:
