@@ -13,11 +13,12 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from ..errors import StoreGone
 from ..store import events
 from ..store import raw_answers as answers
 from ..store import run_rows as runs
 from ..store import schema as s
-from ..store.db import retry_lost, utcnow
+from ..store.db import file_gone, file_identity, retry_lost, utcnow
 from .observe import ObserveResult, validate
 from .run_types import Job, Observing, RunConfig, RunSummary
 
@@ -48,6 +49,7 @@ class Recorder:
         self.engine, self.config, self.observing = engine, config, observing
         self.summary, self.owner = summary, owner
         self._heartbeat: runs.Heartbeat | None = None
+        self._store_file: tuple[int, int] | None = None  # SQLite: noticed if deleted mid-run
 
     # -- the run's lifecycle --------------------------------------------------------------
     @contextlib.contextmanager
@@ -74,6 +76,7 @@ class Recorder:
         Runs whose process died are marked interrupted first, and the run beats until
         `finish_run`, so that a run killed outright is recognised as interrupted later.
         """
+        self._store_file = file_identity(self.engine)
         with self.engine.begin() as conn:
             self.summary.run_id = runs.record_start(
                 conn,
@@ -99,6 +102,18 @@ class Recorder:
                 runs.record_end(conn, self.summary, error)
 
         retry_lost(record)
+
+    def store_gone(self) -> StoreGone | None:
+        """The error for a SQLite store deleted (or replaced) since the run started, None while
+        it is there: writes go on into the deleted file's open handle and are lost with it."""
+        if not file_gone(self.engine, self._store_file):
+            return None
+        sm = self.summary
+        return StoreGone(
+            f"The store {self.engine.url.database} was deleted during the run: the {sm.audited} "
+            f"answers of run {sm.run_id} (cost ${sm.cost_usd:.4f}) went with it. Keep the "
+            "store where nothing cleans it up, then run again"
+        )
 
     def record_verdict(
         self,

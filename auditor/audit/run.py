@@ -8,6 +8,7 @@ is committed as soon as it arrives, so a run killed at any moment loses nothing 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -15,23 +16,21 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy import Engine
 
-from ..errors import AuditorError, ObserverDown, StoreGone
+from ..errors import AuditorError, ObserverDown
 from ..plugins import Plugins
 from ..store import leases
-from ..store.db import connection_lost, file_gone, file_identity, lost_store
+from ..store.db import connection_lost, lost_store
 from . import budget, critique
 from .caller import Caller
 from .observe import MAX_OUTPUT_TOKENS
 from .observer_choice import Choice, choose_for
 from .planner import Planner
-from .recorder import Recorder, price_of
+from .recorder import Recorder
 from .run_types import Job, Observing, RunConfig, RunInterrupted, RunSummary
 from .sharing import LocalSharing, WorkSharing, sharing_for_run
 
 WAIT_FOR_HELD = 0.2  # seconds between looks at calls other workers hold (PostgreSQL)
-CHARS_PER_TOKEN = 4  # rough estimate used only by --dry-run
 DEFAULT_CONCURRENCY = 4  # calls in flight when neither the user nor the observer says
-EST_OUTPUT_TOKENS = 80
 
 
 class Auditor:
@@ -64,7 +63,6 @@ class Auditor:
         )
         self.summary = RunSummary(None, self.observing.name, self.observing.model)
         self.owner = leases.new_owner()
-        self.store_file = file_identity(engine)  # SQLite: noticed if deleted mid-run
         self.planner = Planner(engine, plugins, config, self.observing, self.summary)
         self.recorder = Recorder(engine, config, self.observing, self.summary, self.owner)
         self.caller = Caller(
@@ -126,7 +124,7 @@ class Auditor:
             return (
                 asked_to_stop()
                 or self.caller.reachability.down is not None
-                or file_gone(self.engine, self.store_file)
+                or self.recorder.store_gone() is not None
                 or (self.caller.budget is not None and self.caller.budget.spent_out())
             )
 
@@ -185,79 +183,6 @@ class Auditor:
         self.sharing.let_go_all()
         return self.summary
 
-    def dry_run(self) -> RunSummary:
-        """Gate and format everything, call no model, and estimate tokens, cost and time; under
-        a budget count only the calls it would let start."""
-        if self.config.batch or self.config.collect:
-            from .batch import check
-
-            check(self)  # refused as the run itself would be
-        self.set_budget()  # refused as the run would be: a budget on a model without a price
-        cap, o = self.caller.budget, self.observing
-        room = cap.limit if cap is not None else None
-        batch = self.config.batch or self.config.collect
-        chars = 0
-        sent = 0
-        expected = 0.0  # what the calls counted so far are expected to cost
-        for job in self.jobs():
-            if self.config.limit is not None and sent >= self.config.limit:
-                break
-            prompt = len(o.prompt.text) + len(job.user)
-            if room is not None:
-                # As the run reserves each call's worst case before it starts, against what
-                # was spent: a call that does not fit is left out.
-                worst = budget.estimate_usd(
-                    o.model,
-                    o.name,
-                    o.prompt.text + job.user,
-                    MAX_OUTPUT_TOKENS,
-                    batch=batch,
-                )
-                if worst is not None and expected + float(worst) > room:
-                    self.summary.over_budget += 1
-                    continue
-                one, _ = price_of(o.model, self._guess(prompt, 1), o.name, batch)
-                expected += one or 0.0
-            chars += prompt
-            sent += 1
-        self.summary.est_input_tokens = chars // CHARS_PER_TOKEN
-        usage = self._guess(chars, sent)
-        usd, _ = price_of(o.model, usage, o.name, batch=batch)
-        self.summary.est_cost_usd, self.summary.batch_price = usd, batch
-        self.summary.audited = sent
-        if self.summary.over_budget and cap is not None:
-            limit = f"${cap.limit:.4f}"
-            if cap.why == "--budget":
-                limit = f"--budget {limit}"
-            else:
-                limit = f"the {limit} budget_per_day leaves today ({cap.why})"
-            self.summary.budget_note = (
-                f"{self.summary.over_budget} left out: each call's worst case would cross {limit}"
-            )
-        self._estimate_time(sent)
-        return self.summary
-
-    @staticmethod
-    def _guess(chars: int, calls: int):
-        """The usage of `calls` calls whose prompts hold `chars` characters, as a dry run guesses it."""
-        from .observe import ObserverUsage
-
-        return ObserverUsage(input=chars // CHARS_PER_TOKEN, output=EST_OUTPUT_TOKENS * calls)
-
-    def _estimate_time(self, calls: int) -> None:
-        """How long `calls` calls would take, `concurrency` at a time (a batch: not known)."""
-        if self.config.batch or self.config.collect or not calls:
-            return
-        from .answer_times import answer_seconds
-
-        o = self.observing
-        found = answer_seconds(self.engine, o.backend, o.name, o.model, 50)
-        if found is None:
-            return
-        seconds, self.summary.est_seconds_source = found
-        self.summary.est_call_seconds, self.summary.est_at_once = seconds, self.concurrency
-        self.summary.est_seconds = seconds * -(-calls // self.concurrency)
-
 
 async def audit_checkpoint(
     audit: Auditor, job: Job, *, deadline: float | None = None
@@ -313,25 +238,29 @@ class CheckpointNow:
         when none are left), asked just before the call."""
         a = self.auditor
         a.recorder.start_run(note)
+        checked = await self._verdict(cp, thread, messages, deadline)
+        if checked.verdict_id is None:
+            a.recorder.finish_run(*(("failed", checked.why) if checked.failed else ("done",)))
+        return checked
+
+    async def _verdict(self, cp, thread, messages: list, deadline: Callable[[], float]) -> Checked:
+        a = self.auditor
         with a.engine.begin() as conn:
             job = a.planner.plan_checkpoint(conn, cp, thread, messages)
         if job is None:
-            a.recorder.finish_run("done")
             return Checked(None, f"gate: {next(iter(a.summary.gated_out), 'gated out')}")
         if job.answered is None:
             try:
                 a.caller.ensure_usable()  # only now: a gated-out stop never needs the SDK
             except AuditorError as exc:
-                a.recorder.finish_run("failed", str(exc))
                 return Checked(None, str(exc), failed=True)
             self.job, self.started = job, time.monotonic()
             job.answered = await audit_checkpoint(a, job, deadline=deadline()) or job.answered
             self.job, self.call_seconds = None, self.took()
-            if job.answered is None:
-                a.recorder.finish_run("done")
-                if a.summary.over_budget:
-                    return Checked(None, "the call does not fit in the budget")
-                return Checked(None, "another auditor process is auditing this checkpoint")
+        if job.answered is None and a.summary.over_budget:
+            return Checked(None, "the call does not fit in the budget")
+        if job.answered is None:
+            return Checked(None, "another auditor process is auditing this checkpoint")
         return Checked(job.answered)
 
     def took(self) -> float:
@@ -384,12 +313,71 @@ def run(
     announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     should_stop: Callable[[], bool] = lambda: False,
 ) -> RunSummary:
-    """Run an audit (or a dry run) and return its summary.
+    """Run an audit in the mode `config` asks for and return its summary: a dry run
+    (`auditor.audit.dry_run`), a batch through the providers' batch APIs
+    (`auditor.audit.batch`), or the calls made now (`audit_threads`).
 
     Once `should_stop()` turns true no new observer call starts; the calls in flight finish
     and are recorded, and the run is marked interrupted.
     """
-    from .run_observers import merge, observer_plan
+    if config.dry_run:
+        from .dry_run import dry_run
+
+        return dry_run(engine, plugins, config, announce)
+    if config.batch or config.collect:
+        from .batch import run_batches
+
+        return run_batches(engine, plugins, config, announce, should_stop)
+    return audit_threads(engine, plugins, config, progress, announce, should_stop)
+
+
+def audit_threads(
+    engine: Engine,
+    plugins: Plugins,
+    config: RunConfig,
+    progress: Callable[[RunSummary], None] | None,
+    announce: Callable[[str], None],
+    should_stop: Callable[[], bool],
+) -> RunSummary:
+    """`auditor run`: for each observer, plan the jobs of its threads and make their calls
+    (`audit_checkpoint`), each verdict recorded as it comes."""
+    from .run_observers import merge
+
+    auditors, refused = observers(engine, plugins, config, announce)
+    done: list[RunSummary] = []
+    for auditor in auditors:
+        done.append(_calls(auditor, config.budget, done, refused, progress, should_stop))
+        if should_stop():
+            break
+    return merge(done, refused)
+
+
+def _calls(
+    auditor: Auditor,
+    budget_of_run: float | None,
+    before: list[RunSummary],
+    refused: dict[str, str],
+    progress: Callable[[RunSummary], None] | None,
+    should_stop: Callable[[], bool],
+) -> RunSummary:
+    """Make one observer's calls, recorded as a run of its own."""
+    with recorded(auditor, budget_of_run, before, refused, should_stop) as summary:
+        asyncio.run(auditor.execute(progress, should_stop))
+        if (down := auditor.caller.reachability.down) is not None:
+            raise ObserverDown(down)  # the run is recorded failed, with this line
+    return summary
+
+
+def observers(
+    engine: Engine,
+    plugins: Plugins,
+    config: RunConfig,
+    announce: Callable[[str], None],
+    check: bool = True,
+) -> tuple[list[Auditor], dict[str, str]]:
+    """One audit per observer (`run_observers.observer_plan`), each said with why it was
+    chosen, and the agents none may audit; with `check`, each observer is checked usable."""
+    from .run_observers import observer_plan
 
     plan = observer_plan(engine, plugins, config)
     for why in plan.refused.values():
@@ -398,46 +386,35 @@ def run(
     for a in auditors:
         who = f" for {', '.join(a.config.agents)} threads" if a.config.agents else ""
         announce(f"observer: {a.observing.name}{who} ({a.why}), model {a.observing.model}")
-    if config.dry_run:
-        return merge([a.dry_run() for a in auditors], plan.refused)
-    for a in auditors:
+    for a in auditors if check else ():
         a.caller.ensure_usable()
-    done: list[RunSummary] = []
-    for a in auditors:
-        if config.budget is not None:  # the run's cap covers all its observers
-            spent = sum(x.cost_usd for x in done)
-            a.config = a.recorder.config = replace(a.config, budget=max(0.0, config.budget - spent))
-        done.append(_audit(a, progress, should_stop, done, plan.refused))
-        if should_stop():
-            break
-    return merge(done, plan.refused)
+    return auditors, plan.refused
 
 
-def _audit(
+@contextlib.contextmanager
+def recorded(
     auditor: Auditor,
-    progress: Callable[[RunSummary], None] | None,
-    should_stop: Callable[[], bool],
+    budget_of_run: float | None,
     before: list[RunSummary],
     refused: dict[str, str],
-) -> RunSummary:
-    """Make the calls of one observer's audit, recorded as a run of its own."""
-    config = auditor.config
+    should_stop: Callable[[], bool],
+) -> Iterator[RunSummary]:
+    """One observer's audit, recorded as a run of its own around the block: under its share of
+    the run's budget (what the observers `before` it left), interrupted when stopped, and one
+    clear error when the store went away under it."""
+    if budget_of_run is not None:  # the run's cap covers all its observers
+        left = max(0.0, budget_of_run - sum(x.cost_usd for x in before))
+        auditor.config = auditor.recorder.config = replace(auditor.config, budget=left)
     auditor.set_budget()
     cap = auditor.caller.budget
     if cap is not None and cap.spent_out() and not before:
         # Planning every checkpoint only to refuse each call took minutes: say it at once.
         raise AuditorError(cap.too_small(auditor.observing.model))
+    failed: Exception | None = None
     try:
         with auditor.recorder.recording() as summary:
-            if config.batch or config.collect:
-                from .batch import run_batch
-
-                run_batch(auditor, collect_only=config.collect)
-            else:
-                asyncio.run(auditor.execute(progress, should_stop))
-                if (down := auditor.caller.reachability.down) is not None:
-                    raise ObserverDown(down)  # the run is recorded failed, with this line
-            if (cap := auditor.caller.budget) is not None:
+            yield summary
+            if cap is not None:
                 summary.budget_note = cap.report(summary.unpriced)
             if should_stop():
                 summary.status = "interrupted"
@@ -445,22 +422,11 @@ def _audit(
         from .run_observers import merge
 
         raise RunInterrupted(merge([*before, auditor.summary], refused)) from None
-    except Exception as exc:
-        engine = auditor.engine
-        if file_gone(engine, auditor.store_file):
-            raise store_gone(engine, auditor.summary) from exc
-        if connection_lost(exc):  # after `retry_lost` waited for the server to come back
-            raise lost_store(exc) from exc
-        raise
-    if file_gone(auditor.engine, auditor.store_file):
-        raise store_gone(auditor.engine, summary)
-    return summary
-
-
-def store_gone(engine: Engine, summary: RunSummary) -> StoreGone:
-    """The one line for a SQLite store deleted while the run wrote to it."""
-    return StoreGone(
-        f"The store {engine.url.database} was deleted during the run: the {summary.audited} "
-        f"answers of run {summary.run_id} (cost ${summary.cost_usd:.4f}) went with it. Keep the "
-        "store where nothing cleans it up, then run again"
-    )
+    except Exception as exc:  # noqa: BLE001 - raised again below, or as what it means
+        failed = exc
+    if (gone := auditor.recorder.store_gone()) is not None:
+        raise gone from failed
+    if failed is not None:
+        if connection_lost(failed):  # after `retry_lost` waited for the server to come back
+            raise lost_store(failed) from failed
+        raise failed
