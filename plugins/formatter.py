@@ -22,10 +22,11 @@ fenced with more backticks than they contain, and names, paths and notes are put
 Only unquoted lines outside fences are the prompt's own: headings, tool-call lines, `[... ...]`
 markers and the closing checkpoint line.
 
-The whole text fits a budget where it can: `config["min_tokens"]` (default 7950) plus
+The whole text fits a budget where it can: `config["min_tokens"]` (default 7850) plus
 `config["tokens_per_call"]` (60) for each tool call of the turn being judged, at most
-`config["max_tokens"]` (24000), since a 150-call turn needs more room than a 5-call one. What
-tells the observer most per token is cut last: tool output of earlier turns goes first, then the
+`config["max_tokens"]` (24000), since a 150-call turn needs more room than a 5-call one. A
+thread that fits the budget whole is shown whole. Else what tells the observer most per token
+is cut last: tool output of earlier turns goes first, then the
 output of the turn being judged (results before the calls' inputs, keeping the head, the tail,
 failure lines and summary lines such as `3 passed`), then whole tool calls, marked `[... N tool
 calls omitted ...]` (of earlier turns, a call that committed or staged a file holding
@@ -613,10 +614,10 @@ COMMAND_PROMPT_CHARS = 3000  # a slash command's expanded prompt is shown up to 
 
 # -- fitting the budget --------------------------------------------------------------------------------
 # The budget grows with the turn being judged: a 150-call turn needs more room than a 5-call one.
-# The budget of a turn without tool calls. 7950 rather than 8000 pays for what is kept whole
-# (a slash command's prompt, the user's words in a rejected call, errors at twice the room):
-# the median prompt on the evidence labels stays below what it was before.
-DEFAULT_MIN_TOKENS = 7950
+# The budget of a turn without tool calls. 7850 rather than 8000 pays for what is kept whole
+# (a slash command's prompt, the user's words in a rejected call, errors at twice the room, a
+# thread that fits whole): the median prompt on the evidence labels stays below what it was.
+DEFAULT_MIN_TOKENS = 7850
 DEFAULT_TOKENS_PER_CALL = 60  # added for each tool call of the turn being judged
 DEFAULT_MAX_TOKENS = 24000  # the most a prompt may take
 ROOM = 0.35  # share of the budget kept for the rest when what is never cut fills it
@@ -625,7 +626,7 @@ ROOM = 0.35  # share of the budget kept for the rest when what is never cut fill
 def budget_for(messages: list, config: dict) -> int:
     """Return the token budget for rendering `messages`, from the formatter `config`.
 
-    `min_tokens` (default 7950) plus `tokens_per_call` (default 60) for each tool call since
+    `min_tokens` (default 7850) plus `tokens_per_call` (default 60) for each tool call since
     the last message the user typed, at most `max_tokens` (default 24000). A `max_tokens` below
     `min_tokens` is the budget.
     """
@@ -811,7 +812,7 @@ def render(checkpoint, thread, messages: list, config: dict | None = None) -> st
     if config.get("uncut"):  # everything in full: what the budget is measured against
         for u in units:
             u.level = -1
-    else:
+    elif not _fits_whole(messages, units, budget - fixed):
         fit(units, budget - fixed)
 
     out = [header]
@@ -839,6 +840,27 @@ def render(checkpoint, thread, messages: list, config: dict | None = None) -> st
         out.append(_skipped(skipped))
     out.append(footer)
     return "\n\n".join(out) + "\n"
+
+
+def _fits_whole(messages: list, units: list[Unit], budget: int) -> bool:
+    """Show the thread whole when it fits `budget` whole: nothing is cut that need not be.
+
+    Its characters are counted first (a quarter of them is fewer tokens than its render takes),
+    so that a long thread is never rendered whole only to be found too long.
+    """
+    chars = 0
+    for m in messages:
+        for b in m.blocks:
+            chars += len(b.text or "")
+            if b.tool_input is not None:
+                chars += len(value_text(b.tool_input))
+        if chars > 4 * budget:
+            return False
+    if sum(u.tokens(-1) for u in units) > budget:
+        return False
+    for u in units:
+        u.level = -1
+    return True
 
 
 def _skipped(units: list[Unit]) -> str:

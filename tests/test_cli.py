@@ -99,7 +99,7 @@ def test_a_session_prefix_names_the_session_not_its_subagents(tmp_path):
 def test_prompt_budget_grows_with_the_turn_within_the_given_floor_and_cap(corpus):
     from auditor_plugins.formatter_text import estimate_tokens
 
-    # A 148-call turn: the default budget is 7950 + 60 a call; the options move floor and cap.
+    # A 148-call turn: the default budget is 7850 + 60 a call; the options move floor and cap.
     path = corpus / "claude-code/marot-spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
     assert invoke("ingest", str(path)).exit_code == 0
 

@@ -360,8 +360,8 @@ def test_the_budget_grows_with_the_turn_between_a_floor_and_a_cap():
     for i in range(400):
         long.calls("Bash", f"step {i}\n" * 200, command=f"make step{i}", text=f"Now step {i}.")
     long.says("Done.")
-    assert formatter.DEFAULT_MIN_TOKENS == 7950 and formatter.DEFAULT_MAX_TOKENS == 24000
-    assert budget_for(short.messages, {}) == 7950 + formatter.DEFAULT_TOKENS_PER_CALL
+    assert formatter.DEFAULT_MIN_TOKENS == 7850 and formatter.DEFAULT_MAX_TOKENS == 24000
+    assert budget_for(short.messages, {}) == 7850 + formatter.DEFAULT_TOKENS_PER_CALL
     assert budget_for(long.messages, {}) == 24000  # capped
     assert budget_for(long.messages, {"max_tokens": 3000}) == 3000  # a cap below the floor
     assert budget_for(long.messages, {"min_tokens": 2000, "tokens_per_call": 10}) == 6000
@@ -374,6 +374,19 @@ def test_the_budget_grows_with_the_turn_between_a_floor_and_a_cap():
 def test_without_pressure_nothing_is_omitted():
     t = Thread().user(TASK).calls("Bash", "3 passed", command="pytest").says("Done.")
     assert "omitted" not in render(end_turn(t), info(), t.messages, {"max_tokens": 24000})
+
+
+def test_a_thread_that_fits_the_budget_whole_is_shown_whole():
+    game = "\n".join(f"+    line {i} of the new file" for i in range(300))  # ~9,000 characters
+    t = Thread().user("Write the game.").calls("Write", game, file_path="/w/game.py")
+    t.says("Written.")
+    whole = render(end_turn(t), info(), t.messages, {"uncut": True})
+    assert render(end_turn(t), info(), t.messages, {}) == whole
+    assert "+    line 150 of the new file" in whole  # the middle a cut output would lose
+    # With less room than the whole takes, it is cut as before.
+    assert "+    line 150 of the new file" not in render(
+        end_turn(t), info(), t.messages, {"max_tokens": 1500}
+    )
 
 
 def test_the_agents_words_outlast_the_tool_output_of_its_turn():
