@@ -34,13 +34,7 @@ from .observe import MAX_OUTPUT_TOKENS, BatchItem, BatchObserver, ObserveRequest
 from .run_types import Job
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from sqlalchemy import Engine
-
-    from ..plugins import Plugins
     from .run import Auditor
-    from .run_types import RunConfig, RunSummary
 
 BATCH_MAX_BYTES = 15_000_000  # Gemini takes inline batches up to 20 MB
 DEFAULT_BATCH_SIZE = 1000
@@ -99,29 +93,6 @@ def check(auditor: Auditor) -> None:
     if auditor.config.critique:
         raise AuditorError("--critique does not combine with --batch (it needs the first answer)")
     _observer(auditor)
-
-
-def run_batches(
-    engine: Engine,
-    plugins: Plugins,
-    config: RunConfig,
-    announce: Callable[[str], None],
-    should_stop: Callable[[], bool],
-) -> RunSummary:
-    """`auditor run --batch` (or `--collect`): for each observer, a run of its own that
-    collects its finished batches, then submits the checkpoints that still need a call."""
-    from .run import observers, recorded
-    from .run_observers import merge
-
-    auditors, refused = observers(engine, plugins, config, announce)
-    done: list[RunSummary] = []
-    for a in auditors:
-        with recorded(a, config.budget, done, refused, should_stop) as summary:
-            run_batch(a, collect_only=config.collect)
-        done.append(summary)
-        if should_stop():
-            break
-    return merge(done, refused)
 
 
 def run_batch(auditor: Auditor, collect_only: bool = False) -> BatchReport:

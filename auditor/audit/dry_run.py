@@ -7,29 +7,18 @@ under a budget only the calls it would let start are counted.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine
-
-from ..plugins import Plugins
 from . import budget
 from .observe import MAX_OUTPUT_TOKENS, ObserverUsage
 from .recorder import price_of
-from .run import Auditor, observers
-from .run_types import RunConfig, RunSummary
+from .run_types import RunSummary
+
+if TYPE_CHECKING:
+    from .run import Auditor
 
 CHARS_PER_TOKEN = 4  # a rough estimate: the prompts are not tokenized
 EST_OUTPUT_TOKENS = 80
-
-
-def dry_run(
-    engine: Engine, plugins: Plugins, config: RunConfig, announce: Callable[[str], None]
-) -> RunSummary:
-    """Estimate the run `config` describes, for each observer, and return its summary."""
-    from .run_observers import merge
-
-    auditors, refused = observers(engine, plugins, config, announce, check=False)
-    return merge([estimate(a) for a in auditors], refused)
 
 
 def estimate(auditor: Auditor) -> RunSummary:

@@ -313,37 +313,21 @@ def run(
     announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     should_stop: Callable[[], bool] = lambda: False,
 ) -> RunSummary:
-    """Run an audit in the mode `config` asks for and return its summary: a dry run
-    (`auditor.audit.dry_run`), a batch through the providers' batch APIs
-    (`auditor.audit.batch`), or the calls made now (`audit_threads`).
+    """Run an audit and return its summary: for each observer (`observers`), its jobs planned
+    and their calls made through `audit_checkpoint`, each verdict recorded as it comes; or, as
+    `config` asks, a dry run (`auditor.audit.dry_run`) or a batch through the providers' batch
+    APIs (`auditor.audit.batch`).
 
     Once `should_stop()` turns true no new observer call starts; the calls in flight finish
     and are recorded, and the run is marked interrupted.
     """
-    if config.dry_run:
-        from .dry_run import dry_run
-
-        return dry_run(engine, plugins, config, announce)
-    if config.batch or config.collect:
-        from .batch import run_batches
-
-        return run_batches(engine, plugins, config, announce, should_stop)
-    return audit_threads(engine, plugins, config, progress, announce, should_stop)
-
-
-def audit_threads(
-    engine: Engine,
-    plugins: Plugins,
-    config: RunConfig,
-    progress: Callable[[RunSummary], None] | None,
-    announce: Callable[[str], None],
-    should_stop: Callable[[], bool],
-) -> RunSummary:
-    """`auditor run`: for each observer, plan the jobs of its threads and make their calls
-    (`audit_checkpoint`), each verdict recorded as it comes."""
     from .run_observers import merge
 
-    auditors, refused = observers(engine, plugins, config, announce)
+    auditors, refused = observers(engine, plugins, config, announce, check=not config.dry_run)
+    if config.dry_run:
+        from .dry_run import estimate
+
+        return merge([estimate(a) for a in auditors], refused)
     done: list[RunSummary] = []
     for auditor in auditors:
         done.append(_calls(auditor, config.budget, done, refused, progress, should_stop))
@@ -360,11 +344,17 @@ def _calls(
     progress: Callable[[RunSummary], None] | None,
     should_stop: Callable[[], bool],
 ) -> RunSummary:
-    """Make one observer's calls, recorded as a run of its own."""
+    """Make one observer's calls (or submit them in batches), recorded as a run of its own."""
+    config = auditor.config
     with recorded(auditor, budget_of_run, before, refused, should_stop) as summary:
-        asyncio.run(auditor.execute(progress, should_stop))
-        if (down := auditor.caller.reachability.down) is not None:
-            raise ObserverDown(down)  # the run is recorded failed, with this line
+        if config.batch or config.collect:
+            from .batch import run_batch
+
+            run_batch(auditor, collect_only=config.collect)
+        else:
+            asyncio.run(auditor.execute(progress, should_stop))
+            if (down := auditor.caller.reachability.down) is not None:
+                raise ObserverDown(down)  # the run is recorded failed, with this line
     return summary
 
 
