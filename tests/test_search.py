@@ -122,3 +122,40 @@ def test_the_snippet_is_around_the_whole_word_matched():
 
     body = "Currencies are listed first. " + "filler " * 40 + "Then the currency option."
     assert snippet(body, ["currency"], width=40) == "…Then the currency option."
+
+
+def test_each_message_keeps_its_own_searchable_text_across_ingests(tmp_path, engine):
+    """The text ingest writes with each message belongs to that message, whatever ids the
+    store gives (rows of earlier ingests, a grown file, a second file of new threads): each
+    stored text is the one read back from its own message's blocks."""
+    from sqlalchemy import text
+
+    from auditor.store.search import searchable
+
+    def said(session: str, numbers, day: str) -> str:
+        return "".join(
+            line(session, n, f"{day}T09:3{n}:00Z", f"{session} word{n}") for n in numbers
+        )
+
+    first = tmp_path / "a.jsonl"
+    first.write_text(said("s-a", (1, 2), "2026-11-02"))
+    invoke("ingest", str(tmp_path), ok=True)
+    with first.open("a") as out:  # grown: its new messages are stored after the first ones
+        out.write(said("s-a", (3, 4), "2026-11-02"))
+    (tmp_path / "b.jsonl").write_text(said("s-b", (1, 2, 3), "2026-11-03"))
+    invoke("ingest", str(tmp_path), ok=True)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT m.native_id, m.blocks, t.body FROM messages m "
+                "JOIN search_texts t ON t.message_id = m.id ORDER BY m.id"
+            )
+        ).all()
+    assert [native for native, _, _ in rows] == [f"s-a-{n}" for n in (1, 2, 3, 4)] + [
+        f"s-b-{n}" for n in (1, 2, 3)
+    ]
+    for native, blocks, body in rows:
+        blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+        assert body == searchable(blocks) != "", native
+    assert [h["thread"] for h in hits("word3")] == ["s-b", "s-a"]
+    assert [h["snippet"] for h in hits("word4")] == ["s-a word4"]

@@ -227,6 +227,22 @@ class RowBatch:
             )
         )
 
+    @staticmethod
+    def _new_ids(conn: Connection, thread_id: int, count: int) -> range | None:
+        """The ids of the `count` message rows of `thread_id` the last executemany inserted
+        (SQLite, all of them new), or None when that cannot be told for certain.
+
+        SQLite gives a new row the largest id there is plus one, so one statement's rows, all
+        inserted, hold the ids that end at `last_insert_rowid()`, in order; checked all the same
+        (a table whose largest id is the largest there can be takes ids at random)."""
+        last = conn.exec_driver_sql("SELECT last_insert_rowid()").scalar() or 0
+        ids = range(last - count + 1, last + 1)
+        held = conn.exec_driver_sql(
+            "SELECT count(*) FROM messages WHERE id BETWEEN ? AND ? AND thread_id = ?",
+            (ids.start, last, thread_id),
+        ).scalar()
+        return ids if held == count else None
+
     def flush(self, conn: Connection) -> dict[int, int]:
         """Write the queued rows; return the messages each thread gained (id -> count).
 
@@ -246,7 +262,11 @@ class RowBatch:
                 added[thread_id] = count
             texts = self.texts.get(thread_id, [])
             if count == len(rows):  # every one of them new: their texts are the ones in hand
-                search.add_texts(conn, texts)
+                ids = self._new_ids(conn, thread_id, count) if qmark else None
+                if ids is not None:
+                    search.add_texts_by_id(conn, [(i, body) for i, (body, *_) in zip(ids, texts)])
+                else:
+                    search.add_texts(conn, texts)
                 self.indexed += [(tid, native) for _, tid, native in texts]
             elif count:
                 self.unindexed.add(thread_id)

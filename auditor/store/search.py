@@ -69,6 +69,14 @@ def add_texts(conn: Connection, rows: list[tuple[str, int, str]]) -> None:
         conn.exec_driver_sql(_driver_sql(conn, _ADD_TEXT), rows)
 
 
+def add_texts_by_id(conn: Connection, rows: list[tuple[int, str]]) -> None:
+    """`add_texts` for messages whose ids are known: (message_id, body) rows, no lookup."""
+    if rows:
+        conn.exec_driver_sql(
+            _driver_sql(conn, "INSERT INTO search_texts (message_id, body) VALUES (?, ?)"), rows
+        )
+
+
 def index_texts(conn: Connection, keys: list[tuple[int, str]]) -> None:
     """Add the texts `add_texts` stored for these (thread_id, native_id) messages to SQLite's
     full-text index (PostgreSQL's index keeps itself)."""
