@@ -15,6 +15,7 @@ from typing import Any
 from .errors import AuditorError
 
 ENV_VAR = "AUDITOR_CONFIG"
+EVENT_COMMANDS = "AGENT"  # the defaults of every `auditor hook AGENT` event command
 
 NUMBER = (int, float)
 # section -> key -> accepted type(s). Sections other than these (and [injectors.NAME]) are errors.
@@ -133,13 +134,10 @@ class Config:
         hook = {**observer, **gate, **self.section("hook")}
         out: dict[str, Any] = {
             "run": {**observer, **gate, **self.section("run")},
-            # The event commands of the agents, and the worker they start, which audits.
-            "hook": {
-                "claude-code": hook,
-                "codex": dict(hook),
-                "gemini-cli": dict(hook),
-                "worker": dict(hook),
-            },
+            # Every agent's event command (`auditor hook AGENT`, one for each agent a format
+            # declares live hooks for: the hook group hands these to it), and the worker the
+            # event commands start, which audits.
+            "hook": {EVENT_COMMANDS: hook, "worker": dict(hook)},
             "inject": {
                 ("via" if k == "injector" else k): v for k, v in self.section("inject").items()
             },

@@ -48,7 +48,7 @@ def test_config_shows_where_and_what(config):
     assert "[observer] observer = 'claude'" in lines and "[hook] deadline = 20" in lines
     data = json.loads(invoke("config", "--json").output)
     assert data["exists"] and data["settings"]["hook"] == {"deadline": 20}
-    assert data["defaults"]["hook"]["claude-code"] == {"observer": "claude", "deadline": 20}
+    assert data["defaults"]["hook"]["AGENT"] == {"observer": "claude", "deadline": 20}
 
 
 def test_the_example_is_a_valid_config():

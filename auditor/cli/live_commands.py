@@ -38,7 +38,11 @@ class HookGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
         if command is None and cmd_name in self._agents(ctx):
+            from ..config import EVENT_COMMANDS
+
             command = _event_command(cmd_name)
+            # Every agent's event command has the same defaults (the config's [hook] section).
+            command.context_settings["default_map"] = (ctx.default_map or {}).get(EVENT_COMMANDS)
         return command
 
 
