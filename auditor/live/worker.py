@@ -347,12 +347,18 @@ class Worker:
         except asyncio.CancelledError:
             self._record_cancel(audit)
         except Exception as exc:  # noqa: BLE001 - one failed audit must not end the worker
-            self.log(
-                f"audit at {audit.event.get('hook_event_name')} failed: {type(exc).__name__}: {exc}"
-            )
+            from ..store.db import BUSY_TIMEOUT, lock_timed_out, one_line
+
+            said = one_line(exc)
+            if lock_timed_out(exc):
+                said = (
+                    f"another process held the store's lock for {BUSY_TIMEOUT:g} s ({said}); "
+                    "the session's next event reads the transcript again"
+                )
+            self.log(f"audit at {audit.event.get('hook_event_name')} failed: {said}")
             if audit.now is not None and audit.now.auditor.summary.run_id is not None:
                 try:
-                    audit.now.auditor.recorder.finish_run("failed", f"{type(exc).__name__}: {exc}")
+                    audit.now.auditor.recorder.finish_run("failed", said)
                 except Exception:  # noqa: BLE001 - the audit's own failure is being reported; recording it must not hide it
                     pass
         finally:

@@ -185,7 +185,11 @@ def create(url: str, wait_until: float | None = None) -> Engine:
         # A restarted server ends every pooled connection: each is tested before use, so a
         # run that goes on after the restart starts from live ones.
         pool_pre_ping=True,
-        connect_args={"options": "-c timezone=UTC"},
+        # No statement waits for another's lock for ever, as none does on SQLite (its busy
+        # timeout): a writer that never lets go (a stopped ingest holding the ingest lock) must
+        # not keep a live worker, or a run, waiting with no end. A hook's deadline bounds it
+        # closer still (below).
+        connect_args={"options": f"-c timezone=UTC -c lock_timeout={int(BUSY_TIMEOUT * 1000)}"},
     )
     if wait_until is not None:
 
@@ -224,6 +228,28 @@ def connection_lost(exc: BaseException) -> bool:
         return False
     state = getattr(orig, "sqlstate", None)
     return state is None or state[:2] in ("08", "57")
+
+
+def lock_timed_out(exc: BaseException) -> bool:
+    """True when `exc` says a statement gave up waiting for another writer's lock: SQLite's
+    "database is locked" after its busy timeout, PostgreSQL's lock timeout (SQLSTATE 55P03)."""
+    from sqlalchemy.exc import DBAPIError
+
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    if getattr(orig, "sqlstate", None) == "55P03":
+        return True
+    return type(orig).__name__ == "OperationalError" and "database is locked" in str(orig)
+
+
+def one_line(exc: BaseException) -> str:
+    """`exc` in one line: the driver's own words for a store error, without SQLAlchemy's
+    statement and link."""
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+    said = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {said[0] if said else ''}".rstrip(": ")
 
 
 def retry_lost(fn, *args, wait: float = STORE_WAIT, **kwargs):
