@@ -108,6 +108,7 @@ class Worker:
         self.last_event = time.monotonic()
         self.done: dict[str, int] = {}
         self.ending = ""  # why the worker leaves before it is idle (SessionEnd, a new environment)
+        self.expired = False  # past its lifetime: it takes no new event (see `handle`)
         self.env_mark = live.env_mark()
         # Each thread's stored messages as last loaded: an event loads only the rows stored
         # since (see `_messages`), so that its cost does not grow with the session.
@@ -277,6 +278,13 @@ class Worker:
         for i, (event, start, end) in enumerate(events):
             name = event.get("hook_event_name")
             thread = str(event.get("thread") or event.get("session_id") or "")
+            if self.expired:
+                # Past its lifetime the worker takes no new event, or a session whose events
+                # keep it busy (an observer that keeps failing, audits back to back) would keep
+                # it for ever: this event and those after it are the next worker's, which the
+                # session's next hook event starts once this one has finished what is under way.
+                self.offset = start
+                return
             if event.get("env") not in (None, self.env_mark):
                 # A key or the store changed: this event and those after it are the next
                 # worker's (its hook started it); this one finishes what is under way.
@@ -581,7 +589,8 @@ class Worker:
         self.warm_up()
         born = time.monotonic()
         while True:
-            if not self.ending and time.monotonic() - born > LIFETIME:
+            if not self.expired and time.monotonic() - born > LIFETIME:
+                self.expired = True
                 self.ending = f"lifetime ceiling ({LIFETIME:g} s)"
             events = self._read_events()
             self.fold()  # first: a hand-over made at one of these events counts already
