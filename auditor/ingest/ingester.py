@@ -153,7 +153,9 @@ INGEST_LOCK = 0x696E6765  # PostgreSQL advisory lock key of ingest's write group
 # Objects a parser makes per record (dicts, lists, rows) are freed as soon as they are written,
 # but each allocation counts toward the cyclic collector's next pass, and every few passes it
 # walks all the objects there are, the imported modules' included: a tenth of a cold ingest's
-# CPU. During a run the collector looks far less often, and not at what existed before it.
+# CPU. During an ingest (`ingest`: the command, a scheduled one) the collector looks far less
+# often, and not at what existed before. Not in a live worker's read of one event: there the
+# objects frozen each time would be its young ones, left for the rare full passes once thawed.
 GC_ALLOCATIONS = 50_000  # allocations between two passes over the youngest objects (default 700)
 
 
@@ -162,6 +164,7 @@ def fewer_collections() -> Iterator[None]:
     """Within: the objects that existed before are left out of the cyclic collector's passes
     (`gc.freeze`), and the passes are rarer; both undone at the end."""
     threshold = gc.get_threshold()
+    gc.collect(1)  # what is garbage already is not kept for the life of the process
     gc.freeze()
     gc.set_threshold(max(threshold[0], GC_ALLOCATIONS), *threshold[1:])
     try:
@@ -320,12 +323,6 @@ class Ingester:
         self,
         paths: Iterable[str | os.PathLike],
         progress: Callable[[FileResult], None] | None = None,
-    ) -> IngestSummary:
-        with fewer_collections():
-            return self._run(paths, progress)
-
-    def _run(
-        self, paths: Iterable[str | os.PathLike], progress: Callable[[FileResult], None] | None
     ) -> IngestSummary:
         summary = self._summary = IngestSummary()
         self._progress = progress
@@ -941,7 +938,8 @@ def ingest(
     if format_name is not None and format_name not in plugins.formats():
         plugins.format(format_name)  # raises UnknownName with the list
     ingester = Ingester(engine, plugins, format_name, source, include_forgotten)
-    return ingester.run(paths, progress)
+    with fewer_collections():
+        return ingester.run(paths, progress)
 
 
 __all__ = ["FileResult", "FormatError", "IngestSummary", "Ingester", "ingest"]
