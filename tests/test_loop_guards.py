@@ -287,6 +287,7 @@ def test_a_deadline_passing_after_the_verdict_is_stored_adds_no_error_verdict(
     """The hook's deadline can pass between the observer's verdict being stored and the hook
     noting the call done: the failure is recorded on the run, and the paid verdict stays the
     checkpoint's only one (no second, error verdict for a call that was answered)."""
+    from auditor.audit.run import CheckpointNow
     from auditor.live import sync_hook
 
     session = copy_lines(
@@ -295,7 +296,7 @@ def test_a_deadline_passing_after_the_verdict_is_stored_adds_no_error_verdict(
     real_run = asyncio.run
 
     def answered_then_late(coro, **kw):
-        if getattr(coro, "__name__", "") != "audit_checkpoint":
+        if getattr(coro, "cr_code", None) is not CheckpointNow.audit.__code__:
             return real_run(coro, **kw)
         real_run(coro, **kw)
         raise sync_hook.DeadlinePassed("deadline exceeded: the hook ran past 30s")
