@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # test helper modules
+# pytest-xdist hands its workers the terminal's width as COLUMNS, which auditor's output honours:
+# the tests read output as a pipe gets it, whether they run in one process or two.
+os.environ.pop("COLUMNS", None)
 
 ROOT = Path(__file__).resolve().parent.parent
 # Resolved: the CLI names files by their real path, so a ../shared that is a link compares equal.

@@ -29,6 +29,10 @@ from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
 from auditor.store import schema as s
 
+# A hung CLI's test looks for any process of that observer still alive on the machine: the
+# module's tests run one by one in one process, so none of its own calls is running beside it.
+pytestmark = pytest.mark.xdist_group("agent-cli-observers")
+
 
 @pytest.fixture(autouse=True)
 def unhurried_login_check(monkeypatch):

@@ -9,6 +9,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from helpers.source import copy_source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,8 +30,10 @@ def test_wheel_install_runs_ingest_from_another_directory(tmp_path):
     ).stdout.strip()
     ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
     (Path(site) / "test-deps.pth").write_text("\n".join(sorted(ours)) + "\n")
+    # Built from a copy: pip builds in the source tree, and the tree is the one the other tests read.
+    source = copy_source(ROOT, tmp_path / "source")
     built = subprocess.run(
-        [py, "-m", "pip", "install", "-v", "--no-deps", str(ROOT)],
+        [py, "-m", "pip", "install", "-v", "--no-deps", str(source)],
         check=True,
         cwd=tmp_path,
         capture_output=True,

@@ -13,7 +13,6 @@ import inspect
 import json
 import os
 import re
-import shutil
 import site
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from helpers.audit import (
     quiet,
     write_script_thread,
 )
+from helpers.source import copy_source
 from helpers.third_party import THIRD_PARTY, third_party_plugin
 from sqlalchemy import select
 
@@ -263,26 +263,6 @@ BROKEN = {
 }
 
 
-def _copy_source(src: Path, dest: Path) -> Path:
-    """Copy a project without build output, so a build never writes into the working tree."""
-    ignore = shutil.ignore_patterns(
-        ".git",
-        ".venv",
-        ".venv-*",
-        "build",
-        "dist",
-        "*.egg-info",
-        "__pycache__",
-        "*.db",
-        "tests",
-        "benchmarks",
-        "examples",
-        ".pytest_cache",
-    )
-    shutil.copytree(src, dest, ignore=ignore)
-    return dest
-
-
 class Venv:
     def __init__(self, root: Path):
         self.root = root
@@ -346,8 +326,8 @@ def kit(tmp_path_factory) -> Venv:
         ).stdout.strip()
         Path(purelib, "_auditor_parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     v.pip_install(
-        _copy_source(ROOT, root / "src" / "auditor"),
-        _copy_source(EXAMPLE, root / "src" / "example"),
+        copy_source(ROOT, root / "src" / "auditor"),
+        copy_source(EXAMPLE, root / "src" / "example"),
     )
     (root / "fake_llm.py").write_text(FAKE_TOOL)
     v.command = f"{sys.executable} {root / 'fake_llm.py'}"
