@@ -284,7 +284,7 @@ def test_a_dry_run_times_the_calls_by_the_answers_recorded(store, pm, fake, tmp_
 
 
 def test_ctrl_c_during_an_embedded_call_abandons_it_and_says_so(store, pm, monkeypatch):
-    import _thread
+    import signal
     import threading
 
     from auditor_plugins import embedded
@@ -305,7 +305,10 @@ def test_ctrl_c_during_an_embedded_call_abandons_it_and_says_so(store, pm, monke
 
     def ctrl_c() -> None:
         started.wait(30)
-        _thread.interrupt_main()  # as the terminal's Ctrl-C: KeyboardInterrupt in the run
+        # As the terminal's Ctrl-C: a real SIGINT to the main thread, which wakes the run's event
+        # loop from its wait (_thread.interrupt_main only sets Python's flag, and a loop asleep
+        # with nothing scheduled saw it when the call ended, a minute later).
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     threading.Thread(target=ctrl_c, daemon=True).start()
     with pytest.raises(RunInterrupted) as stopped:
