@@ -35,18 +35,20 @@ def post_tool_use(n: int, transcript: str, session: str = SESSION) -> str:
     )
 
 
+def _hook_process() -> subprocess.Popen:
+    """A Codex hook event command started and waiting for its event on stdin."""
+    return subprocess.Popen(
+        [*auditor_argv(), "hook", "codex", "--verbose", "--idle", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_ten_events_at_once_on_one_session_start_one_worker(tmp_path):
     transcript = str(tmp_path / "rollout-missing.jsonl")  # nothing to audit: workers just idle
-    hooks = [
-        subprocess.Popen(
-            [*auditor_argv(), "hook", "codex", "--verbose", "--idle", "1"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(10)
-    ]
+    hooks = [_hook_process() for _ in range(10)]
     for n, hook in enumerate(hooks):  # all started before any is fed: they run at once
         assert hook.stdin is not None
         hook.stdin.write(post_tool_use(n, transcript))
@@ -74,16 +76,7 @@ def test_events_of_many_sessions_at_once_start_one_worker_each(tmp_path):
     transcript = str(tmp_path / "rollout-missing.jsonl")
     sessions = [f"01a21ac5-8b99-7b80-9916-{n:012x}" for n in range(8)]
     feeds = [(s, n) for n in range(4) for s in sessions]
-    hooks = [
-        subprocess.Popen(
-            [*auditor_argv(), "hook", "codex", "--verbose", "--idle", "1"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in feeds
-    ]
+    hooks = [_hook_process() for _ in feeds]
     for (session, n), hook in zip(feeds, hooks, strict=True):
         assert hook.stdin is not None
         hook.stdin.write(post_tool_use(n, transcript, session))
