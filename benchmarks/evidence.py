@@ -6,7 +6,8 @@ have been corrected (the user's requirement, the agent's own sentences, failure 
 result of a command) and whether it should have been. It is a labels file of `auditor eval` (one
 schema): `thread` (native id), `at` (the message ending the checkpoint) and `needs_correction`,
 plus what only this script reads: `file` (the transcript, relative to the corpus), `agent`,
-`evidence` (the strings) and `note` (why the label says what it says). For each label this script:
+`evidence` (the strings), `note` (why the label says what it says) and `round` (the labelling
+round that added it, 1 for the first). For each label this script:
 
 1. ingests the label's transcript into a scratch store and renders the checkpoint exactly as
    `auditor prompt THREAD --at MESSAGE_ID` does (find_thread, load_messages, checkpoint_at, the
@@ -24,7 +25,10 @@ corrected, and the median of prompt tokens / uncut tokens, for two parts of the 
 development part the formatter is tuned on, and a held-out part it must not be tuned on. A label is
 held out when the SHA-256 of its transcript's path (`file`; a subagent's counts as its session's),
 read as a number, is divisible by 3: about a third of the transcripts, every checkpoint of a
-session on the same side. `--verbose`
+session on the same side. The held-out part is reported twice: the labels of earlier rounds,
+whose figures someone has already seen, and those of the latest round, which nobody had seen
+before that round's first run (the error bar of the earlier part narrows each time its figures
+guide a choice, so each round adds a fresh part). `--verbose`
 lists the evidence lost on the development part only; the held-out part is reported as figures,
 so that nobody tunes on it by reading its misses. The same figures are printed for the
 seeds' simple cut (every message, tool inputs cut to 200 and results to 500 characters) and, with
@@ -272,9 +276,15 @@ def main() -> int:
     if args.before:
         runs.append((f"formatter at {args.before}", formatter_at(args.before).render))
     runs.append(("formatter (auditor prompt)", pm.render_checkpoint))
+    latest = max(label["round"] for label in labels)
     parts = {
         "development": [i for i, c in enumerate(checkpoints) if not held_out(c.label)],
-        "held-out": [i for i, c in enumerate(checkpoints) if held_out(c.label)],
+        "held-out, earlier rounds": [
+            i for i, c in enumerate(checkpoints) if held_out(c.label) and c.label["round"] < latest
+        ],
+        f"held-out, round {latest} (new)": [
+            i for i, c in enumerate(checkpoints) if held_out(c.label) and c.label["round"] == latest
+        ],
     }
     for part, indexes in parts.items():
         chosen = [checkpoints[i] for i in indexes]
