@@ -703,9 +703,9 @@ def fit(units: list[Unit], budget: int) -> None:
     recent = current[-3:]  # what the agent saw last before it stopped
     # The user's replies inside tool results count as prose.
     old_prose = [u for u in old if u.kind == PROSE or u.replies]
-    old_tools = [u for u in old if u not in old_prose]
+    old_tools = [u for u in old if not (u.kind == PROSE or u.replies)]
     prose = [u for u in current if u.kind == PROSE or u.replies]
-    tools = [u for u in current if u not in prose]
+    tools = [u for u in current if not (u.kind == PROSE or u.replies)]
     latest = {u.key: u for u in tools if u.kind == TOOL}
     superseded = [u for u in tools if u.kind == TOOL and latest[u.key] is not u and not u.failed]
     looks = [u for u in tools if not u.acts]
