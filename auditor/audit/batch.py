@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import func, or_, select, update
 
 from ..errors import AuditorError, UnknownName
-from ..store import leases
 from ..store import schema as s
 from ..store.db import utcnow
 from .observe import MAX_OUTPUT_TOKENS, BatchItem, BatchObserver, ObserveRequest
@@ -505,9 +504,8 @@ def _submit_chunk(auditor: Auditor, jobs: list, report: BatchReport) -> None:
                 ],
             )
     finally:
-        with auditor.engine.begin() as conn:
-            for job in jobs:
-                leases.release(conn, job.claim_key, auditor.owner)
+        for job in jobs:  # recorded in the batch now, or free for the next run
+            auditor.sharing.release(job)
     try:
         provider_id = _observer(auditor).submit_batch(items, label, _options(auditor))
     except Exception as exc:  # noqa: BLE001 - whatever the SDK raised, the run stops with one line

@@ -27,7 +27,7 @@ from .observer_choice import Choice, choose_for
 from .planner import Planner
 from .recorder import Recorder
 from .run_types import Job, Observing, RunConfig, RunInterrupted, RunSummary
-from .sharing import LocalSharing, WorkSharing, sharing_for_run
+from .sharing import LocalSharing, Sharing, WorkSharing, sharing_for
 
 WAIT_FOR_HELD = 0.2  # seconds between looks at calls other workers hold (PostgreSQL)
 DEFAULT_CONCURRENCY = 4  # calls in flight when neither the user nor the observer says
@@ -36,10 +36,16 @@ DEFAULT_CONCURRENCY = 4  # calls in flight when neither the user nor the observe
 class Auditor:
     """One observer's audit over the store, made of its parts: the planner (which checkpoints
     need a call), the caller (the observer call, its budget and timeout), the recorder (the run
-    and its verdicts) and the way the work is shared with other runs on the same store."""
+    and its verdicts) and the way the work is shared with other runs on the same store
+    (`sharing`: by expiring leases unless the caller gives another way)."""
 
     def __init__(
-        self, engine: Engine, plugins: Plugins, config: RunConfig, choice: Choice | None = None
+        self,
+        engine: Engine,
+        plugins: Plugins,
+        config: RunConfig,
+        choice: Choice | None = None,
+        sharing: Sharing = LocalSharing,
     ):
         from .prompt import load_prompt
 
@@ -69,8 +75,7 @@ class Auditor:
             self.observing, config.observer_options, config.timeout, self.summary, self.recorder
         )
         self.lease = config.lease or self.caller.timeout * 4 + 65
-        # `execute` on PostgreSQL shares threads and calls with other workers instead.
-        self.sharing: WorkSharing = LocalSharing(
+        self.sharing: WorkSharing = sharing(
             engine, self.observing, self.summary, self.owner, self.lease
         )
 
@@ -130,9 +135,6 @@ class Auditor:
 
         queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=max(2, self.concurrency * 2))
         workers_n = self.concurrency
-        self.sharing = sharing_for_run(
-            self.engine, self.observing, self.summary, self.owner, self.lease
-        )
 
         async def produce() -> None:
             sent = 0
@@ -372,7 +374,8 @@ def observers(
     plan = observer_plan(engine, plugins, config)
     for why in plan.refused.values():
         announce(why)
-    auditors = [Auditor(engine, plugins, c, choice) for choice, c in plan.audits]
+    sharing = sharing_for(engine, config)
+    auditors = [Auditor(engine, plugins, c, choice, sharing) for choice, c in plan.audits]
     for a in auditors:
         who = f" for {', '.join(a.config.agents)} threads" if a.config.agents else ""
         announce(f"observer: {a.observing.name}{who} ({a.why}), model {a.observing.model}")

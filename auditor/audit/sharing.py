@@ -1,5 +1,9 @@
 """How a run shares its work with the other runs on the same store: a strategy passed in.
 
+The run is given the strategy when it is made (`sharing_for` picks it for `auditor run`), and
+the planner and the calls only ever ask it through `WorkSharing`: there is no branch on the
+store's kind anywhere else.
+
 Every run takes a lease (`auditor.store.leases`) on each observer call before making it, so
 that two runs never pay for the same answer. How the threads are shared differs by store:
 
@@ -18,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,7 +33,7 @@ from ..store import schema as s
 from ..store.db import connection_lost, retry_lost, utcnow
 from ..store.threads import load_messages
 from .checkpoints import find_checkpoints
-from .run_types import Job, Observing, RunSummary
+from .run_types import Job, Observing, RunConfig, RunSummary
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -69,6 +73,11 @@ class WorkSharing(Protocol):
         ...
 
 
+# What makes a run's sharing, from the run's parts: the store, what it observes with, its
+# summary (counting busy and reused calls), its owner name and its leases' seconds.
+Sharing = Callable[["Engine", Observing, RunSummary, str, float], WorkSharing]
+
+
 class LocalSharing:
     """Threads in id order; each call under an expiring lease (the claims table)."""
 
@@ -103,11 +112,7 @@ class LocalSharing:
         return True
 
     def release(self, job: Job) -> None:
-        def give_back() -> None:
-            with self.engine.begin() as conn:
-                leases.release(conn, job.claim_key, self.owner)
-
-        retry_lost(give_back)
+        _give_back(self.engine, job.claim_key, self.owner)
 
     def done(self, job: Job) -> None:
         pass
@@ -116,7 +121,17 @@ class LocalSharing:
         pass
 
 
-class LeasedSharing(LocalSharing):
+def _give_back(engine: Engine, key: str, owner: str) -> None:
+    """Give back the expiring lease `key` (retried while a restarted server comes back)."""
+
+    def give_back() -> None:
+        with engine.begin() as conn:
+            leases.release(conn, key, owner)
+
+    retry_lost(give_back)
+
+
+class LeasedSharing:
     """Threads and calls shared with other workers by row locks (PostgreSQL)."""
 
     busiest_first = True  # so that no worker starts a long thread when the others are done
@@ -124,7 +139,9 @@ class LeasedSharing(LocalSharing):
     def __init__(
         self, engine: Engine, observing: Observing, summary: RunSummary, owner: str, lease: float
     ):
-        super().__init__(engine, observing, summary, owner, lease)
+        self.engine, self.observing, self.summary = engine, observing, summary
+        self.owner, self.lease = owner, lease
+        self.waiting: list[Job] = []  # calls another worker held when tried (`hold`)
         self._held: dict[str, Connection] = {}  # lease key -> the connection holding its row lock
         self._helping: set[str] = set()  # helper leases taken (`_help`), until their calls are over
         self._open: dict[str, int] = {}  # thread lease -> calls not yet made
@@ -282,11 +299,7 @@ class LeasedSharing(LocalSharing):
                 self._let_go_help(job.helping)
 
     def _let_go_help(self, key: str) -> None:
-        def let_go() -> None:
-            with self.engine.begin() as conn:
-                leases.release(conn, key, self.owner)
-
-        retry_lost(let_go)
+        _give_back(self.engine, key, self.owner)
 
     def _thread_key(self, thread) -> str:
         """The thread as it stands (its messages) with this run's observer, model and prompt."""
@@ -362,7 +375,7 @@ class LeasedSharing(LocalSharing):
     def release(self, job: Job) -> None:
         conn = self._held.pop(job.claim_key, None)
         if conn is None:  # an expiring lease
-            super().release(job)
+            _give_back(self.engine, job.claim_key, self.owner)
             return
         try:
             leases.let_go(conn, job.claim_key)
@@ -373,10 +386,9 @@ class LeasedSharing(LocalSharing):
             # lease: nothing is left to give back (the row goes with `forget_old`).
 
 
-def sharing_for_run(
-    engine: Engine, observing: Observing, summary: RunSummary, owner: str, lease: float
-) -> WorkSharing:
-    """The sharing of `auditor run`: by row locks on PostgreSQL, where workers on several
-    machines share one store; by expiring leases on SQLite."""
-    kind = LeasedSharing if engine.dialect.name == "postgresql" else LocalSharing
-    return kind(engine, observing, summary, owner, lease)
+def sharing_for(engine: Engine, config: RunConfig) -> Sharing:
+    """The sharing of `auditor run`'s calls: by row locks on PostgreSQL, where workers on
+    several machines share one store; by expiring leases on SQLite. A dry run and a batch run
+    take no thread: they plan every thread, as one run at a time does."""
+    calls = not (config.dry_run or config.batch or config.collect)
+    return LeasedSharing if calls and engine.dialect.name == "postgresql" else LocalSharing
