@@ -37,6 +37,7 @@ replaces in one run. Goal: recall >= 0.97 overall and >= 0.96 at positives on bo
 larger than before.
 
     python benchmarks/evidence.py [--corpus DIR] [--labels FILE] [--budget TOKENS] [--before REF]
+                                  [--development] [--verbose]
 """
 
 from __future__ import annotations
@@ -235,6 +236,12 @@ def main() -> int:
     ap.add_argument(
         "--verbose", "-v", action="store_true", help="list every evidence string the prompt lost"
     )
+    ap.add_argument(
+        "--development",
+        action="store_true",
+        help="measure the development part only: what to run while tuning, so that the "
+        "held-out figures stay unseen until the change is decided",
+    )
     args = ap.parse_args()
     if not args.corpus.is_dir():
         print(f"The corpus is not at {args.corpus}; pass --corpus DIR.", file=sys.stderr)
@@ -286,6 +293,8 @@ def main() -> int:
             i for i, c in enumerate(checkpoints) if held_out(c.label) and c.label["round"] == latest
         ],
     }
+    if args.development:
+        parts = {"development": parts["development"]}
     for part, indexes in parts.items():
         chosen = [checkpoints[i] for i in indexes]
         print(
