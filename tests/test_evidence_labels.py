@@ -3,6 +3,7 @@ the README's measurement runs as written, on the real transcripts they name."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -14,6 +15,9 @@ from helpers.wire import Reply, Stub, gemini_response
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = ROOT / "benchmarks" / "evidence" / "labels.jsonl"
+_spec = importlib.util.spec_from_file_location("evidence", ROOT / "benchmarks" / "evidence.py")
+evidence = sys.modules.setdefault("evidence", importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(evidence)
 
 
 def auditor(db: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -54,5 +58,27 @@ def test_the_readmes_eval_command_scores_every_label_of_the_projects_own_file(co
     needing = sum(label["needs_correction"] for label in labels)
     assert extra["labels"] == len(labels) == 229
     # The stand-in never asks for a correction: every label that needed one is a miss.
-    assert extra["confusion"]["fn"] == needing == 75
+    assert extra["confusion"]["fn"] == needing == 74
     assert extra["confusion"]["tp"] == 0 and extra["failed"] == 0
+
+
+@pytest.mark.slow  # every labelled transcript ingested and rendered uncut
+def test_every_evidence_string_occurs_in_the_uncut_render_of_its_checkpoint(corpus, tmp_path):
+    # A label is read off the transcript alone: were a string only in another file (a second
+    # copy of the session), or mistyped, recall would count a miss the formatter never made.
+    from auditor.ingest.ingester import ingest
+    from auditor.plugins import get_plugin_manager
+    from auditor.store.db import open_db
+
+    labels = evidence.load_labels(LABELS)
+    engine = open_db(tmp_path / "store.db")
+    pm = get_plugin_manager()
+    ingest(engine, pm, sorted({corpus / label["file"] for label in labels}))
+    missing = []
+    for c in evidence.load_checkpoints(engine, labels):
+        uncut = pm.render_checkpoint(c.checkpoint, c.thread, c.messages, {"uncut": True})
+        flat = evidence.normalise(uncut)
+        missing += [(c.label["at"], e) for e in c.label["evidence"] if not evidence.kept(e, flat)]
+    assert missing == []
+    # Every label names the round that added it, so held-out figures split into seen and new.
+    assert {label["round"] for label in labels} == {1, 2, 3, 4}
