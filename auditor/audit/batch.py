@@ -29,7 +29,7 @@ from sqlalchemy import func, or_, select, update
 from ..errors import AuditorError, UnknownName
 from ..store import schema as s
 from ..store.db import utcnow
-from .observe import MAX_OUTPUT_TOKENS, BatchItem, BatchObserver, ObserveRequest
+from .observe import BatchItem, BatchObserver, ObserveRequest
 from .run_types import Job
 
 if TYPE_CHECKING:
@@ -382,8 +382,6 @@ def _waiting(conn, auditor: Auditor, job) -> bool:
 
 def submit(auditor: Auditor, report: BatchReport) -> None:
     """Plan, then submit every job that needs a call, in batches."""
-    from .budget import estimate_usd
-
     size = auditor.config.batch_size or DEFAULT_BATCH_SIZE
     chunk: list = []
     chunk_bytes = 0
@@ -395,13 +393,7 @@ def submit(auditor: Auditor, report: BatchReport) -> None:
             if limit is not None and taken >= limit:
                 break
             prompt = auditor.observing.prompt.text + job.user
-            priced = estimate_usd(
-                auditor.observing.model,
-                auditor.observing.name,
-                prompt,
-                MAX_OUTPUT_TOKENS,
-                batch=True,
-            )
+            priced = auditor.caller.worst_case(prompt, batch=True)
             est = float(priced or 0)  # unknown: allowed with --allow-unpriced only
             job_bytes = len(prompt.encode("utf-8", "surrogatepass"))
             # Full: submit before claiming the next, so a failed submission holds no lease.

@@ -51,11 +51,6 @@ def estimate_usd(
     return price(model, tokens, provider, batch=batch).usd
 
 
-def is_priced(model: str, provider: str) -> bool:
-    """Tell whether the price table (or the user's overrides) knows `model`."""
-    return price(model, Tokens(input=1000, output=1000), provider).usd is not None
-
-
 def spent_since(conn, since: datetime) -> float:
     """Return the USD the verdicts recorded since `since` cost (known prices only), plus the
     worst case of the batches submitted since then and not collected yet."""
@@ -266,23 +261,24 @@ def for_run(
     *,
     budget: float | None,
     per_day: float | None,
+    least: list[Decimal | None],
     model: str,
-    provider: str,
     allow_unpriced: bool,
     spent: Callable[[], float],
     owner: str = "",
     lease: float = 600.0,
-) -> Budget | None:
-    """Return the run's Budget (None without a cap), or raise when the model has no price.
+) -> Budget:
+    """Return the run's Budget under `budget` or `per_day` (one at least), or raise when the
+    model has no price.
 
+    `least` holds, for each of the run's prompts, the worst case of a call with that prompt and
+    no thread at all (None where the price table does not know `model`): no call costs less.
     `owner` names the run's process in its reservations under `per_day`, which outlive a run
     that died by `lease` seconds at most."""
-    if budget is None and per_day is None:
-        return None
     for name, value in (("--budget", budget), ("budget_per_day", per_day)):
         if value is not None and value < 0:
             raise AuditorError(f"{name} must be a number of US dollars >= 0, not {value}")
-    if not is_priced(model, provider) and not allow_unpriced:
+    if any(usd is None for usd in least) and not allow_unpriced:
         raise AuditorError(
             f"{model!r} is not in the price table, so under a budget its cost is unknown: add "
             "its price to prices.json (`auditor config` shows where) or pass --allow-unpriced."
@@ -297,4 +293,5 @@ def for_run(
         if left_today < limit:
             limit = left_today
             why = f"budget_per_day ${per_day:.4f}, ${today:.4f} spent earlier today"
-    return Budget(limit=limit, spent=spent, why=why, day=day)
+    known = [float(usd) for usd in least if usd is not None]
+    return Budget(limit=limit, spent=spent, why=why, day=day, floor=min(known) if known else None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from decimal import Decimal
 from typing import Any
 
 from ..errors import AuditorError
@@ -48,14 +49,21 @@ class Caller:
         if problem:
             raise AuditorError(f"observer {self.observing.name!r} cannot be used: {problem}")
 
+    def worst_case(self, prompt: str, batch: bool = False) -> Decimal | None:
+        """The most a call of this observer with `prompt` (system prompt and user text) can
+        cost, at the batch price with `batch`; None for a model without a price. What the
+        budget reserves before a call, a batch counts before submitting and a dry run adds up.
+        """
+        o = self.observing
+        return budget.estimate_usd(o.model, o.name, prompt, MAX_OUTPUT_TOKENS, batch=batch)
+
     async def reserve_for(self, job: Job) -> budget.Reservation | bool:
         """Reserve `job`'s worst case under the budget: the reservation to give back after the
         call, True when there is nothing to reserve, False when the call would cross the cap
         (counted as over budget)."""
         if self.budget is None:
             return True
-        o = self.observing
-        usd = budget.estimate_usd(o.model, o.name, job.prompt.text + job.user, MAX_OUTPUT_TOKENS)
+        usd = self.worst_case(job.prompt.text + job.user)
         if usd is None:  # a model without a price, allowed with --allow-unpriced
             return True
         reservation = await self.budget.reserve(float(usd))

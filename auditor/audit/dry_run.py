@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import budget
-from .observe import MAX_OUTPUT_TOKENS, ObserverUsage
+from .observe import ObserverUsage
 from .recorder import price_of
 from .run_types import RunSummary
 
@@ -42,9 +41,7 @@ def estimate(auditor: Auditor) -> RunSummary:
         if room is not None:
             # As the run reserves each call's worst case before it starts, against what was
             # spent: a call that does not fit is left out.
-            worst = budget.estimate_usd(
-                o.model, o.name, o.prompt.text + job.user, MAX_OUTPUT_TOKENS, batch=batch
-            )
+            worst = auditor.caller.worst_case(o.prompt.text + job.user, batch=batch)
             if worst is not None and expected + float(worst) > room:
                 summary.over_budget += 1
                 continue

@@ -22,7 +22,6 @@ from ..store import leases
 from ..store.db import connection_lost, lost_store
 from . import budget, critique
 from .caller import Caller
-from .observe import MAX_OUTPUT_TOKENS
 from .observer_choice import Choice, choose_for
 from .planner import Planner
 from .recorder import Recorder
@@ -86,26 +85,21 @@ class Auditor:
     def set_budget(self) -> None:
         """Apply the run's spend caps (raise when the model has no price and that is not allowed)."""
         c, o = self.config, self.observing
-        self.caller.budget = cap = budget.for_run(
+        if c.budget is None and c.budget_per_day is None:
+            self.caller.budget = None  # no cap: nothing is priced before the calls
+            return
+        prompts = [p for p in (o.prompt, o.critique_prompt) if p is not None]
+        self.caller.budget = budget.for_run(
             self.engine,
             budget=c.budget,
             per_day=c.budget_per_day,
+            least=[self.caller.worst_case(p.text, batch=c.batch or c.collect) for p in prompts],
             model=o.model,
-            provider=o.name,
             allow_unpriced=c.allow_unpriced,
             spent=lambda: self.summary.cost_usd,
             owner=self.owner,
             lease=self.lease,
         )
-        if cap is not None:
-            prompts = [p for p in (o.prompt, o.critique_prompt) if p is not None]
-            batch = bool(c.batch or c.collect)
-            least = [
-                budget.estimate_usd(o.model, o.name, p.text, MAX_OUTPUT_TOKENS, batch=batch)
-                for p in prompts
-            ]
-            known = [float(usd) for usd in least if usd is not None]
-            cap.floor = min(known) if known else None
 
     def abandon(self, job: Job, error: str, took: float, status: str = "error") -> int:
         """Record the call of `job`, cut short after `took` seconds, and release its lease.
