@@ -3,7 +3,7 @@ aggregates refreshed from them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import orjson
 from sqlalchemy import Connection, bindparam, func, select, update
@@ -11,6 +11,7 @@ from sqlalchemy import Connection, bindparam, func, select, update
 from ..model import Message, Usage
 from ..store import schema as s
 from ..store import search
+from ..store.sql_text import DriverSql, stored_time
 
 
 def refresh_threads(conn: Connection, ids: list[int]) -> None:
@@ -153,14 +154,7 @@ class RowBatch:
         return len(self.messages) + len(self.usage)
 
     def _time(self, value: datetime | None):
-        if value is None or not self.sqlite:
-            return value
-        # The form SQLAlchemy's SQLite DateTime type writes and reads back (UTC, naive).
-        if value.tzinfo is UTC:  # as the parsers give times: nothing to convert
-            value = value.replace(tzinfo=None)
-        elif value.tzinfo is not None:
-            value = value.astimezone(UTC).replace(tzinfo=None)
-        return value.isoformat(" ", "microseconds")
+        return stored_time(value, self.sqlite)
 
     def add_message(self, thread_id: int, file_id: int, msg: Message) -> None:
         """Queue the message and its tool calls; nothing is queued if it cannot be stored."""
@@ -228,19 +222,19 @@ class RowBatch:
         )
 
     @staticmethod
-    def _new_ids(conn: Connection, thread_id: int, count: int) -> range | None:
+    def _new_ids(db: DriverSql, thread_id: int, count: int) -> range | None:
         """The ids of the `count` message rows of `thread_id` the last executemany inserted
         (SQLite, all of them new), or None when that cannot be told for certain.
 
         SQLite gives a new row the largest id there is plus one, so one statement's rows, all
         inserted, hold the ids that end at `last_insert_rowid()`, in order; checked all the same
         (a table whose largest id is the largest there can be takes ids at random)."""
-        last = conn.exec_driver_sql("SELECT last_insert_rowid()").scalar() or 0
+        last = db.scalar("SELECT last_insert_rowid()") or 0
         ids = range(last - count + 1, last + 1)
-        held = conn.exec_driver_sql(
+        held = db.scalar(
             "SELECT count(*) FROM messages WHERE id BETWEEN ? AND ? AND thread_id = ?",
             (ids.start, last, thread_id),
-        ).scalar()
+        )
         return ids if held == count else None
 
     def flush(self, conn: Connection) -> dict[int, int]:
@@ -249,24 +243,23 @@ class RowBatch:
         A message already stored (the same transcript copied from another machine, a record
         repeated) is left as it was and not counted: the counts are what the store gained.
         """
-        qmark = conn.dialect.paramstyle == "qmark"
+        db = DriverSql(conn)
         added: dict[int, int] = {}
         by_thread: dict[int, list[tuple]] = {}
         for row in self.messages:
             by_thread.setdefault(row[0], []).append(row)
-        sql = _MESSAGES_SQL if qmark else _MESSAGES_SQL.replace("?", "%s")
         for thread_id, rows in by_thread.items():
             # Both drivers sum the rows an executemany inserted; DO NOTHING rows count 0.
-            count = conn.exec_driver_sql(sql, rows).rowcount
+            count = db.many(_MESSAGES_SQL, rows)
             if count:
                 added[thread_id] = count
             texts = self.texts.get(thread_id, [])
             if count == len(rows):  # every one of them new: their texts are the ones in hand
-                ids = self._new_ids(conn, thread_id, count) if qmark else None
+                ids = self._new_ids(db, thread_id, count) if db.sqlite else None
                 if ids is not None:
-                    search.add_texts_by_id(conn, [(i, body) for i, (body, *_) in zip(ids, texts)])
+                    search.add_texts_by_id(db, [(i, body) for i, (body, *_) in zip(ids, texts)])
                 else:
-                    search.add_texts(conn, texts)
+                    search.add_texts(db, texts)
                 self.indexed += [(tid, native) for _, tid, native in texts]
             elif count:
                 self.unindexed.add(thread_id)
@@ -276,7 +269,7 @@ class RowBatch:
             (_USAGE_SQL, self.usage),
         ):
             if rows:
-                conn.exec_driver_sql(sql if qmark else sql.replace("?", "%s"), rows)
+                db.many(sql, rows)
         self.messages, self.calls, self.results, self.usage = [], [], [], []
         self.texts = {}
         return added

@@ -30,14 +30,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Connection, Engine, bindparam, delete, func, select, text, update
+from sqlalchemy import Connection, Engine, delete, func, select, text, update
 from sqlalchemy.exc import DBAPIError, PendingRollbackError, StatementError
 
 from ..errors import FormatError
 from ..model import BOM, Cursor, Message, Notice, Problem, Reread, ThreadInfo, Usage
 from ..store import events, search
 from ..store import schema as s
-from ..store.db import connection_lost, upsert, utcnow
+from ..store.db import connection_lost, utcnow
+from ..store.sql_text import DriverSql, stored_json, stored_time
 from . import guidance
 from .bulk_rows import RowBatch, refresh_threads
 from .transcript_files import HEAD_BYTES, fingerprints, iter_files, past_bad_lines
@@ -233,8 +234,7 @@ class Ingester:
         # whose texts are read back from the store instead: indexed when the group commits.
         self._group_indexed: list[tuple[int, str]] = []
         self._group_unindexed: set[int] = set()
-        self._remember_stmt: Any = None
-        self._thread_stmts: dict[tuple, object] = {}
+        self._thread_stmts: dict[tuple, str] = {}
         # Writes waiting for the next transaction, in order; what they hold; the results to
         # report once it commits; files to read again because their row changed meanwhile.
         self._writes: list[Callable[[Connection], None]] = []
@@ -451,10 +451,9 @@ class Ingester:
         if reading.stale and tries < STALE_RETRIES:
             self._again.append((path, tries + 1))
 
-    def _source_row(self, spath: str):
+    def _source_row(self, spath: str) -> _SourceRow | None:
         with self.engine.connect() as conn:
-            sql = _SOURCE_SQL if conn.dialect.paramstyle == "qmark" else _PG_SOURCE_SQL
-            return conn.exec_driver_sql(sql, (self.source, spath)).first()
+            return _source_row(DriverSql(conn), self.source, spath)
 
     # -- internals ------------------------------------------------------------------------
     def _claimants(self, path: Path, head: bytes) -> Iterator:
@@ -523,57 +522,47 @@ class Ingester:
         head = tail = None
         if cursor.offset:
             head, tail = fingerprints(Path(path), cursor.offset)
-        values = {
-            "source": self.source,
-            "path": path,
-            "format": fmt,
-            "size": st.st_size,
-            "mtime_ns": -1 if unread else st.st_mtime_ns,
-            "offset": cursor.offset,
-            "lines": cursor.line,
-            "head_hash": head,
-            "tail_hash": tail,
-            "parser_state": cursor.state or None,
-            "ingested_at": utcnow(),
-            "error_count": errors,
-        }
+        db = DriverSql(conn)
+        values = (
+            self.source,
+            path,
+            fmt,
+            st.st_size,
+            -1 if unread else st.st_mtime_ns,
+            cursor.offset,
+            cursor.line,
+            head,
+            tail,
+            stored_json(cursor.state or None),
+            stored_time(utcnow(), db.sqlite),
+            errors,
+        )
+        return db.scalar(_REMEMBER_SQL, values)
 
-        c = conn
-        if self._remember_stmt is None:  # built once: statement construction is not free
-            stmt = upsert(c, s.SourceFile.__table__).values({k: bindparam(k) for k in values})
-            self._remember_stmt = stmt.on_conflict_do_update(
-                index_elements=["source", "path"],
-                set_={k: stmt.excluded[k] for k in values if k not in ("source", "path")},
-            ).returning(s.SourceFile.id)
-        return c.execute(self._remember_stmt, values).scalar_one()
-
-    def _thread_stmt(self, conn: Connection, columns: tuple[str, ...], merged: tuple[str, ...]):
-        """The thread upsert for these columns, built once (building one costs more than running it)."""
-        cache_key = (columns, merged)
-        stmt = self._thread_stmts.get(cache_key)
-        if stmt is not None:
-            return stmt
-        table = s.Thread.__table__
-        stmt = upsert(conn, table).values({c: bindparam(c, type_=table.c[c].type) for c in columns})
-        set_ = {c: stmt.excluded[c] for c in merged}
-        if "meta" in set_:
+    def _thread_sql(self, sqlite: bool, columns: tuple[str, ...], merged: tuple[str, ...]) -> str:
+        """The thread upsert for these columns, made once (`?` marks, in `columns`' order)."""
+        cache_key = (sqlite, columns, merged)
+        sql = self._thread_stmts.get(cache_key)
+        if sql is not None:
+            return sql
+        sets = [f"{c} = excluded.{c}" for c in merged if c != "meta"]
+        if "meta" in merged:
             # Later records fill in or update keys; they do not drop what earlier ones said.
-            if conn.dialect.name == "sqlite":
-                set_["meta"] = func.json_patch(
-                    func.coalesce(table.c.meta, "{}"), stmt.excluded.meta
-                )
-            elif conn.dialect.name == "postgresql":
+            sets.append(
+                "meta = json_patch(coalesce(threads.meta, '{}'), excluded.meta)"
+                if sqlite
                 # json has no ||; jsonb's is a shallow merge like json_patch's for these keys.
-                set_["meta"] = text(
-                    "CAST(COALESCE(CAST(threads.meta AS jsonb), '{}'::jsonb)"
-                    " || CAST(excluded.meta AS jsonb) AS json)"
-                )
+                else "meta = CAST(COALESCE(CAST(threads.meta AS jsonb), '{}'::jsonb)"
+                " || CAST(excluded.meta AS jsonb) AS json)"
+            )
         # With nothing to merge, a no-op update so that RETURNING gives the existing row's id.
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["agent", "native_id"], set_=set_ or {"agent": stmt.excluded.agent}
-        ).returning(table.c.id)
-        self._thread_stmts[cache_key] = stmt
-        return stmt
+        sql = (
+            f"INSERT INTO threads ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+            "ON CONFLICT (agent, native_id) DO UPDATE SET "
+            f"{', '.join(sets) or 'agent = excluded.agent'} RETURNING id"
+        )
+        self._thread_stmts[cache_key] = sql
+        return sql
 
     def _is_forgotten(self, agent: str, rec) -> bool:
         native = rec.native_id if isinstance(rec, ThreadInfo) else getattr(rec, "thread", None)
@@ -598,7 +587,7 @@ class Ingester:
             if self._thread_infos.get(key) == fingerprint:
                 return self._thread_ids[key]
             self._thread_infos[key] = fingerprint
-        values = {"agent": agent, "native_id": native_id, "source_file_id": file_id}
+        values: dict[str, Any] = {"agent": agent, "native_id": native_id, "source_file_id": file_id}
         merge = {}
         if info is not None:
             for name in (
@@ -614,13 +603,15 @@ class Ingester:
             ):
                 value = getattr(info, name)
                 if value is not None:
-                    values[name] = value
+                    values[name] = stored_json(value) if name in _JSON_FIELDS else value
                     merge[name] = value
-            values["is_sidechain"] = info.is_sidechain
             if info.is_sidechain:
                 merge["is_sidechain"] = True
-        stmt = self._thread_stmt(conn, tuple(values), tuple(merge))
-        thread_id = conn.execute(stmt, values).scalar_one()
+        values["is_sidechain"] = bool(info is not None and info.is_sidechain)
+        values.update(_NEW_THREAD)
+        db = DriverSql(conn)
+        sql = self._thread_sql(db.sqlite, tuple(values), tuple(merge))
+        thread_id = db.scalar(sql, tuple(values.values()))
         self._thread_ids[key] = thread_id
         if info is not None:
             self._thread_infos[key] = _info_fingerprint(info)
@@ -715,8 +706,7 @@ class Ingester:
         spath, fmt, st = str(r.path), r.fmt, r.st
         savepoint = conn.begin_nested()
         try:
-            sql = _SOURCE_SQL if conn.dialect.paramstyle == "qmark" else _PG_SOURCE_SQL
-            if _row_key(conn.exec_driver_sql(sql, (self.source, spath)).first()) != r.seen:
+            if _row_key(_source_row(DriverSql(conn), self.source, spath)) != r.seen:
                 # Another ingest (a live worker, another machine) wrote this file's row since
                 # it was looked up: what was parsed may be stale, so the file is read again.
                 savepoint.rollback()
@@ -902,13 +892,43 @@ def _why(exc: BaseException) -> str:
 
 
 _SOURCE_SQL = (
-    'SELECT id, format, size, mtime_ns, "offset", lines, head_hash, tail_hash, parser_state '
+    'SELECT size, mtime_ns, "offset", format, lines, head_hash, tail_hash, parser_state '
     "FROM source_files WHERE source = ? AND path = ?"
 )
-_PG_SOURCE_SQL = _SOURCE_SQL.replace("?", "%s")
+_REMEMBER_SQL = (
+    'INSERT INTO source_files (source, path, format, size, mtime_ns, "offset", lines, '
+    "head_hash, tail_hash, parser_state, ingested_at, error_count) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, path) DO UPDATE SET "
+    'format = excluded.format, size = excluded.size, mtime_ns = excluded.mtime_ns, "offset" = '
+    'excluded."offset", lines = excluded.lines, head_hash = excluded.head_hash, tail_hash = '
+    "excluded.tail_hash, parser_state = excluded.parser_state, ingested_at = "
+    "excluded.ingested_at, error_count = excluded.error_count RETURNING id"
+)
+_JSON_FIELDS = ("guidance", "meta")
+# What a new thread row starts with (the model's defaults).
+_NEW_THREAD = {"message_count": 0, "tool_call_count": 0, "file_edit_count": 0, "rollup_dirty": True}
 
 
-def _row_key(row) -> tuple | None:
+@dataclass(frozen=True)
+class _SourceRow:
+    """A file's row in `source_files`: how far it was read."""
+
+    size: int
+    mtime_ns: int
+    offset: int
+    format: str | None
+    lines: int
+    head_hash: str | None
+    tail_hash: str | None
+    parser_state: Any
+
+
+def _source_row(db: DriverSql, source: str, spath: str) -> _SourceRow | None:
+    row = db.first(_SOURCE_SQL, (source, spath))
+    return None if row is None else _SourceRow(*row)
+
+
+def _row_key(row: _SourceRow | None) -> tuple | None:
     """What tells a file's row changed: another ingest read it meanwhile."""
     return None if row is None else (row.size, row.mtime_ns, row.offset, row.format)
 

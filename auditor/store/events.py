@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
@@ -19,6 +18,7 @@ from ..printable import printable
 from . import schema as s
 from .db import utcnow
 from .dialect import iso_utc
+from .sql_text import DriverSql, stored_json, stored_time
 
 # The types auditor writes, and what each means.
 TYPES: dict[str, str] = {
@@ -61,24 +61,26 @@ def record(
         )
     if subject is not None and len(subject) > MAX_SUBJECT:
         subject = subject[: MAX_SUBJECT - 1] + "…"
-    values = {
-        "at": at or utcnow(),
-        "type": type,
-        "run_id": run_id,
-        "thread_id": thread_id,
-        "checkpoint_id": checkpoint_id,
-        "verdict_id": verdict_id,
-        "subject": subject,
-        "data": data or None,
-    }
-    return conn.execute(_insert_event(), values).scalar_one()
+    # Run on the driver: an ingest records an event per file, and SQLAlchemy's work for a
+    # statement cost more than running it.
+    db = DriverSql(conn)
+    values = (
+        stored_time(at or utcnow(), db.sqlite),
+        type,
+        run_id,
+        thread_id,
+        checkpoint_id,
+        verdict_id,
+        subject,
+        stored_json(data or None),
+    )
+    return db.scalar(_INSERT_EVENT, values)
 
 
-@lru_cache(maxsize=1)
-def _insert_event():
-    # Built once: an ingest records an event per file, and building the statement (with its
-    # cache key) cost more than running it.
-    return s.Event.__table__.insert().returning(s.Event.id)
+_INSERT_EVENT = (
+    "INSERT INTO events (at, type, run_id, thread_id, checkpoint_id, verdict_id, subject, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+)
 
 
 def _shortened(problem: str, keep: int = 300) -> str:

@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy import Connection, Engine, func, select, text
 
 from . import schema as s
+
+if TYPE_CHECKING:
+    from .sql_text import DriverSql
 
 CHUNK = 500
 INDEX_CHUNK = 10000
@@ -61,20 +64,18 @@ def _driver_sql(conn: Connection, sql: str) -> str:
     return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
 
 
-def add_texts(conn: Connection, rows: list[tuple[str, int, str]]) -> None:
+def add_texts(db: DriverSql, rows: list[tuple[str, int, str]]) -> None:
     """Store the searchable text of messages just inserted: (body, thread_id, native_id) rows.
 
     SQLite's index is not fed here but by `index_texts`, once for a whole group of files."""
     if rows:
-        conn.exec_driver_sql(_driver_sql(conn, _ADD_TEXT), rows)
+        db.many(_ADD_TEXT, rows)
 
 
-def add_texts_by_id(conn: Connection, rows: list[tuple[int, str]]) -> None:
+def add_texts_by_id(db: DriverSql, rows: list[tuple[int, str]]) -> None:
     """`add_texts` for messages whose ids are known: (message_id, body) rows, no lookup."""
     if rows:
-        conn.exec_driver_sql(
-            _driver_sql(conn, "INSERT INTO search_texts (message_id, body) VALUES (?, ?)"), rows
-        )
+        db.many("INSERT INTO search_texts (message_id, body) VALUES (?, ?)", rows)
 
 
 def index_texts(conn: Connection, keys: list[tuple[int, str]]) -> None:
