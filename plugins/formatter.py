@@ -44,8 +44,11 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
+import operator
 import re
 import shlex
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,6 +121,8 @@ class Unit:
     # A tool call's body and its size at a level, kept between checkpoints (see `_call`);
     # other units are sized from `render`.
     sized_render: Callable[[Level], tuple[str, int]] | None = None
+    call: _Call | None = None  # a tool call's unit: the call as its thread keeps it
+    own_late: bool = False  # `late` as the unit's message made it (see `ThreadUnits`)
     _cache: dict[int, tuple[str, int]] = field(default_factory=dict)
 
     def text(self, level: int | None = None) -> str:
@@ -222,28 +227,6 @@ def _prose(text: str, final: bool) -> Callable[[Level], str]:
     return render
 
 
-# What a thread's earlier tool calls look like, kept from one checkpoint to the next: a process
-# that renders many checkpoints of one thread (the live worker, which keeps the thread between
-# hook events; a run over a thread's checkpoints) renders each earlier call once per detail level
-# instead of again at every checkpoint, so that a checkpoint's cost grows as little as it can
-# with the thread. An entry is found by the identity of the call's blocks and holds them (an id
-# is not reused while its object lives); the least recently used go past the limit.
-_KEPT: collections.OrderedDict[tuple, tuple[Any, Any, Any]] = collections.OrderedDict()
-KEPT_ENTRIES = 12000
-
-
-def _kept(key: tuple, block, result, make: Callable[[], Any]) -> Any:
-    found = _KEPT.get(key)
-    if found is not None and found[0] is block and found[1] is result:
-        _KEPT.move_to_end(key)
-        return found[2]
-    value = make()
-    _KEPT[key] = (block, result, value)
-    if len(_KEPT) > KEPT_ENTRIES:
-        _KEPT.popitem(last=False)
-    return value
-
-
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
@@ -253,32 +236,6 @@ def _strings(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for v in value:
             yield from _strings(v)
-
-
-def _call(block, result, final: bool, focus: tuple[str, ...]) -> Callable[[Level], tuple[str, int]]:
-    """The call's body at a level, with its size (both kept between checkpoints)."""
-    # Only the focus strings the call's input or output holds can change how it is cut: the
-    # others are left out, so that a new term elsewhere in the thread leaves it as it was.
-    if focus:
-        ids = (id(block), id(result))
-
-        def held() -> str:
-            return "\n".join([*_strings(block.tool_input), (result.text or "") if result else ""])
-
-        text = _kept(("text", *ids), block, result, held)
-        focus = _kept(
-            ("focus", *ids, focus), block, result, lambda: tuple(f for f in focus if f in text)
-        )
-
-    def make(level: Level) -> tuple[str, int]:
-        body = _render_call(block, result, level, final, focus)
-        return body, estimate_tokens(body)
-
-    def render(level: Level) -> tuple[str, int]:
-        key = ("call", id(block), id(result), level, final, focus)
-        return _kept(key, block, result, lambda: make(level))
-
-    return render
 
 
 @dataclass(frozen=True)
@@ -296,22 +253,76 @@ class _CallFacts:
 
 
 def _call_facts(block, result) -> _CallFacts:
-    def make() -> _CallFacts:
-        tool_input = block.tool_input if isinstance(block.tool_input, dict) else {}
-        paths = {v for k in PATH_KEYS if isinstance(v := tool_input.get(k), str)}
-        paths |= set(block.edited_paths or ())
-        output = (result.text or "") if result else ""
-        return _CallFacts(
-            key=_tool_key(block),
-            failed=_failed(result),
-            acts=bool(block.is_file_edit or COMMAND_KEYS & tool_input.keys()),
-            replies=bool(result and _user_reply(output)),
-            tests=bool(result and sums_up_tests(output)),
-            takes_in_credentials=bool(result and takes_in_credentials(output)),
-            paths=tuple(sorted(paths)),
-        )
+    tool_input = block.tool_input if isinstance(block.tool_input, dict) else {}
+    paths = {v for k in PATH_KEYS if isinstance(v := tool_input.get(k), str)}
+    paths |= set(block.edited_paths or ())
+    output = (result.text or "") if result else ""
+    return _CallFacts(
+        key=_tool_key(block),
+        failed=_failed(result),
+        acts=bool(block.is_file_edit or COMMAND_KEYS & tool_input.keys()),
+        replies=bool(result and _user_reply(output)),
+        tests=bool(result and sums_up_tests(output)),
+        takes_in_credentials=bool(result and takes_in_credentials(output)),
+        paths=tuple(sorted(paths)),
+    )
 
-    return _kept(("facts", id(block), id(result)), block, result, make)
+
+class _Call:
+    """A tool call with its result as a thread's units keep it from one checkpoint to the next
+    (see `ThreadUnits`): its facts, which focus strings it holds, and its body and size at each
+    detail level, rendered once for as long as its result, its focus and whether it belongs to
+    the agent's final message stay the same."""
+
+    __slots__ = ("block", "result", "facts", "final", "focus", "candidates", "_holds", "_sized")
+
+    def __init__(self, block, result):
+        self.block, self.result = block, result
+        self.facts = _call_facts(block, result)
+        self.final = False
+        self.focus: tuple[str, ...] = ()  # the focus strings its input or output holds
+        self.candidates: tuple[str, ...] | None = None  # the focus they were picked from
+        self._holds: dict[str, bool] = {}
+        self._sized: dict[Level, tuple[str, int]] = {}
+
+    def holds(self, text: str) -> bool:
+        """True when the call's input or output contains `text` (a line of its own: focus
+        strings hold no line break, so looking in each part is looking in all of them)."""
+        found = self._holds.get(text)
+        if found is None:
+            parts = _strings(self.block.tool_input)
+            found = any(text in part for part in parts) or bool(
+                self.result is not None and text in (self.result.text or "")
+            )
+            self._holds[text] = found
+        return found
+
+    def refocus(self, candidates: tuple[str, ...]) -> bool:
+        """Keep, of `candidates`, the focus strings the call holds: only those can change how
+        it is cut, so that a new term elsewhere in the thread leaves it as it was. True when
+        its focus changed (its renderings are then dropped)."""
+        if candidates == self.candidates:
+            return False
+        self.candidates = candidates
+        focus = tuple(f for f in candidates if self.holds(f))
+        if focus == self.focus:
+            return False
+        self.focus = focus
+        self._sized.clear()
+        return True
+
+    def set_final(self, final: bool) -> None:
+        if final != self.final:
+            self.final = final
+            self._sized.clear()
+
+    def sized(self, level: Level) -> tuple[str, int]:
+        """The call's body at `level`, with its size."""
+        found = self._sized.get(level)
+        if found is None:
+            body = _render_call(self.block, self.result, level, self.final, self.focus)
+            found = self._sized[level] = (body, estimate_tokens(body))
+        return found
 
 
 def _tool_key(block) -> str:
@@ -345,18 +356,19 @@ def _user_reply(text: str) -> bool:
 
 
 def _assistant_units(
-    m, i: int, results: dict[str, Any], final: bool, late: bool, focus: Focus
+    m, i: int, call_of: Callable[[Any], _Call], final: bool, late: bool
 ) -> list[Unit]:
     out = []
     for b in m.blocks:
         if b.kind == "text" and b.text and b.text.strip():
             out.append(Unit("### Assistant", i, _prose(b.text, final), final, late, kind=PROSE))
         elif b.kind == "tool_use":
-            result = results.get(b.tool_use_id or "")
-            facts = _call_facts(b, result)
-            sized = _call(b, result, final, focus.of(facts.paths))
-            body = lambda level, sized=sized: sized(level)[0]  # noqa: E731
-            unit = Unit("### Assistant", i, body, final, late, kind=TOOL, sized_render=sized)
+            call = call_of(b)
+            call.set_final(final)
+            facts = call.facts
+            body = lambda level, sized=call.sized: sized(level)[0]  # noqa: E731
+            unit = Unit("### Assistant", i, body, final, late, kind=TOOL, sized_render=call.sized)
+            unit.call = call
             unit.key, unit.failed = facts.key, facts.failed
             unit.acts, unit.replies, unit.tests = facts.acts, facts.replies, facts.tests
             # A commit that took in a credentials file matters after its turn: kept longer.
@@ -395,29 +407,33 @@ def _orphans(blocks: list) -> Callable[[Level], str]:
 
 
 def _instructions(messages: list) -> list[bool]:
-    """Mark what the user asked for: typed messages, and slash commands that are requests.
+    """Mark what the user asked for: typed messages, and slash commands that are requests."""
+    return [
+        _instruction(m, messages[i + 1] if i + 1 < len(messages) else None)
+        for i, m in enumerate(messages)
+    ]
+
+
+def _instruction(m, following) -> bool:
+    """True when `m` (followed by `following`, or last) is a request of the user's: a typed
+    message, or a slash command that is one.
 
     A slash command is a request when it has arguments, or when the harness expanded it into a
     prompt (the message after it, e.g. `/init`'s "Please analyze this codebase..."): that text
     states the request as much as a typed message would. Commands that only change the session
     (`/clear`, `/model`) are not requests.
     """
-    out = []
-    for i, m in enumerate(messages):
-        if is_typed_user(m):
-            out.append(True)
-        elif m.source_type == SOURCE_COMMAND and m.role == "user":
-            following = messages[i + 1] if i + 1 < len(messages) else None
-            expands = (
-                following is not None
-                and following.source_type == SOURCE_META
-                and "<command-name>" in m.text
-                and "<local-command-caveat>" not in following.text
-            )
-            out.append(command_text(m.text)[1] or expands)
-        else:
-            out.append(False)
-    return out
+    if is_typed_user(m):
+        return True
+    if m.source_type == SOURCE_COMMAND and m.role == "user":
+        expands = (
+            following is not None
+            and following.source_type == SOURCE_META
+            and "<command-name>" in m.text
+            and "<local-command-caveat>" not in following.text
+        )
+        return command_text(m.text)[1] or expands
+    return False
 
 
 # -- what the checkpoint is about -----------------------------------------------------------------
@@ -468,85 +484,232 @@ class Focus:
     @classmethod
     def of_thread(cls, messages: list, said: list[bool]) -> Focus:
         last = max((i for i, yes in enumerate(said) if yes), default=-1)
-        texts = [messages[last].text] if last >= 0 else []
         final = next(
             (m.text for m in reversed(messages[last + 1 :]) if m.role == "assistant" and m.text),
             "",
         )
-        spans = [span.strip() for text in texts + [final] for span in _CODE_SPAN.findall(text)]
         replaced: dict[str, list[str]] = {}
         for m in messages:
             for b in m.blocks:
                 if b.kind == "tool_use" and b.is_file_edit:
                     for path, lines in _replaced_lines(b).items():
                         replaced.setdefault(path, []).extend(lines)
-        terms = tuple(dict.fromkeys(span for span in spans if len(span) >= 4))[:_FOCUS_CAP]
-        return cls(terms, replaced)
+        return cls(_terms(messages[last].text if last >= 0 else None, final), replaced)
 
     def of(self, paths: tuple[str, ...]) -> tuple[str, ...]:
         """Return the focus strings for one tool call, given the files it reads or edits
         (sorted): the terms, and the lines later replaced in those files."""
-        lines = [line for p in paths for line in self.replaced.get(p, ())]
-        if not lines:
-            return self.sorted_terms
-        return tuple(sorted(set(self.terms) | set(lines[:_FOCUS_CAP])))
+        found = self._of.get(paths)
+        if found is None:
+            lines = [line for p in paths for line in self.replaced.get(p, ())]
+            if not lines:
+                found = self.sorted_terms
+            else:
+                found = tuple(sorted(set(self.terms) | set(lines[:_FOCUS_CAP])))
+            self._of[paths] = found
+        return found
 
     @functools.cached_property
     def sorted_terms(self) -> tuple[str, ...]:
         return tuple(sorted(set(self.terms)))
 
+    @functools.cached_property
+    def _of(self) -> dict[tuple[str, ...], tuple[str, ...]]:
+        return {}
+
+
+def _terms(request: str | None, final: str) -> tuple[str, ...]:
+    """The code spans of the last request and of the agent's last message (see `Focus`)."""
+    texts = [request] if request is not None else []
+    spans = [span.strip() for text in texts + [final] for span in _CODE_SPAN.findall(text)]
+    return tuple(dict.fromkeys(span for span in spans if len(span) >= 4))[:_FOCUS_CAP]
+
 
 def build_units(messages: list) -> list[Unit]:
     """Turn messages into units, tool results attached to the calls they answer."""
-    blocks = [b for m in messages for b in m.blocks if b.tool_use_id]
-    calls = {b.tool_use_id for b in blocks if b.kind == "tool_use"}
-    results = {b.tool_use_id: b for b in blocks if b.kind == "tool_result"}
-    instructions = _instructions(messages)
-    said = [
-        yes or m.source_type == SOURCE_COURSE_CORRECTION
-        for yes, m in zip(instructions, messages, strict=True)
-    ]
-    focus = Focus.of_thread(messages, instructions)
-    last_user = max((i for i, yes in enumerate(said) if yes), default=-1)
-    # The agent's final message: its trailing run of messages, looking past tool results.
-    final: set[int] = set()
-    i = len(messages) - 1
-    while i >= 0 and messages[i].role != "assistant" and _is_tool_results(messages[i]):
-        i -= 1
-    while i > last_user and messages[i].role == "assistant":
-        final.add(i)
-        i -= 1
-    original = next((i for i, yes in enumerate(instructions) if yes), -1)
-    # The agent's first reply to the task often states its plan: kept as long as turn endings.
-    first_reply = next(
-        (i for i, m in enumerate(messages) if i > original and m.role == "assistant"), None
-    )
+    return ThreadUnits().update(messages)
 
-    units: list[Unit] = []
-    for i, m in enumerate(messages):
+
+class ThreadUnits:
+    """A thread's units, kept from one checkpoint to the next.
+
+    A process that renders checkpoint after checkpoint of one thread (the live worker, which
+    keeps the thread between hook events; a run over a thread's checkpoints) gets each time the
+    thread it had plus the messages since. What the units of a message depend on is local to it
+    and its neighbours, except for a few facts of the whole thread: where the user spoke last,
+    which messages make up the agent's final message, the first request and the agent's first
+    reply to it, which calls have their results, and the focus. `update` takes in the new
+    messages, works out which earlier messages those facts changed for, and makes the units of
+    only those and the new ones again; a call is rendered again only when its result, its focus
+    or its being part of the final message changed. The units are what `build_units` gives
+    for the same messages from nothing (tests hold the two the same, checkpoint after
+    checkpoint of real sessions).
+    """
+
+    def __init__(self) -> None:
+        self.messages: list = []
+        self.by_message: list[list[Unit]] = []
+        self.instructions: list[bool] = []
+        self.said: list[bool] = []
+        self.call_count = [0]  # tool calls in the first i messages
+        self.calls: dict[str, list[int]] = {}  # a call's id -> the messages holding it
+        self.results: dict[str, Any] = {}
+        self.orphaned: dict[str, set[int]] = {}  # a result's id whose call is not in the thread
+        self.records: dict[int, _Call] = {}  # by id of the call's block (which it holds)
+        self.replaced: dict[str, list[str]] = {}
+        self.focus = Focus()
+        self.last_instruction = self.last_user = self.original = -1
+        self.last_text = -1  # the agent's last message with text
+        self.first_reply: int | None = None
+        self.final: set[int] = set()
+        self.units: list[Unit] = []
+
+    def follows(self, messages: list) -> bool:
+        """True when `messages` are the thread these units were made of, maybe grown."""
+        n = len(self.messages)
+        return n <= len(messages) and all(map(operator.is_, self.messages, messages))
+
+    def update(self, messages: list) -> list[Unit]:
+        """The units of `messages`, which `follows` must accept; levels and drops reset."""
+        had = len(self.messages)
+        self.messages = messages = list(messages)
+        dirty = set(range(max(had - 2, 0), len(messages)))
+        replaced = False
+        for i in range(had, len(messages)):
+            m = messages[i]
+            self.by_message.append([])
+            self.call_count.append(self.call_count[-1])
+            for b in m.blocks:
+                if b.kind == "tool_use":
+                    self.call_count[-1] += 1
+                    if b.tool_use_id:
+                        self.calls.setdefault(b.tool_use_id, []).append(i)
+                        dirty |= self.orphaned.pop(b.tool_use_id, set())
+                    if b.is_file_edit:
+                        for path, lines in _replaced_lines(b).items():
+                            self.replaced.setdefault(path, []).extend(lines)
+                            replaced = replaced or bool(lines)
+                elif b.kind == "tool_result" and b.tool_use_id:
+                    self.results[b.tool_use_id] = b
+                    dirty.update(self.calls.get(b.tool_use_id, ()))
+            if m.role == "assistant" and m.text:
+                self.last_text = i
+        # Whether a message is a request can depend on the one after it (a slash command and
+        # the prompt it expanded to): the last one known is looked at again.
+        for i in range(max(had - 1, 0), len(messages)):
+            following = messages[i + 1] if i + 1 < len(messages) else None
+            yes = _instruction(messages[i], following)
+            said = yes or messages[i].source_type == SOURCE_COURSE_CORRECTION
+            if i < had:
+                if (yes, said) != (self.instructions[i], self.said[i]):
+                    dirty.update(range(max(i - 1, 0), i + 2))
+                self.instructions[i], self.said[i] = yes, said
+            else:
+                self.instructions.append(yes)
+                self.said.append(said)
+        self.last_instruction = _last(self.instructions, self.last_instruction)
+        self.last_user = _last(self.said, self.last_user)
+        original, first_reply = self.original, self.first_reply
+        if not (0 <= original < len(messages) and self.instructions[original]):
+            # None before (all earlier messages are no request) or the one looked at again.
+            start = max(had - 1, 0) if original < 0 else 0
+            original = next((i for i in range(start, len(messages)) if self.instructions[i]), -1)
+        if first_reply is None or original != self.original:
+            # The agent's first reply to the task often states its plan: kept as long as turn
+            # endings.
+            first_reply = next(
+                (i for i in range(original + 1, len(messages)) if messages[i].role == "assistant"),
+                None,
+            )
+        for before, now in ((self.original, original), (self.first_reply, first_reply)):
+            if before != now:
+                dirty.update(i for i in (before, now) if i is not None and i >= 0)
+        self.original, self.first_reply = original, first_reply
+        # The agent's final message: its trailing run of messages, looking past tool results.
+        final: set[int] = set()
+        i = len(messages) - 1
+        while i >= 0 and messages[i].role != "assistant" and _is_tool_results(messages[i]):
+            i -= 1
+        while i > self.last_user and messages[i].role == "assistant":
+            final.add(i)
+            i -= 1
+        dirty |= final ^ self.final
+        self.final = final
+        last = self.last_instruction
+        final_text = messages[self.last_text].text if self.last_text > last else ""
+        terms = _terms(messages[last].text if last >= 0 else None, final_text)
+        if replaced or terms != self.focus.terms:
+            self.focus = Focus(terms, self.replaced)
+        for i in sorted(dirty):
+            self.by_message[i] = self._units(i)
+        self.units = self._units_now()
+        return self.units
+
+    def _units_now(self) -> list[Unit]:
+        """Every unit in order, with what depends on the whole thread set afresh."""
+        messages, last_user, focus = self.messages, self.last_user, self.focus
+        # The agent's last message before the user spoke last: what the user was answering.
+        answered = next(
+            (i for i in range(last_user - 1, -1, -1) if messages[i].role == "assistant"), -1
+        )
+        units = list(itertools.chain.from_iterable(self.by_message))
+        tests = []
+        for pos, u in enumerate(units):
+            u.pos, u.level, u.dropped = pos, 0, False
+            u.current = u.index > last_user
+            u.answered = u.index == answered
+            if u.call is not None:
+                if u.call.refocus(focus.of(u.call.facts.paths)):
+                    u._cache.clear()
+                if u.tests:
+                    u.late = u.own_late
+                    tests.append(u)
+        # How the tests stood when an earlier turn ended lasts past that turn: the last run of each
+        # test command before the turn being judged is kept as long as the turns' endings.
+        last_runs: set[str] = set()
+        for u in reversed(tests):
+            if not u.current and u.key not in last_runs:
+                last_runs.add(u.key)
+                u.late = True
+        return units
+
+    def _call(self, block) -> _Call:
+        result = self.results.get(block.tool_use_id or "")
+        found = self.records.get(id(block))
+        if found is None or found.block is not block or found.result is not result:
+            found = self.records[id(block)] = _Call(block, result)
+        return found
+
+    def _units(self, i: int) -> list[Unit]:
+        """The units of message `i`."""
+        messages, instructions = self.messages, self.instructions
+        m = messages[i]
         st, text = m.source_type, m.text
         previous = messages[i - 1] if i else None
+        units: list[Unit] = []
         if st == SOURCE_COURSE_CORRECTION:
             heading = "### Course correction (sent to the agent earlier by an observer)"
             units.append(Unit(heading, i, _fixed(quote(clean(text.strip()))), protected=True))
         elif is_typed_user(m):
             images = "\n\n[image attached]" * sum(b.kind == "image" for b in m.blocks)
-            heading = "### User (original task)" if i == original else "### User"
+            heading = "### User (original task)" if i == self.original else "### User"
             units.append(
                 Unit(heading, i, _fixed(quote(clean(text.strip())) + images), protected=True)
             )
         elif m.role == "assistant":  # thinking-only messages give no unit: left out
-            ends_turn = i + 1 < len(messages) and said[i + 1]
-            late = ends_turn or i == first_reply
-            units += _assistant_units(m, i, results, i in final, late, focus)
+            ends_turn = i + 1 < len(messages) and self.said[i + 1]
+            late = ends_turn or i == self.first_reply
+            units += _assistant_units(m, i, self._call, i in self.final, late)
         elif st == SOURCE_INTERRUPT:
             units.append(
                 Unit("", i, _fixed("_(the user interrupted the agent here)_"), protected=True)
             )
         elif _is_tool_results(m):
             orphans = [
-                b for b in m.blocks if b.kind == "tool_result" and b.tool_use_id not in calls
+                b for b in m.blocks if b.kind == "tool_result" and b.tool_use_id not in self.calls
             ]
+            for b in orphans:  # made again should its call turn up
+                self.orphaned.setdefault(b.tool_use_id, set()).add(i)
             if orphans:
                 units.append(Unit("### Tool result (its call is not shown)", i, _orphans(orphans)))
         elif st == SOURCE_COMMAND:
@@ -554,7 +717,7 @@ def build_units(messages: list) -> list[Unit]:
             if instructions[i]:
                 heading = (
                     "### User (original task, as a command)"
-                    if i == original
+                    if i == self.original
                     else "### User (command)"
                 )
                 units.append(Unit(heading, i, _fixed(quote(clean(command))), protected=True))
@@ -586,22 +749,53 @@ def build_units(messages: list) -> list[Unit]:
             units.append(
                 Unit("", i, _note("harness note" if st == SOURCE_META else f"{m.role} note", text))
             )
-    # The agent's last message before the user spoke last: what the user was answering.
-    answered = max((i for i in range(last_user) if messages[i].role == "assistant"), default=-1)
-    for pos, u in enumerate(units):
-        u.current = u.index > last_user
-        u.answered = u.index == answered
-        u.pos = pos
-        if u.protected and u.kind == NOTE:
-            u.kind = SAID
-    # How the tests stood when an earlier turn ended lasts past that turn: the last run of each
-    # test command before the turn being judged is kept as long as the turns' endings.
-    last_runs: set[str] = set()
-    for u in reversed(units):
-        if u.tests and not u.current and u.key not in last_runs:
-            last_runs.add(u.key)
-            u.late = True
-    return units
+        for u in units:
+            u.own_late = u.late
+            if u.protected and u.kind == NOTE:
+                u.kind = SAID
+        return units
+
+    def budget(self, config: dict) -> int:
+        """`budget_for` the thread."""
+        calls = self.call_count[-1] - self.call_count[self.last_instruction + 1]
+        return _budget(calls, config)
+
+
+# The units of the threads rendered last, by the identity of their first message (which the
+# entry holds, so that it is not reused): a checkpoint of a thread seen before is rendered from
+# what its units were at the last one (see `ThreadUnits`). A few threads are kept: a run
+# renders a thread's checkpoints in order, the live worker those of its session.
+_THREADS: collections.OrderedDict[int, ThreadUnits] = collections.OrderedDict()
+THREADS_KEPT = 4
+_THREADS_LOCK = threading.Lock()
+
+
+def _thread_units(messages: list) -> ThreadUnits:
+    """The units of `messages`, made from those of the same thread rendered before if any."""
+    key = id(messages[0]) if messages else 0
+    state = _THREADS.get(key)
+    if state is None or not state.follows(messages):
+        state = ThreadUnits()
+    _THREADS[key] = state
+    _THREADS.move_to_end(key)
+    while len(_THREADS) > THREADS_KEPT:
+        _THREADS.popitem(last=False)
+    state.update(messages)
+    return state
+
+
+def forget() -> None:
+    """Forget the threads rendered before: the next checkpoint is rendered from nothing."""
+    with _THREADS_LOCK:
+        _THREADS.clear()
+
+
+def _last(flags: list[bool], before: int) -> int:
+    """The last index of a true flag; `before` was the last before the flags grew."""
+    for i in range(len(flags) - 1, max(before, 0) - 1, -1):
+        if flags[i]:
+            return i
+    return max((i for i, yes in enumerate(flags[: max(before, 0)]) if yes), default=-1)
 
 
 # Lines of instructions kept first when they are shortened: rules, and a command's arguments.
@@ -632,12 +826,17 @@ def budget_for(messages: list, config: dict) -> int:
     the last message the user typed, at most `max_tokens` (default 24000). A `max_tokens` below
     `min_tokens` is the budget.
     """
+    last_user = max((i for i, yes in enumerate(_instructions(messages)) if yes), default=-1)
+    calls = sum(b.kind == "tool_use" for m in messages[last_user + 1 :] for b in m.blocks)
+    return _budget(calls, config)
+
+
+def _budget(calls: int, config: dict) -> int:
+    """The budget with `calls` tool calls since the last request (see `budget_for`)."""
     floor = int(config.get("min_tokens") or DEFAULT_MIN_TOKENS)
     cap = int(config.get("max_tokens") or DEFAULT_MAX_TOKENS)
     per_call = config.get("tokens_per_call")
     per_call = DEFAULT_TOKENS_PER_CALL if per_call is None else int(per_call)
-    last_user = max((i for i, yes in enumerate(_instructions(messages)) if yes), default=-1)
-    calls = sum(b.kind == "tool_use" for m in messages[last_user + 1 :] for b in m.blocks)
     return min(cap, floor + per_call * calls)
 
 
@@ -805,12 +1004,17 @@ def _footer(checkpoint) -> str:
 
 def render(checkpoint, thread, messages: list, config: dict | None = None) -> str:
     """Render `messages` (the thread up to the checkpoint) as the observer's user content."""
-    config = config or {}
-    budget = budget_for(messages, config)
+    with _THREADS_LOCK:
+        return _render(checkpoint, thread, _thread_units(messages), config or {})
+
+
+def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
+    messages = state.messages
+    budget = state.budget(config)
     header, footer = _header(thread), _footer(checkpoint)
     guidance = _guidance(thread, budget)
     fixed = estimate_tokens(header) + estimate_tokens(guidance) + estimate_tokens(footer) + 20
-    units = build_units(messages)
+    units = state.units
     if config.get("uncut"):  # everything in full: what the budget is measured against
         for u in units:
             u.level = -1

@@ -920,7 +920,7 @@ def test_later_checkpoints_of_a_thread_render_as_if_rendered_alone(monkeypatch):
     kept = [render(cp, info(), t.messages[: cp.index + 1], {}) for cp in cps]
     fresh = []
     for cp in cps:
-        formatter._KEPT.clear()
+        formatter.forget()
         fresh.append(render(cp, info(), t.messages[: cp.index + 1], {}))
     assert kept == fresh
 
@@ -928,7 +928,7 @@ def test_later_checkpoints_of_a_thread_render_as_if_rendered_alone(monkeypatch):
 def test_a_later_checkpoint_renders_only_the_calls_it_has_not_seen(monkeypatch):
     t = long_session()
     cps = find_checkpoints(1, t.messages, "every-inference")
-    formatter._KEPT.clear()
+    formatter.forget()
     for cp in cps[:-1]:
         render(cp, info(), t.messages[: cp.index + 1], {})
     rendered = []
