@@ -26,7 +26,7 @@ from pathlib import Path
 
 from auditor.audit.checkpoints import find_checkpoints, is_typed_user
 from auditor.audit.observe import ObserveResult, ObserverUsage
-from auditor.audit.run import Auditor
+from auditor.audit.observer_audit import Auditor
 from auditor.audit.run_types import RunConfig
 from auditor.hookspecs import hookimpl
 from auditor.ingest.ingester import ingest

@@ -135,9 +135,9 @@ def test_only_its_own_module_touches_a_part_of_the_runs_private_names():
     from pathlib import Path
 
     from auditor.audit.caller import Caller
+    from auditor.audit.observer_audit import Auditor
     from auditor.audit.planner import Planner
     from auditor.audit.recorder import Recorder
-    from auditor.audit.run import Auditor
     from auditor.audit.sharing import LeasedSharing
 
     parts = (Auditor, Planner, Caller, Recorder, LeasedSharing)
@@ -148,7 +148,7 @@ def test_only_its_own_module_touches_a_part_of_the_runs_private_names():
         for n in vars(c)
         if n.startswith("_") and not n.startswith("__")
     }
-    own = {"run.py", "planner.py", "caller.py", "recorder.py", "sharing.py"}
+    own = {"observer_audit.py", "planner.py", "caller.py", "recorder.py", "sharing.py"}
     root = Path(__file__).resolve().parent.parent
     found = [
         f"{path.relative_to(root)}:{node.lineno}: {node.attr}"

@@ -33,7 +33,7 @@ from .observe import BatchItem, BatchObserver, ObserveRequest
 from .run_types import Job
 
 if TYPE_CHECKING:
-    from .run import Auditor
+    from .observer_audit import Auditor
 
 BATCH_MAX_BYTES = 15_000_000  # Gemini takes inline batches up to 20 MB
 DEFAULT_BATCH_SIZE = 1000

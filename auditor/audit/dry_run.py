@@ -14,7 +14,7 @@ from .recorder import price_of
 from .run_types import RunSummary
 
 if TYPE_CHECKING:
-    from .run import Auditor
+    from .observer_audit import Auditor
 
 CHARS_PER_TOKEN = 4  # a rough estimate: the prompts are not tokenized
 EST_OUTPUT_TOKENS = 80

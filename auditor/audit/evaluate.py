@@ -12,7 +12,7 @@ from ..errors import AuditorError
 from ..reports.shared import Report, ratio
 
 if TYPE_CHECKING:
-    from .run import Auditor
+    from .observer_audit import Auditor
 
 
 @dataclass
@@ -120,7 +120,7 @@ def evaluate(engine: Engine, plugins, labels_path: str | None, config) -> Report
 
     from ..store.threads import load_messages
     from .checkpoints import checkpoint_at
-    from .run import Auditor, audit_checkpoint
+    from .observer_audit import Auditor, audit_checkpoint
 
     if labels_path is None:
         labels, labels_path = labels_in_store(engine), STORED

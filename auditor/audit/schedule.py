@@ -89,7 +89,8 @@ def run_every(
 
     from ..durations import format_duration, parse_duration
     from ..ingest.ingester import ingest
-    from .run import Auditor, run
+    from .observer_audit import Auditor
+    from .run import run
 
     span = parse_duration(every) if isinstance(every, str) else every
     auditor = Auditor(engine, plugins, config)
