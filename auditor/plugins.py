@@ -8,7 +8,7 @@ import sys
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import pluggy
 
@@ -17,12 +17,6 @@ from .audit.observe import Observer
 from .errors import PluginError, UnknownName
 from .live.delivery import Injector
 from .model import LiveHooks, TranscriptFormat
-from .store.threads import StoredThread
-
-if TYPE_CHECKING:
-    from .audit.checkpoints import Checkpoint, GateDecision
-    from .store.signal_rows import Signal
-    from .store.threads import StoredMessage
 
 ENTRY_POINT_GROUP = "auditor"
 T = TypeVar("T")
@@ -122,7 +116,11 @@ class Registry(Generic[T]):
 
 
 class Plugins:
-    """Typed access to the loaded plugins. The only place that calls `pm.hook.*`."""
+    """Typed access to the loaded plugins: what they register by name, and their listing.
+
+    The hooks that decide at a checkpoint (signals, gate, format) are called by
+    `auditor.audit.checkpoint_plan.CheckpointPlanner`, through this manager's hook relay.
+    """
 
     def __init__(
         self,
@@ -180,86 +178,6 @@ class Plugins:
         if agent not in known:
             raise UnknownName("agent with live hooks", agent, list(known))
         return known[agent]
-
-    # -- decisions ------------------------------------------------------------------------
-    def signals(
-        self,
-        checkpoint: Checkpoint,
-        thread: Any,
-        messages: list[StoredMessage],
-        config: dict[str, Any] | None = None,
-    ) -> list[Signal]:
-        """Return every plugin's signals for a checkpoint, as one list, strongest first.
-
-        `thread` is a `StoredThread` or a row of the `threads` table (made a `StoredThread`).
-        """
-        from .store.signal_rows import Signal, strongest
-
-        found: list[Signal] = []
-        results = self.pm.hook.compute_signals(
-            checkpoint=checkpoint,
-            thread=StoredThread.of(thread),
-            messages=messages,
-            config=config or {},
-        )
-        for result in results:
-            for sig in result or []:
-                if not isinstance(sig, Signal):
-                    raise PluginError(
-                        f"A compute_signals hook returned {sig!r}; return auditor.store.signal_rows.Signal objects."
-                    )
-                found.append(sig)
-        return strongest(found)
-
-    def gate(
-        self,
-        checkpoint: Checkpoint,
-        thread: Any,
-        messages: list[StoredMessage],
-        config: dict[str, Any],
-        signals: list[Signal] | None = None,
-    ) -> GateDecision:
-        """Return the GateDecision for a checkpoint: the core's loop guards, else the winning
-        plugin's (see `checkpoints.loop_guard`; no gate plugin can audit what they hold back)."""
-        from .audit.checkpoints import loop_guard
-
-        held = loop_guard(checkpoint, config)
-        if held is not None:
-            return held
-        return self.pm.hook.gate_checkpoint(
-            checkpoint=checkpoint,
-            thread=StoredThread.of(thread),
-            messages=messages,
-            config=config,
-            signals=signals or [],
-        )
-
-    def render_checkpoint(
-        self,
-        checkpoint: Checkpoint,
-        thread: Any,
-        messages: list[StoredMessage],
-        config: dict[str, Any],
-    ) -> str:
-        """Return the observer's user content for a checkpoint.
-
-        Whatever formatter rendered it, the text is redacted (`auditor.redact`) and freed of
-        terminal control sequences here, before it can reach an observer or a terminal.
-        """
-        from .printable import printable
-        from .redact import redact
-
-        out = self.pm.hook.format_checkpoint(
-            checkpoint=checkpoint,
-            thread=StoredThread.of(thread),
-            messages=messages,
-            config=config,
-        )
-        if out is None:
-            raise PluginError(
-                "No formatter plugin rendered the checkpoint; is the built-in 'formatter' plugin disabled?"
-            )
-        return redact(printable(out))
 
     # -- listing ------------------------------------------------------------------------
     def describe(self) -> list[PluginInfo]:

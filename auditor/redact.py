@@ -13,7 +13,7 @@ hash, a UUID, `token = get_token()` or `password: str` are left alone.
 `auditor.secret_values` judges the values found; `auditor.printable` is the other half of
 showing transcript text safely (no terminal escapes).
 
-The core redacts every prompt whatever formatter wrote it (`PluginManager.render_checkpoint`),
+The core redacts every prompt whatever formatter wrote it (`CheckpointPlanner.render`),
 and `auditor show` and `auditor export html` redact what they print (`shown`).
 
 Speed matters because the formatter calls this on every prompt. Every pattern is compiled once,

@@ -59,6 +59,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from auditor.audit.checkpoint_plan import CheckpointPlanner
 from auditor.audit.checkpoints import checkpoint_at
 from auditor.ingest.ingester import ingest
 from auditor.plugins import get_plugin_manager
@@ -132,6 +133,15 @@ def load_checkpoints(engine, labels: list[dict]) -> list[Checkpoint]:
 
 def tokens(text: str) -> int:
     return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+
+
+def rendered_by(pm) -> Render:
+    """What `auditor prompt` renders: the plugins' formatter, redacted, with `config`."""
+
+    def render(checkpoint, thread, messages, config) -> str:
+        return CheckpointPlanner(pm, formatter=config).render(checkpoint, thread, messages)
+
+    return render
 
 
 def seed_cut(checkpoint, thread, messages, config) -> str:
@@ -253,7 +263,7 @@ def main() -> int:
     checkpoints = load_checkpoints(engine, labels)
 
     full = [
-        pm.render_checkpoint(c.checkpoint, c.thread, c.messages, {"uncut": True})
+        CheckpointPlanner(pm, formatter={"uncut": True}).render(c.checkpoint, c.thread, c.messages)
         for c in checkpoints
     ]
     broken = [
@@ -282,7 +292,7 @@ def main() -> int:
     runs = [("seed 200/500 cut", seed_cut)]
     if args.before:
         runs.append((f"formatter at {args.before}", formatter_at(args.before).render))
-    runs.append(("formatter (auditor prompt)", pm.render_checkpoint))
+    runs.append(("formatter (auditor prompt)", rendered_by(pm)))
     latest = max(label["round"] for label in labels)
     parts = {
         "development": [i for i, c in enumerate(checkpoints) if not held_out(c.label)],

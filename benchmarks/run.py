@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from auditor.audit.checkpoint_plan import CheckpointPlanner
 from auditor.audit.checkpoints import find_checkpoints, is_typed_user
 from auditor.audit.observe import ObserveResult, ObserverUsage
 from auditor.audit.observer_audit import Auditor
@@ -149,6 +150,7 @@ def main() -> None:
     from auditor.store import schema as s
 
     fmt_cfg = {"max_tokens": args.budget} if args.budget else {}
+    planner = CheckpointPlanner(pm, formatter=fmt_cfg)
     ratios, sizes, naive_sizes, users_whole = [], [], [], True
     with engine.connect() as conn:
         threads = conn.execute(select(s.Thread.__table__)).all()
@@ -156,9 +158,9 @@ def main() -> None:
         messages = load_messages(engine, thread.id)
         for cp in find_checkpoints(thread.id, messages):
             upto = messages[: cp.index + 1]
-            if not pm.gate(cp, thread, upto, {"mode": "end-turn"}).audit:
+            if not planner.gate(cp, thread, upto).audit:
                 continue
-            text = pm.render_checkpoint(cp, thread, upto, fmt_cfg)
+            text = planner.render(cp, thread, upto)
             naive = naive_render(upto)
             sizes.append(tokens(text))
             naive_sizes.append(tokens(naive))

@@ -36,6 +36,7 @@ def scores(pm, cp) -> dict[str, float | None]:
     """The checkpoint's goal-drift scores (first and previous goal) and strongest signal."""
     from auditor_plugins.signals_text import GOAL_DRIFT, goal_drift
 
+    from auditor.audit.checkpoint_plan import CheckpointPlanner
     from auditor.audit.checkpoints import is_typed_user
 
     messages = cp.messages
@@ -49,7 +50,10 @@ def scores(pm, cp) -> dict[str, float | None]:
         begin = typed[-2]  # the previous goal is the first typed message of what is passed
         found = goal_drift(messages[begin:], start - begin, opts)
         previous = found.score if found else None
-    strongest = max((s.score for s in pm.signals(cp.checkpoint, cp.thread, messages)), default=0.0)
+    strongest = max(
+        (s.score for s in CheckpointPlanner(pm).signals(cp.checkpoint, cp.thread, messages)),
+        default=0.0,
+    )
     return {"drift_first": first, "drift_previous": previous, "strongest": strongest}
 
 

@@ -149,7 +149,7 @@ def test_on_the_corpus_every_inference_mode_audits_each_end_of_turn_end_turn_mod
 ):
     from sqlalchemy import select
 
-    from auditor.audit.checkpoint_plan import plan
+    from auditor.audit.checkpoint_plan import CheckpointPlanner
     from auditor.ingest.ingester import ingest
     from auditor.store import schema as s
     from auditor.store.threads import load_messages
@@ -160,14 +160,9 @@ def test_on_the_corpus_every_inference_mode_audits_each_end_of_turn_end_turn_mod
         for t in conn.execute(select(s.Thread)).all():
             messages = load_messages(engine, t.id)
             for mode, seen in audited.items():
+                planner = CheckpointPlanner(plugins, gate={"mode": mode})
                 for cp in find_checkpoints(t.id, messages, mode):
-                    gate = {"mode": mode}
-                    if (
-                        cp.kind == END_TURN
-                        and plan(
-                            conn, plugins, cp, t, messages, gate=gate, formatter={}, signals={}
-                        ).decision.audit
-                    ):
+                    if cp.kind == END_TURN and planner.plan(conn, cp, t, messages).decision.audit:
                         seen.add((t.id, cp.message_id))
     assert len(audited["end-turn"]) > 40  # the corpus has enough audited ends of turns to tell
     assert audited["end-turn"] - audited["every-inference"] == set()

@@ -66,6 +66,7 @@ def test_the_readmes_eval_command_scores_every_label_of_the_projects_own_file(co
 def test_every_evidence_string_occurs_in_the_uncut_render_of_its_checkpoint(corpus, tmp_path):
     # A label is read off the transcript alone: were a string only in another file (a second
     # copy of the session), or mistyped, recall would count a miss the formatter never made.
+    from auditor.audit.checkpoint_plan import CheckpointPlanner
     from auditor.ingest.ingester import ingest
     from auditor.plugins import get_plugin_manager
     from auditor.store.db import open_db
@@ -75,8 +76,9 @@ def test_every_evidence_string_occurs_in_the_uncut_render_of_its_checkpoint(corp
     pm = get_plugin_manager()
     ingest(engine, pm, sorted({corpus / label["file"] for label in labels}))
     missing = []
+    uncut_render = CheckpointPlanner(pm, formatter={"uncut": True}).render
     for c in evidence.load_checkpoints(engine, labels):
-        uncut = pm.render_checkpoint(c.checkpoint, c.thread, c.messages, {"uncut": True})
+        uncut = uncut_render(c.checkpoint, c.thread, c.messages)
         flat = evidence.normalise(uncut)
         missing += [(c.label["at"], e) for e in c.label["evidence"] if not evidence.kept(e, flat)]
     assert missing == []

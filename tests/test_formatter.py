@@ -9,6 +9,7 @@ from auditor_plugins import formatter
 from auditor_plugins.formatter import budget_for, render
 from auditor_plugins.formatter_text import abbreviate, estimate_tokens, quote
 
+from auditor.audit.checkpoint_plan import CheckpointPlanner
 from auditor.audit.checkpoints import (
     END_TURN,
     INFERENCE,
@@ -614,7 +615,9 @@ def test_quoting_keeps_every_line_and_marks_each_one():
 def test_registered_through_the_entry_point(plugins):
     assert "formatter" in {p.name for p in plugins.describe()}
     t = Thread().user(TASK).says("Done.")
-    out = plugins.render_checkpoint(end_turn(t), info(), t.messages, {"max_tokens": 1000})
+    out = CheckpointPlanner(plugins, formatter={"max_tokens": 1000}).render(
+        end_turn(t), info(), t.messages
+    )
     assert out == render(end_turn(t), info(), t.messages, {"max_tokens": 1000})
 
 
@@ -629,7 +632,9 @@ def test_a_user_plugin_wins_over_the_built_in(plugins):
 
     t = Thread().user(TASK).says("Done.")
     assert (
-        get_plugin_manager(extra=[Mine()]).render_checkpoint(end_turn(t), info(), t.messages, {})
+        CheckpointPlanner(get_plugin_manager(extra=[Mine()])).render(
+            end_turn(t), info(), t.messages
+        )
         == "mine"
     )
 
@@ -671,25 +676,29 @@ def test_real_claude_code_session(corpus, engine, plugins):
     for budget in (24000, 8000):
         for cp in checkpoints:
             upto = messages[: cp.index + 1]
-            out = plugins.render_checkpoint(cp, thread, upto, {"max_tokens": budget})
+            out = CheckpointPlanner(plugins, formatter={"max_tokens": budget}).render(
+                cp, thread, upto
+            )
             assert estimate_tokens(out) <= budget
             for m in upto:
                 if is_typed_user(m):
                     assert quote(redact(m.text.strip())) in out
-            assert out == plugins.render_checkpoint(cp, thread, upto, {"max_tokens": budget})
+            assert out == CheckpointPlanner(plugins, formatter={"max_tokens": budget}).render(
+                cp, thread, upto
+            )
 
     # With room, the failing summary lines at the end of those long outputs all survive; with the
     # default budget, those of the turn being judged do (older turns may be dropped first).
     cp = next(c for c in checkpoints if c.index > max(i for i, _ in failing_tails))
     room = {"min_tokens": 24000, "max_tokens": 24000}
-    out = plugins.render_checkpoint(cp, thread, messages[: cp.index + 1], room)
+    out = CheckpointPlanner(plugins, formatter=room).render(cp, thread, messages[: cp.index + 1])
     for _, last in failing_tails:
         assert last in out
     judged = 0
     for cp in checkpoints:
         turn_start = max(i for i, m in enumerate(messages[: cp.index + 1]) if is_typed_user(m))
         current = [last for i, last in failing_tails if turn_start < i <= cp.index]
-        out = plugins.render_checkpoint(cp, thread, messages[: cp.index + 1], {})
+        out = CheckpointPlanner(plugins).render(cp, thread, messages[: cp.index + 1])
         assert all(last in out for last in current)
         judged += bool(current)
     assert judged >= 1
@@ -726,7 +735,7 @@ def test_the_longest_real_turn_keeps_all_the_agents_prose(corpus, engine, plugin
     upto, turn = _turn(messages, "1d698e31-9e57-4b0c-b787-727e7bcea2f9")
     calls = sum(b.kind == "tool_use" for m in turn for b in m.blocks)
     cp = find_checkpoints(thread.id, upto)[-1]
-    out = plugins.render_checkpoint(cp, thread, upto, {})
+    out = CheckpointPlanner(plugins).render(cp, thread, upto)
     assert calls == 148 and estimate_tokens(out) <= budget_for(upto, {}) < 24000
     assert "tool calls omitted ...]" in out  # tool output had to give way
     prose = [b.text for m in turn if m.role == "assistant" for b in m.blocks if b.kind == "text"]
@@ -747,7 +756,7 @@ def test_a_real_codex_turn_keeps_failures_and_the_last_result_of_each_command(
     thread, messages = _ingest_one(engine, plugins, path, session)
     upto, _ = _turn(messages, "L1912")
     cp = find_checkpoints(thread.id, upto)[-1]
-    out = plugins.render_checkpoint(cp, thread, upto, {})
+    out = CheckpointPlanner(plugins).render(cp, thread, upto)
     typed = sum(estimate_tokens(m.text) for m in upto if is_typed_user(m))
     assert typed > budget_for(upto, {})  # the expanded /speckit prompts alone exceed the budget
     assert "error: Failed to spawn: `ruff`" in out

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
+from auditor.audit.checkpoint_plan import CheckpointPlanner
 from auditor.cli.main import cli
 from auditor.ingest.guidance import DISK, READ, discover, for_checkpoint, read_by_call, store
 from auditor.ingest.ingester import ingest
@@ -486,7 +487,7 @@ def test_the_prompt_of_an_old_session_shows_its_rules_and_says_which_are_todays(
     with engine.connect() as conn:
         view = for_checkpoint(conn, thread, messages)
     cp = checkpoint_at(thread.id, messages, "a1")
-    prompt = plugins.render_checkpoint(cp, view, messages, {})
+    prompt = CheckpointPlanner(plugins).render(cp, view, messages)
     assert "> Use tabs." in prompt and "Use spaces" not in prompt and "Run make lint" not in prompt
     local = next(line for line in prompt.splitlines() if "CLAUDE.local.md" in line)
     assert "read after this moment, so the agent may have had another version" in local

@@ -34,6 +34,7 @@ from helpers.third_party import THIRD_PARTY, third_party_plugin
 from sqlalchemy import select
 
 from auditor import hookspecs
+from auditor.audit.checkpoint_plan import CheckpointPlanner
 from auditor.audit.checkpoints import GateDecision
 from auditor.audit.run import run
 from auditor.audit.run_types import RunConfig
@@ -205,7 +206,7 @@ def test_hook_format_checkpoint(engine, script_file):
     pm = get_plugin_manager(extra=[ScriptPlugin(), FakeObserverPlugin(fake), Formatter()])
     ingest(engine, pm, [script_file])
     thread = StoredThread(1, "script", "t-claims")
-    assert pm.render_checkpoint(None, thread, [1, 2], {}) == "CUSTOM rendering of 2 messages"
+    assert CheckpointPlanner(pm).render(None, thread, [1, 2]) == "CUSTOM rendering of 2 messages"
     summary = run(engine, pm, RunConfig(observer="fake"), announce=quiet)
     assert summary.corrections == 1
 

@@ -243,7 +243,7 @@ def test_a_small_window_is_filled_by_the_formatter_not_cut_by_the_backend(corpus
 
     def rendered(**formatter) -> tuple[dict, list[int]]:
         a = Auditor(engine, pm, RunConfig(observer="fake", gate=every, formatter=formatter))
-        return a.planner.formatter, [estimate_tokens(j.user) for j in a.jobs()]
+        return a.planner.checkpoints.formatter, [estimate_tokens(j.user) for j in a.jobs()]
 
     _, wide = rendered()
     observer.context_tokens = 4000  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from helpers.audit import (
 )
 from sqlalchemy import select
 
+from auditor.audit.checkpoint_plan import CheckpointPlanner
 from auditor.audit.checkpoints import find_checkpoints
 from auditor.audit.run import run
 from auditor.audit.run_types import RunConfig
@@ -95,11 +96,11 @@ class Planted:
         return [Signal(self.name, self.score, [(messages[-1].native_id, f"token {SECRET}")])]
 
 
-def test_the_facade_concatenates_every_plugins_signals_strongest_first():
+def test_the_planner_concatenates_every_plugins_signals_strongest_first():
     pm = get_plugin_manager(extra=[Planted("weak", 0.2), Planted("strong", 0.9)])
     messages = numbered([user("fix it"), agent("done")])
     (cp,) = find_checkpoints(1, messages)
-    names = [x.name for x in pm.signals(cp, THREAD, messages, {})]
+    names = [x.name for x in CheckpointPlanner(pm).signals(cp, THREAD, messages)]
     assert names[:2] == ["strong", "weak"]
 
 
@@ -111,8 +112,8 @@ def test_a_plugin_returning_something_else_is_named():
 
     pm = get_plugin_manager(extra=[Bad()])
     messages = numbered([user("fix it"), agent("done")])
-    with pytest.raises(PluginError, match="return auditor.store.signal_rows.Signal objects"):
-        pm.signals(find_checkpoints(1, messages)[0], THREAD, messages, {})
+    with pytest.raises(PluginError, match="return auditor.api.Signal objects"):
+        CheckpointPlanner(pm).signals(find_checkpoints(1, messages)[0], THREAD, messages)
 
 
 # -- storage through a run -------------------------------------------------------------------
@@ -213,7 +214,10 @@ def test_the_forcing_rule_never_overrides_loop_prevention_or_allow_lists():
     cp = short_turn()
     cp.after_correction = True
     # Checked by the core before any gate, the built-in one included.
-    assert get_plugin_manager().gate(cp, thread, [], {}, [CLAIM]).reason == "after-correction"
+    assert (
+        CheckpointPlanner(get_plugin_manager()).gate(cp, thread, [], [CLAIM]).reason
+        == "after-correction"
+    )
     assert (
         decide(short_turn(), thread, {"agents": ["codex"]}, [CLAIM]).reason
         == "agent-not-allowed (claude-code)"

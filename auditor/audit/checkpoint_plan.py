@@ -1,8 +1,11 @@
 """What auditor decides at one checkpoint before any observer call: signals -> gate -> format.
 
-`plan()` is the one place this order is written. `auditor run`, the Stop hooks, the live
-worker and `auditor eval` reach it through `Planner.plan_checkpoint`, which also records the
-decision; `auditor prompt` calls it directly and records nothing.
+`CheckpointPlanner` holds the plugin manager's hook relay and the run's options, and is the one
+place that calls the three decision hooks (`compute_signals`, `gate_checkpoint`,
+`format_checkpoint`); its `plan` is the one place their order is written. `auditor run`, the
+Stop hooks, the live worker and `auditor eval` reach it through `Planner.plan_checkpoint`, which
+also records the decision; `auditor prompt`, `auditor checkpoints` and `auditor show` ask it
+directly and record nothing.
 """
 
 from __future__ import annotations
@@ -10,14 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import PluginError
 from ..ingest import guidance
-from .checkpoints import END_TURN, Checkpoint, GateDecision
+from ..printable import printable
+from ..redact import redact
+from ..store.signal_rows import Signal, strongest
+from ..store.threads import StoredThread
+from .checkpoints import END_TURN, Checkpoint, GateDecision, loop_guard
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from ..plugins import Plugins
-    from ..store.signal_rows import Signal
+    from ..store.threads import StoredMessage
 
 
 @dataclass
@@ -56,32 +64,109 @@ def formatter_for(formatter: dict[str, Any], observer: Any, system: str) -> dict
     return {**formatter, "max_tokens": max(room, 500)}
 
 
-def plan(
-    conn: Connection,
-    plugins: Plugins,
-    checkpoint: Checkpoint,
-    thread: Any,
-    messages: list,
-    *,
-    gate: dict[str, Any],
-    formatter: dict[str, Any],
-    signals: dict[str, Any],
-    render: bool = False,
-) -> Plan:
-    """Compute the signals at `checkpoint`, ask the gate, and render it for the observer.
+class CheckpointPlanner:
+    """Plans checkpoints with the plugins' decision hooks and a run's options.
 
-    `messages` is the whole thread; only those up to the checkpoint are used. The checkpoint
-    is rendered when the gate lets it through, or always with `render=True`. Nothing is
-    written: `conn` is read for the guidance files the observer is shown.
+    `gate`, `formatter` and `signals` are the options each hook gets as its `config` (the
+    gate's with the default mode filled in). A thread may be a row of the `threads` table or a
+    `StoredThread`; the hooks always get a `StoredThread`.
     """
-    upto = messages[: checkpoint.index + 1]
-    found = plugins.signals(checkpoint, thread, upto, signals)
-    decision = plugins.gate(checkpoint, thread, upto, gate_config(gate), found)
-    user = None
-    if decision.audit or render:
-        view = guidance.for_checkpoint(conn, thread, upto)
-        user = plugins.render_checkpoint(checkpoint, view, upto, formatter)
-    return Plan(checkpoint, found, decision, user)
+
+    def __init__(
+        self,
+        plugins: Plugins,
+        *,
+        gate: dict[str, Any] | None = None,
+        formatter: dict[str, Any] | None = None,
+        signals: dict[str, Any] | None = None,
+    ):
+        self.hook = plugins.pm.hook
+        self.gate_config = gate_config(gate or {})
+        self.formatter = formatter or {}
+        self.signal_config = signals or {}
+
+    def plan(
+        self,
+        conn: Connection,
+        checkpoint: Checkpoint,
+        thread: Any,
+        messages: list,
+        render: bool = False,
+    ) -> Plan:
+        """Compute the signals at `checkpoint`, ask the gate, and render it for the observer.
+
+        `messages` is the whole thread; only those up to the checkpoint are used. The
+        checkpoint is rendered when the gate lets it through, or always with `render=True`.
+        Nothing is written: `conn` is read for the guidance files the observer is shown.
+        """
+        upto = messages[: checkpoint.index + 1]
+        found = self.signals(checkpoint, thread, upto)
+        decision = self.gate(checkpoint, thread, upto, found)
+        user = None
+        if decision.audit or render:
+            user = self.render(checkpoint, guidance.for_checkpoint(conn, thread, upto), upto)
+        return Plan(checkpoint, found, decision, user)
+
+    def signals(
+        self, checkpoint: Checkpoint, thread: Any, upto: list[StoredMessage]
+    ) -> list[Signal]:
+        """Every plugin's signals at `checkpoint`, as one list, strongest first."""
+        found: list[Signal] = []
+        results = self.hook.compute_signals(
+            checkpoint=checkpoint,
+            thread=StoredThread.of(thread),
+            messages=upto,
+            config=self.signal_config,
+        )
+        for result in results:
+            for sig in result or []:
+                if not isinstance(sig, Signal):
+                    raise PluginError(
+                        f"A compute_signals hook returned {sig!r}; return "
+                        "auditor.api.Signal objects."
+                    )
+                found.append(sig)
+        return strongest(found)
+
+    def gate(
+        self,
+        checkpoint: Checkpoint,
+        thread: Any,
+        upto: list[StoredMessage],
+        signals: list[Signal] | None = None,
+    ) -> GateDecision:
+        """The gate's decision at `checkpoint`: the core's loop guards, else the winning
+        plugin's (see `checkpoints.loop_guard`; no gate plugin can audit what they hold back)."""
+        held = loop_guard(checkpoint, self.gate_config)
+        if held is not None:
+            return held
+        decision: GateDecision = self.hook.gate_checkpoint(
+            checkpoint=checkpoint,
+            thread=StoredThread.of(thread),
+            messages=upto,
+            config=self.gate_config,
+            signals=signals or [],
+        )
+        return decision
+
+    def render(self, checkpoint: Checkpoint, thread: Any, upto: list[StoredMessage]) -> str:
+        """The observer's user content at `checkpoint`.
+
+        Whatever formatter rendered it, the text is redacted (`auditor.redact`) and freed of
+        terminal control sequences here, before it can reach an observer or a terminal.
+        """
+        out = self.hook.format_checkpoint(
+            checkpoint=checkpoint,
+            thread=StoredThread.of(thread),
+            messages=upto,
+            config=self.formatter,
+        )
+        if out is None:
+            raise PluginError(
+                "No formatter plugin rendered the checkpoint; is the built-in 'formatter' "
+                "plugin disabled?"
+            )
+        return redact(printable(out))
 
 
 def list_checkpoints(
@@ -99,6 +184,7 @@ def list_checkpoints(
     from .checkpoints import find_checkpoints
 
     c, v = s.Checkpoint.__table__, s.Verdict.__table__
+    planner = CheckpointPlanner(plugins, gate={"mode": mode})
     found = find_checkpoints(thread.id, messages, mode)
     with engine.connect() as conn:
         stored = {
@@ -126,16 +212,7 @@ def list_checkpoints(
             if row is not None and row.gate_reason is not None:
                 gate = {"audit": bool(row.gate_audit), "reason": row.gate_reason, "stored": True}
             else:
-                p = plan(
-                    conn,
-                    plugins,
-                    cp,
-                    thread,
-                    messages,
-                    gate={"mode": mode},
-                    formatter={},
-                    signals={},
-                )
+                p = planner.plan(conn, cp, thread, messages)
                 gate = {"audit": p.decision.audit, "reason": p.decision.reason, "stored": False}
             out.append(
                 {

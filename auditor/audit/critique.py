@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from ..errors import AuditorError
-from ..store.signal_rows import Signal, strongest
+from ..store.signal_rows import Signal
 from .prompt import Prompt
 
 # Decided on the development labels (benchmarks/signal_thresholds.py): a strongest signal of
@@ -43,8 +43,9 @@ def load_critique_prompt() -> Prompt:
 
 
 def strong_signals(signals: list[Signal], min_score: float = DEFAULT_MIN_SCORE) -> list[Signal]:
-    """Return the signals strong enough to ask for a second pass, strongest first."""
-    return strongest(signals, min_score)
+    """Return the signals strong enough to ask for a second pass, in their order: a plan's
+    signals come strongest first (`CheckpointPlanner.signals`)."""
+    return [x for x in signals if x.score >= min_score]
 
 
 def render(user: str, signals: list[Signal]) -> str:

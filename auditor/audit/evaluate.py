@@ -130,7 +130,7 @@ def evaluate(engine: Engine, plugins, labels_path: str | None, config) -> Report
         config = replace(config, agents=sorted({label.thread.agent for label in labels}))
     auditor = Auditor(engine, plugins, config)
     auditor.caller.ensure_usable()
-    mode = auditor.planner.gate_config["mode"]
+    mode = auditor.planner.checkpoints.gate_config["mode"]
     messages: dict[int, list] = {}
     planned: list[tuple[Label, Any, Any]] = []  # (label, checkpoint, job or None)
     with auditor.recorder.recording():

@@ -1,7 +1,7 @@
 """The planner of a run: which checkpoints need an observer call, each gated and recorded.
 
 `Planner` walks the threads a run looks at, plans each checkpoint with
-`auditor.audit.checkpoint_plan.plan` (signals -> gate -> format), records the gate's decision
+`auditor.audit.checkpoint_plan.CheckpointPlanner` (signals -> gate -> format), records the gate's decision
 and yields a `Job` for each call still to make; it also says which second pass (`--critique`)
 a first answer calls for. It calls no model and holds no lease: the way the run shares its
 work (`auditor.audit.sharing`) decides which threads it plans.
@@ -23,7 +23,7 @@ from ..store.db import retry_lost, upsert, utcnow
 from ..store.signal_rows import store_signals
 from ..store.threads import find_thread, load_messages
 from . import critique
-from .checkpoint_plan import formatter_for, gate_config, plan
+from .checkpoint_plan import CheckpointPlanner, formatter_for
 from .checkpoints import Checkpoint, GateDecision, find_checkpoints
 from .run_types import Job, Observing, RunConfig, RunSummary
 
@@ -41,10 +41,14 @@ class Planner:
         observing: Observing,
         summary: RunSummary,
     ):
-        self.engine, self.plugins, self.config = engine, plugins, config
+        self.engine, self.config = engine, config
         self.observing, self.summary = observing, summary
-        self.gate_config = gate_config(config.gate)
-        self.formatter = formatter_for(config.formatter, observing.backend, observing.prompt.text)
+        self.checkpoints = CheckpointPlanner(
+            plugins,
+            gate=config.gate,
+            formatter=formatter_for(config.formatter, observing.backend, observing.prompt.text),
+            signals=config.signals,
+        )
 
     def threads(self, busiest_first: bool = False) -> list[Any]:
         """The rows of the threads the run looks at; with `busiest_first`, those with the most
@@ -70,7 +74,7 @@ class Planner:
         calls start while the rest is planned, and no transaction stays open between them.
         The (message, kind) that `passed_over` returns for a chunk are left out unrendered."""
         messages = retry_lost(load_messages, self.engine, thread.id)
-        checkpoints = find_checkpoints(thread.id, messages, self.gate_config["mode"])
+        checkpoints = find_checkpoints(thread.id, messages, self.checkpoints.gate_config["mode"])
         for start in range(0, len(checkpoints), PLAN_CHUNK):
             chunk = checkpoints[start : start + PLAN_CHUNK]
             skip = passed_over(chunk) if passed_over is not None else set()
@@ -96,24 +100,14 @@ class Planner:
     def plan_checkpoint(
         self, conn: Connection, cp: Checkpoint, thread, messages: list
     ) -> Job | None:
-        """Plan one checkpoint with `auditor.audit.checkpoint_plan.plan`, record the decision,
-        return its job.
+        """Plan one checkpoint (`CheckpointPlanner.plan`), record the decision, return its job.
 
         Return None when the gate says no. A job whose `answered` is set needs no call: a
         verdict for the same observer, model, prompt and content exists (counted as reused).
         """
         self.summary.checkpoints += 1
         config = self.config
-        p = plan(
-            conn,
-            self.plugins,
-            cp,
-            thread,
-            messages,
-            gate=config.gate,
-            formatter=self.formatter,
-            signals=config.signals,
-        )
+        p = self.checkpoints.plan(conn, cp, thread, messages)
         if config.dry_run:
             # A dry run writes nothing: no checkpoint, signal or event, so the next run finds
             # the store, and logs its own decisions, as if no dry run had been.

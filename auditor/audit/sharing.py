@@ -205,7 +205,7 @@ class LeasedSharing:
         if gone or free:  # finished, or left by a worker that died: `jobs` takes it over
             return
         messages = retry_lost(load_messages, self.engine, thread.id)
-        checkpoints = find_checkpoints(thread.id, messages, planner.gate_config["mode"])
+        checkpoints = find_checkpoints(thread.id, messages, planner.checkpoints.gate_config["mode"])
         known = self._checkpoint_rows(thread.id)
         last_first = list(reversed(checkpoints))
         for start in range(0, len(last_first), PLAN_CHUNK):

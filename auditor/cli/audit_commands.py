@@ -280,7 +280,7 @@ def prompt(
     ctx: Context, thread: str, at: str, min_prompt_tokens, max_prompt_tokens, mode, observer
 ) -> None:
     """Print the exact system prompt and user content the observer would get at a checkpoint."""
-    from ..audit.checkpoint_plan import formatter_for, plan
+    from ..audit.checkpoint_plan import CheckpointPlanner, formatter_for
     from ..audit.checkpoints import checkpoint_at
     from ..audit.prompt import load_prompt
     from ..store.threads import find_message, find_thread, load_messages
@@ -293,17 +293,8 @@ def prompt(
     if observer:
         formatter = formatter_for(formatter, ctx.plugins.observer(observer), system.text)
     with ctx.engine.connect() as conn:
-        p = plan(
-            conn,
-            ctx.plugins,
-            cp,
-            th,
-            messages,
-            gate={"mode": mode},
-            formatter=formatter,
-            signals={},
-            render=True,
-        )
+        planner = CheckpointPlanner(ctx.plugins, gate={"mode": mode}, formatter=formatter)
+        p = planner.plan(conn, cp, th, messages, render=True)
     signals, decision, user = p.signals, p.decision, p.user
     click.echo(
         f"<!-- prompt {system.version} sha256:{system.sha256[:16]}; gate: {decision.reason} -->",

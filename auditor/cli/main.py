@@ -225,6 +225,7 @@ def show(ctx: Context, thread: str, full: bool, no_pager: bool, no_redact: bool)
     Secrets are shown as [REDACTED:kind] (--no-redact shows them) and terminal control
     sequences in the transcript (a title, a screen clear) are left out.
     """
+    from ..audit.checkpoint_plan import CheckpointPlanner
     from ..live.delivery import check_pending
     from ..store.threads import find_thread, load_messages
     from ..store.verdict_rows import checkpoint_notes
@@ -232,7 +233,7 @@ def show(ctx: Context, thread: str, full: bool, no_pager: bool, no_redact: bool)
 
     th = find_thread(ctx.engine, thread)
     messages = load_messages(ctx.engine, th.id)
-    notes = checkpoint_notes(ctx.engine, ctx.plugins, th, messages)
+    notes = checkpoint_notes(ctx.engine, CheckpointPlanner(ctx.plugins).signals, th, messages)
     check_pending(ctx.engine, [v for note in notes.values() for v in note.verdicts])
     with paged(not no_pager):
         show_thread(th, messages, full=full, notes=notes, redact=not no_redact)

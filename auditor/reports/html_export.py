@@ -364,6 +364,7 @@ def thread_page(
     as `auditor show` prints them. `home` is where "all threads" leads (the index file, or
     `auditor serve`'s first page); `review`, where a correction not yet marked can be (the
     review page of `auditor serve`; a file has none)."""
+    from ..audit.checkpoint_plan import CheckpointPlanner
     from ..live.delivery import check_pending
     from ..store.labels import thread_marks
     from ..store.threads import find_thread, load_messages
@@ -371,7 +372,7 @@ def thread_page(
 
     thread_row = find_thread(engine, str(row["id"]))
     loaded = load_messages(engine, row["id"])
-    notes = checkpoint_notes(engine, plugins, thread_row, loaded)
+    notes = checkpoint_notes(engine, CheckpointPlanner(plugins).signals, thread_row, loaded)
     marks = thread_marks(engine, row["id"])
     check_pending(engine, [v for note in notes.values() for v in note.verdicts])
     messages = []

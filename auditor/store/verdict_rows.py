@@ -3,6 +3,7 @@ its correction reached the agent. `auditor verdicts` and `auditor show` print th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -168,14 +169,17 @@ class CheckpointNote:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
 
 
-def checkpoint_notes(engine: Engine, plugins, thread, messages: list) -> dict[str, CheckpointNote]:
+def checkpoint_notes(
+    engine: Engine, signals: Callable[[Any, Any, list], list], thread, messages: list
+) -> dict[str, CheckpointNote]:
     """Return, by the native id of the message a checkpoint ends at, its signals (computed now,
-    at each end of turn) and its stored verdicts (oldest first)."""
+    at each end of turn, by `signals(checkpoint, thread, messages up to it)`: the plugins' as
+    `CheckpointPlanner.signals` asks them) and its stored verdicts (oldest first)."""
     from ..audit.checkpoints import find_checkpoints
 
     notes: dict[str, CheckpointNote] = {}
     for cp in find_checkpoints(thread.id, messages):
-        found = plugins.signals(cp, thread, messages[: cp.index + 1])
+        found = signals(cp, thread, messages[: cp.index + 1])
         if found:
             notes.setdefault(cp.message_id, CheckpointNote()).signals = found
     for v in reversed(list_verdicts(engine, thread_id=thread.id, limit=None)):
