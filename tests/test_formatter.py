@@ -377,17 +377,29 @@ def test_without_pressure_nothing_is_omitted():
     assert "omitted" not in render(end_turn(t), info(), t.messages, {"max_tokens": 24000})
 
 
-def test_a_thread_that_fits_the_budget_whole_is_shown_whole():
+def test_a_short_thread_that_fits_the_budget_is_shown_whole():
     game = "\n".join(f"+    line {i} of the new file" for i in range(300))  # ~9,000 characters
     t = Thread().user("Write the game.").calls("Write", game, file_path="/w/game.py")
     t.says("Written.")
     whole = render(end_turn(t), info(), t.messages, {"uncut": True})
+    assert estimate_tokens(whole) <= formatter.WHOLE_TOKENS
     assert render(end_turn(t), info(), t.messages, {}) == whole
     assert "+    line 150 of the new file" in whole  # the middle a cut output would lose
     # With less room than the whole takes, it is cut as before.
     assert "+    line 150 of the new file" not in render(
         end_turn(t), info(), t.messages, {"max_tokens": 1500}
     )
+
+
+def test_a_longer_thread_is_cut_though_it_would_fit_the_budget_whole():
+    game = "\n".join(f"+    line {i} of the new file" for i in range(600))  # ~18,000 characters
+    t = Thread().user("Write the game.").calls("Write", game, file_path="/w/game.py")
+    t.says("Written.")
+    whole = render(end_turn(t), info(), t.messages, {"uncut": True})
+    assert formatter.WHOLE_TOKENS < estimate_tokens(whole) < budget_for(t.messages, {})
+    out = render(end_turn(t), info(), t.messages, {})
+    assert "+    line 300 of the new file" not in out and "lines cut" in out
+    assert estimate_tokens(out) < formatter.WHOLE_TOKENS
 
 
 def test_the_agents_words_outlast_the_tool_output_of_its_turn():
