@@ -134,8 +134,9 @@ class RowBatch:
     """Rows waiting to be written, flushed with executemany.
 
     Each message's searchable text is written with it, from the blocks in hand (reading them
-    back from the store would decode every message's JSON again). `indexed` gathers the
-    messages whose text was written, for the full-text index; `unindexed` the threads where
+    back from the store would decode every message's JSON again). `indexed_ids` (by id) and
+    `indexed` (by thread and native id, where the ids are not known) gather the messages whose
+    text was written, for the full-text index; `unindexed` the threads where
     some message was stored already, whose texts `search.index_new` then reads from the store.
     """
 
@@ -146,6 +147,7 @@ class RowBatch:
         self.usage: list[tuple] = []
         self.texts: dict[int, list[tuple[str, int, str]]] = {}
         self.indexed: list[tuple[int, str]] = []
+        self.indexed_ids: list[int] = []
         self.unindexed: set[int] = set()
         self.sqlite = dialect == "sqlite"
 
@@ -258,9 +260,10 @@ class RowBatch:
                 ids = self._new_ids(db, thread_id, count) if db.sqlite else None
                 if ids is not None:
                     search.add_texts_by_id(db, [(i, body) for i, (body, *_) in zip(ids, texts)])
+                    self.indexed_ids += ids
                 else:
                     search.add_texts(db, texts)
-                self.indexed += [(tid, native) for _, tid, native in texts]
+                    self.indexed += [(tid, native) for _, tid, native in texts]
             elif count:
                 self.unindexed.add(thread_id)
         for sql, rows in (

@@ -233,6 +233,7 @@ class Ingester:
         # The group's messages whose searchable text was written with them, and the threads
         # whose texts are read back from the store instead: indexed when the group commits.
         self._group_indexed: list[tuple[int, str]] = []
+        self._group_indexed_ids: list[int] = []
         self._group_unindexed: set[int] = set()
         self._thread_stmts: dict[tuple, str] = {}
         # Writes waiting for the next transaction, in order; what they hold; the results to
@@ -293,6 +294,7 @@ class Ingester:
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({INGEST_LOCK})")
                 self._group_threads = set()
                 self._group_indexed, self._group_unindexed = [], set()
+                self._group_indexed_ids = []
                 self._group_since = conn.execute(select(func.max(s.Message.id))).scalar() or 0
                 for write in writes:
                     write(conn)
@@ -737,16 +739,21 @@ class Ingester:
             file_id = r.file_id
             assert file_id is not None  # set by the first part
             self._file_threads = r.threads
+            agent = fmt.agent
             batch = RowBatch(conn.dialect.name)
+            # Records come in runs of one thread: its id is looked up once per run.
+            last: tuple[object, int] = (_NO_THREAD, 0)
             for rec in part:
                 try:
-                    if isinstance(rec, Message):
-                        tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
-                        batch.add_message(tid, file_id, rec)
-                        r.read += 1
-                    elif isinstance(rec, Usage):
-                        tid = self._thread_id(conn, fmt.agent, None, rec.thread, file_id)
-                        batch.add_usage(tid, file_id, rec)
+                    if isinstance(rec, Message | Usage):
+                        if rec.thread != last[0]:
+                            tid = self._thread_id(conn, agent, None, rec.thread, file_id)
+                            last = (rec.thread, tid)
+                        if isinstance(rec, Message):
+                            batch.add_message(last[1], file_id, rec)
+                            r.read += 1
+                        else:
+                            batch.add_usage(last[1], file_id, rec)
                     elif isinstance(rec, ThreadInfo):
                         self._thread_id(conn, fmt.agent, rec, rec.native_id, file_id)
                 except DBAPIError:
@@ -764,6 +771,7 @@ class Ingester:
                 return  # undone: nothing of it to index
             # Its messages are found by `auditor search` once the group commits.
             self._group_indexed += batch.indexed
+            self._group_indexed_ids += batch.indexed_ids
             self._group_unindexed |= batch.unindexed
         except Exception as exc:  # noqa: BLE001 - the store refused the file (disk full, locked...): undo it alone
             if connection_lost(exc):
@@ -866,6 +874,7 @@ class Ingester:
         )
         ids = sorted(self._group_threads)
         # What they gained, found by `auditor search` now.
+        search.index_ids(conn, self._group_indexed_ids)
         search.index_texts(conn, self._group_indexed)
         if self._group_unindexed & self._group_threads:
             search.index_new(conn, sorted(self._group_unindexed & self._group_threads))
@@ -905,6 +914,7 @@ _REMEMBER_SQL = (
     "excluded.ingested_at, error_count = excluded.error_count RETURNING id"
 )
 _JSON_FIELDS = ("guidance", "meta")
+_NO_THREAD = object()  # no record's thread
 # What a new thread row starts with (the model's defaults).
 _NEW_THREAD = {"message_count": 0, "tool_call_count": 0, "file_edit_count": 0, "rollup_dirty": True}
 

@@ -88,6 +88,22 @@ def index_texts(conn: Connection, keys: list[tuple[int, str]]) -> None:
         conn.exec_driver_sql(_INDEX_TEXTS, (chunk,))
 
 
+# Messages whose ids are known (all of a group's on SQLite, as a rule): no lookup by key.
+_INDEX_IDS = (
+    "INSERT INTO search_fts (rowid, body) SELECT message_id, body FROM search_texts "
+    "WHERE message_id IN (SELECT value FROM json_each(?))"
+)
+
+
+def index_ids(conn: Connection, ids: list[int]) -> None:
+    """`index_texts` for messages whose ids are known."""
+    if conn.dialect.name != "sqlite":
+        return
+    for start in range(0, len(ids), INDEX_CHUNK):
+        chunk = orjson.dumps(ids[start : start + INDEX_CHUNK]).decode()
+        conn.exec_driver_sql(_INDEX_IDS, (chunk,))
+
+
 def index_new(conn: Connection, thread_ids: list[int] | None = None) -> int:
     """Add the messages not indexed yet (of `thread_ids`, or all); return how many."""
     m, st = s.Message, s.SearchText

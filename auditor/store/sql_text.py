@@ -205,9 +205,9 @@ def stored_time(value: datetime | None, sqlite: bool) -> datetime | str | None:
     reads back (UTC, no zone), on PostgreSQL the time itself."""
     if value is None or not sqlite:
         return value
-    if value.tzinfo is UTC:  # as the parsers and `utcnow` give times: nothing to convert
-        value = value.replace(tzinfo=None)
-    elif value.tzinfo is not None:
+    if value.tzinfo is UTC:  # as the parsers and `utcnow` give times: the text without its zone
+        return value.isoformat(" ", "microseconds")[:26]
+    if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return value.isoformat(" ", "microseconds")
 
