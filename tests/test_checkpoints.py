@@ -181,3 +181,34 @@ def test_a_run_says_which_gate_policy_holds_in_its_mode():
     )
     default = invoke("run", "--dry-run", ok=True)
     assert "gate (end-turn): 5 tool calls and a file edit since the user wrote" in default.output
+
+
+def test_checkpoint_at_a_message_is_the_checkpoint_the_whole_thread_has_there(
+    corpus, engine, plugins
+):
+    # A live hook event names the message it is about, in the latest turn of a session that may
+    # be long: `checkpoint_at` looks only at that turn, and must give what the thread's
+    # checkpoints give, on every message, with the thread whole and as it grew.
+    from sqlalchemy import select
+
+    from auditor.audit.checkpoints import checkpoint_at
+    from auditor.ingest.ingester import ingest
+    from auditor.store import schema as s
+    from auditor.store.threads import load_messages
+
+    ingest(engine, plugins, [corpus / "claude-code/marot-spotter", corpus / "codex"])
+    checked = rounds = 0
+    with engine.connect() as conn:
+        threads = conn.execute(select(s.Thread.id)).scalars().all()
+    for tid in threads:
+        messages = load_messages(engine, tid)
+        for mode in (END_TURN, "every-inference"):
+            for cp in find_checkpoints(tid, messages, mode):
+                assert checkpoint_at(tid, messages, cp.message_id, mode) == cp
+                checked += 1
+                if cp.kind == INFERENCE:
+                    # Named before the agent's next message, the round has the same facts.
+                    grown = checkpoint_at(tid, messages[: cp.index + 1], cp.message_id, mode)
+                    assert grown == cp
+                    rounds += 1
+    assert checked > 500 and rounds > 200

@@ -172,24 +172,33 @@ def find_checkpoints(thread_id: int, messages: list, mode: str = END_TURN) -> li
 def checkpoint_at(
     thread_id: int, messages: list, native_id: str, mode: str = END_TURN
 ) -> Checkpoint:
-    """Return the checkpoint that ends at the message `native_id` (any message may be named)."""
-    for cp in find_checkpoints(
-        thread_id, messages, "every-inference" if mode != END_TURN else mode
-    ):
-        if cp.message_id == native_id:
-            return cp
-    for i, m in enumerate(messages):
-        if m.native_id == native_id:
-            tool_calls = edits = 0
-            after_correction = False
-            for prev in messages[: i + 1]:
-                if is_typed_user(prev) or prev.source_type == SOURCE_COURSE_CORRECTION:
-                    tool_calls = edits = 0
-                    after_correction = prev.source_type == SOURCE_COURSE_CORRECTION
-                elif prev.role == "assistant":
-                    for b in prev.blocks:
-                        tool_calls += b.kind == "tool_use"
-                        edits += bool(b.kind == "tool_use" and b.is_file_edit)
-            kind = END_TURN if m.role == "assistant" else INFERENCE
-            return Checkpoint(thread_id, i, native_id, kind, tool_calls, edits, after_correction)
-    raise KeyError(native_id)
+    """Return the checkpoint that ends at the message `native_id` (any message may be named):
+    the one `find_checkpoints` finds there, else the checkpoint a message of its kind would be.
+
+    Only the turn holding the message is looked at (a live hook event names a message of the
+    latest turn of a long session): a checkpoint's counts are those of its turn."""
+    i = next((i for i, m in enumerate(messages) if m.native_id == native_id), None)
+    if i is None:
+        raise KeyError(native_id)
+    m = messages[i]
+    start = next((j for j in range(i, -1, -1) if _opens_turn(messages[j])), -1)
+    tool_calls = edits = 0
+    for prev in messages[start + 1 : i + 1]:
+        if prev.role == "assistant":
+            for b in prev.blocks:
+                tool_calls += b.kind == "tool_use"
+                edits += bool(b.kind == "tool_use" and b.is_file_edit)
+    after_correction = start >= 0 and messages[start].source_type == SOURCE_COURSE_CORRECTION
+    facts = (tool_calls, edits, after_correction)
+    if m.role != "assistant":
+        return Checkpoint(thread_id, i, native_id, INFERENCE, *facts)
+    if start != i and not _has_tool_use(m):
+        # The end of its turn when no agent message follows before the user's next one.
+        end = next((j for j in range(i + 1, len(messages)) if _opens_turn(messages[j])), None)
+        if not any(x.role == "assistant" for x in messages[i + 1 : end]):
+            return Checkpoint(thread_id, i, native_id, END_TURN, *facts, end is not None)
+    return Checkpoint(thread_id, i, native_id, END_TURN, *facts)
+
+
+def _opens_turn(m) -> bool:
+    return is_typed_user(m) or m.source_type == SOURCE_COURSE_CORRECTION
