@@ -105,6 +105,15 @@ NOTHING = re.compile(r"(?!)")
 _FILE_HEADER = re.compile(
     r"^(?:\*\*\* (?:Add|Update|Delete|Move) File|\+\+\+ |--- |diff --git )", re.MULTILINE
 )
+# A line without a word in it, after the line number a file read puts in front: a blank line or a
+# rule of `#`, `-`, `=`, `*`, `~`, `_`, `/` or `;`. The first few of them in the head or the tail
+# of a cut output take no share of their room, so that a file's banner does not spend the head on
+# its rules and leave out the title between them (`# Monitor configuration: LAST KNOWN WORKING
+# STATE`). Measured on the development labels: one evidence string more, 7 tokens more of
+# median prompt.
+_BARE = re.compile(r"^\s*(?:\d+\t)?[\s#/*;=~_-]*$")
+_BARE_WIDTH = 120  # a longer line counts as it is
+_BARE_FREE = 8  # and so do those after this many in the head or in the tail
 _MAX_LINE = 400  # a kept line longer than this is itself cut in the middle
 _KEPT_LINE = 240  # a line kept for what it says is cut beyond this
 _NEIGHBOURS = 2  # lines kept on each side of a line the checkpoint is about
@@ -203,22 +212,30 @@ def abbreviate(
     used = sum(min(len(lines[i]), _KEPT_LINE) + 1 for i in chosen)
     ends = max((limit - used) // 2, 40)
     ends = min(ends, max(limit * 2 // 5, 40))
+
+    def width(line: str, bare: int) -> int:
+        if bare < _BARE_FREE and len(line) <= _BARE_WIDTH and _BARE.match(line):
+            return 1
+        return min(len(line), line_cap) + 1
+
     head: list[int] = []
-    spent = 0
+    spent = bare = 0
     for i, line in enumerate(lines):
-        cost = min(len(line), line_cap) + 1
+        cost = width(line, bare)
         if head and spent + cost > ends:
             break
         head.append(i)
         spent += cost
+        bare += cost == 1
     tail: list[int] = []
-    spent = 0
+    spent = bare = 0
     for i in range(len(lines) - 1, head[-1], -1):
-        cost = min(len(lines[i]), line_cap) + 1
+        cost = width(lines[i], bare)
         if tail and spent + cost > ends:
             break
         tail.append(i)
         spent += cost
+        bare += cost == 1
     out: list[str] = []
     previous = -1
     for i in sorted(set(head) | set(tail) | chosen):

@@ -1012,6 +1012,22 @@ def test_a_commit_header_in_the_head_of_a_cut_output_keeps_its_whole_line():
     assert header in short
 
 
+def test_a_files_banner_in_the_head_of_a_cut_read_keeps_its_title():
+    rule = "#" * 79
+    banner = ["", "", rule, "# Monitor configuration: LAST KNOWN WORKING STATE", rule, ""]
+    body = [f"monitor=DP-{i},preferred,auto,1" for i in range(60)]
+    numbered = "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(banner + body, 1))
+    short = abbreviate(numbered, 240)
+    assert "# Monitor configuration: LAST KNOWN WORKING STATE" in short
+    assert "lines cut" in short and len(short) < 600
+    # A line with words in it still takes its share: the head is not made longer by them.
+    words = "\n".join(f"{n:>6}\t# note {n}: {'x' * 70}" for n in range(1, 70))
+    assert "# note 4:" not in abbreviate(words, 400)
+    # Nor by a long run of empty lines: only the first few are free.
+    empty = "\n".join(f"{n:>6}\t" for n in range(1, 5000))
+    assert len(abbreviate(empty, 240)) < 400
+
+
 def test_an_earlier_turns_last_test_run_outlasts_the_other_old_calls():
     t = long_session()
     # In round 2 the agent's test run fails and nobody runs it again; more rounds follow.
