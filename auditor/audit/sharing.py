@@ -4,8 +4,10 @@ The run is given the strategy when it is made (`sharing_for` picks it for `audit
 the planner and the calls only ever ask it through `WorkSharing`: there is no branch on the
 store's kind anywhere else.
 
-Every run takes a lease (`auditor.store.leases`) on each observer call before making it, so
-that two runs never pay for the same answer. How the threads are shared differs by store:
+Every run takes a lease on each observer call before making it, so that two runs never pay
+for the same answer; leases are taken and given back through `auditor.store.leases.Leases`,
+which retries each statement while a restarted server comes back. How the threads are shared
+differs by store:
 
 - `LocalSharing` (SQLite, and every run that is not `auditor run` on PostgreSQL): threads in
   the order of their ids, each call under an expiring lease in the claims table;
@@ -30,7 +32,7 @@ from sqlalchemy import Connection, select
 
 from ..store import leases
 from ..store import schema as s
-from ..store.db import connection_lost, retry_lost, utcnow
+from ..store.db import retry_lost, utcnow
 from ..store.threads import load_messages
 from .checkpoints import find_checkpoints
 from .run_types import Job, Observing, RunConfig, RunSummary
@@ -88,6 +90,7 @@ class LocalSharing:
     ):
         self.engine, self.observing, self.summary = engine, observing, summary
         self.owner, self.lease = owner, lease
+        self.leases = leases.Leases(engine, owner, lease)
         self.waiting: list[Job] = []  # never filled: a call another run holds is left to it
 
     def jobs(self, planner: Planner) -> Iterator[Job]:
@@ -112,23 +115,13 @@ class LocalSharing:
         return True
 
     def release(self, job: Job) -> None:
-        _give_back(self.engine, job.claim_key, self.owner)
+        self.leases.give_back(job.claim_key)
 
     def done(self, job: Job) -> None:
         pass
 
     def let_go_all(self) -> None:
         pass
-
-
-def _give_back(engine: Engine, key: str, owner: str) -> None:
-    """Give back the expiring lease `key` (retried while a restarted server comes back)."""
-
-    def give_back() -> None:
-        with engine.begin() as conn:
-            leases.release(conn, key, owner)
-
-    retry_lost(give_back)
 
 
 class LeasedSharing:
@@ -140,7 +133,8 @@ class LeasedSharing:
         self, engine: Engine, observing: Observing, summary: RunSummary, owner: str, lease: float
     ):
         self.engine, self.observing, self.summary = engine, observing, summary
-        self.owner, self.lease = owner, lease
+        self.owner = owner
+        self.leases = leases.Leases(engine, owner, lease)
         self.waiting: list[Job] = []  # calls another worker held when tried (`hold`)
         self._held: dict[str, Connection] = {}  # lease key -> the connection holding its row lock
         self._helping: set[str] = set()  # helper leases taken (`_help`), until their calls are over
@@ -168,7 +162,7 @@ class LeasedSharing:
         while waiting:
             time.sleep(WAIT_FOR_THREADS)
             keys = {self._thread_key(t): t for t in waiting}
-            gone, free = retry_lost(leases.unheld, self.engine, list(keys))
+            gone, free = self.leases.unheld(list(keys))
             waiting = [t for key, t in keys.items() if key not in gone and key not in free]
             for key in gone | free:  # done, or left by a worker that died or stopped
                 status = self._take_thread(keys[key])
@@ -201,7 +195,7 @@ class LeasedSharing:
         from .planner import PLAN_CHUNK
 
         thread_key = self._thread_key(thread)
-        gone, free = retry_lost(leases.unheld, self.engine, [thread_key])
+        gone, free = self.leases.unheld([thread_key])
         if gone or free:  # finished, or left by a worker that died: `jobs` takes it over
             return
         messages = retry_lost(load_messages, self.engine, thread.id)
@@ -218,20 +212,16 @@ class LeasedSharing:
                 # holder of the thread makes whatever a helper that died left.
                 at = f"help\0{thread_key}\0{cp.message_id}\0{cp.kind}"
                 key = hashlib.sha256(at.encode()).hexdigest()
-                if not retry_lost(self._take_help, key):
+                if not self.leases.take(key):
                     continue  # another helper took it
                 job = retry_lost(self._plan_one, planner, cp, thread, messages)
                 if job is None or job.answered is not None:
-                    self._let_go_help(key)
+                    self.leases.give_back(key)
                     continue
                 job.helping = key
                 with self._lock:
                     self._helping.add(key)  # until its call is over (`done`)
                 yield job
-
-    def _take_help(self, key: str) -> bool:
-        with self.engine.begin() as conn:
-            return leases.take(conn, key, None, self.owner, self.lease)
 
     def _plan_one(self, planner: Planner, cp, thread, messages: list) -> Job | None:
         counts = self.summary.counts()
@@ -265,7 +255,7 @@ class LeasedSharing:
         ids = [r.id for r in rows]
         answered = retry_lost(self._answered, ids)
         if helping:
-            answered |= retry_lost(leases.taken, self.engine, ids)
+            answered |= self.leases.taken(ids)
         return {
             (r.message_native_id, r.kind)
             for r in rows
@@ -296,10 +286,7 @@ class LeasedSharing:
                 ours = job.helping in self._helping
                 self._helping.discard(job.helping)
             if ours:
-                self._let_go_help(job.helping)
-
-    def _let_go_help(self, key: str) -> None:
-        _give_back(self.engine, key, self.owner)
+                self.leases.give_back(job.helping)
 
     def _thread_key(self, thread) -> str:
         """The thread as it stands (its messages) with this run's observer, model and prompt."""
@@ -314,7 +301,7 @@ class LeasedSharing:
         """TAKEN (its lease is ours now), HELD (another worker has it) or DONE (by another
         worker, a moment ago)."""
         key = self._thread_key(thread)
-        conn = retry_lost(leases.hold, self.engine, key, None, self.owner)
+        conn = self.leases.hold(key)
         if conn is None:
             return HELD
         if leases.is_done(conn, key, self._started):
@@ -332,33 +319,22 @@ class LeasedSharing:
             last = self._open[key] <= 0
             conn = self._held.pop(key, None) if last else None
         if conn is not None:
-            try:
-                leases.finish(conn, key)
-            except Exception as exc:
-                if not connection_lost(exc):
-                    raise
-                # The server ended the lease's connection (a restart): the lock went with it;
-                # the done mark is written on a new one once the server is back.
-                retry_lost(lambda: leases.finish(self.engine.connect(), key))
+            self.leases.finish(conn, key)
 
     def let_go_all(self) -> None:
         with self._lock:
             held, self._held = self._held, {}
             helping, self._helping = self._helping, set()
         for key, conn in held.items():
-            try:
-                leases.let_go(conn, key)
-            except Exception as exc:
-                if not connection_lost(exc):
-                    raise  # else the lock, the lease itself, ended with the connection
+            self.leases.let_go(conn, key)
         for key in helping:
-            self._let_go_help(key)
+            self.leases.give_back(key)
 
     def hold(self, job: Job) -> bool:
         """A row lock taken with SKIP LOCKED, held through the call (see `leases.hold`). A job
         another worker holds waits in `waiting` and is tried again once the rest is done:
         answered by then, or freed by a worker that died."""
-        conn = retry_lost(leases.hold, self.engine, job.claim_key, job.checkpoint_id, self.owner)
+        conn = self.leases.hold(job.claim_key, job.checkpoint_id)
         if conn is None:
             self.summary.busy += 1
             if not job.helping:  # the holder of a thread being helped makes what is left
@@ -366,7 +342,7 @@ class LeasedSharing:
             return False
         job.answered = self.observing.already_answered(conn, job)
         if job.answered is not None:
-            leases.let_go(conn, job.claim_key)
+            self.leases.let_go(conn, job.claim_key)
             self.summary.reused += 1
             return False
         self._held[job.claim_key] = conn
@@ -375,15 +351,9 @@ class LeasedSharing:
     def release(self, job: Job) -> None:
         conn = self._held.pop(job.claim_key, None)
         if conn is None:  # an expiring lease
-            _give_back(self.engine, job.claim_key, self.owner)
+            self.leases.give_back(job.claim_key)
             return
-        try:
-            leases.let_go(conn, job.claim_key)
-        except Exception as exc:
-            if not connection_lost(exc):
-                raise
-            # The server ended the connection, and with it the row lock that was the
-            # lease: nothing is left to give back (the row goes with `forget_old`).
+        self.leases.let_go(conn, job.claim_key)
 
 
 def sharing_for(engine: Engine, config: RunConfig) -> Sharing:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Connection, Engine, delete, select, update
 
 from . import schema as s
+from .db import connection_lost, retry_lost
 
 HOST = socket.gethostname()
 
@@ -195,3 +196,65 @@ def forget_old(engine: Engine, before: datetime) -> int:
     with engine.begin() as conn:
         gone = conn.execute(delete(c).where(c.c.id.in_(unheld)))
     return gone.rowcount or 0
+
+
+class Leases:
+    """The leases one run takes on one store as `owner` (`seconds` long where they expire):
+    the functions above, each statement retried while a restarted server comes back
+    (`retry_lost`), so that a worker outlives a restart of PostgreSQL without losing work or
+    paying for it twice. The one place where a run's work sharing (`auditor.audit.sharing`)
+    reaches the claims table."""
+
+    def __init__(self, engine: Engine, owner: str, seconds: float):
+        self.engine, self.owner, self.seconds = engine, owner, seconds
+
+    def take(self, key: str, checkpoint_id: int | None = None) -> bool:
+        """Take the expiring lease `key` in a transaction of its own (`take`)."""
+
+        def once() -> bool:
+            with self.engine.begin() as conn:
+                return take(conn, key, checkpoint_id, self.owner, self.seconds)
+
+        return retry_lost(once)
+
+    def give_back(self, key: str) -> None:
+        """Give back the expiring lease `key` (a no-op when it is no longer ours)."""
+
+        def once() -> None:
+            with self.engine.begin() as conn:
+                release(conn, key, self.owner)
+
+        retry_lost(once)
+
+    def hold(self, key: str, checkpoint_id: int | None = None) -> Connection | None:
+        """PostgreSQL: the lease `key` as a row lock (`hold`); None when another holds it."""
+        return retry_lost(hold, self.engine, key, checkpoint_id, self.owner)
+
+    def unheld(self, keys: list[str]) -> tuple[set[str], set[str]]:
+        """(gone, free) of the held leases `keys` (`unheld`)."""
+        return retry_lost(unheld, self.engine, keys)
+
+    def taken(self, checkpoint_ids: list[int]) -> set[int]:
+        """Of `checkpoint_ids`, those with a call some worker holds right now (`taken`)."""
+        return retry_lost(taken, self.engine, checkpoint_ids)
+
+    def finish(self, conn: Connection, key: str) -> None:
+        """Give back the held lease `key`, marked done (`finish`). When the server ended its
+        connection (a restart), the lock went with it: the done mark is written on a new
+        connection once the server is back."""
+        try:
+            finish(conn, key)
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
+            retry_lost(lambda: finish(self.engine.connect(), key))
+
+    def let_go(self, conn: Connection, key: str) -> None:
+        """Give back the held lease `key` (`let_go`). When the server ended its connection,
+        the lock went with it and nothing is left to give back (the row goes with
+        `forget_old`)."""
+        try:
+            let_go(conn, key)
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
