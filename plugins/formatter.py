@@ -25,8 +25,8 @@ markers and the closing checkpoint line.
 The whole text fits a budget where it can: `config["min_tokens"]` (default 7850) plus
 `config["tokens_per_call"]` (60) for each tool call of the turn being judged, at most
 `config["max_tokens"]` (24000), since a 150-call turn needs more room than a 5-call one. A
-thread that fits the budget whole is shown whole. Else what tells the observer most per token
-is cut last: tool output of earlier turns goes first, then the
+short thread (3000 tokens whole, within the budget) is shown whole. Else what tells the
+observer most per token is cut last: tool output of earlier turns goes first, then the
 output of the turn being judged (results before the calls' inputs, keeping the head, the tail,
 failure lines and summary lines such as `3 passed`), then whole tool calls, marked `[... N tool
 calls omitted ...]` (of earlier turns, a call that committed or staged a file holding
