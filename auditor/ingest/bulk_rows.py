@@ -6,51 +6,41 @@ from __future__ import annotations
 from datetime import datetime
 
 import orjson
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection
 
 from ..model import Message, Usage
-from ..store import schema as s
 from ..store import search
-from ..store.sql_text import DriverSql, stored_time
+from ..store.sql_text import DriverSql, marks, stored_time
 
 
 def refresh_threads(conn: Connection, ids: list[int]) -> None:
     """Recompute the cached per-thread aggregates of `ids`."""
-    m, t, u = s.Message, s.ToolCall, s.TokenUsage
-    conn.execute(
-        update(s.Thread)
-        .where(s.Thread.id.in_(ids))
-        .values(
-            message_count=select(func.count()).where(m.thread_id == s.Thread.id).scalar_subquery(),
-            started_at=select(func.min(m.timestamp))
-            .where(m.thread_id == s.Thread.id)
-            .scalar_subquery(),
-            ended_at=select(func.max(m.timestamp))
-            .where(m.thread_id == s.Thread.id)
-            .scalar_subquery(),
-            tool_call_count=select(func.count())
-            .where(t.thread_id == s.Thread.id)
-            .scalar_subquery(),
-            file_edit_count=select(func.count())
-            .where(t.thread_id == s.Thread.id, t.is_file_edit.is_(True))
-            .scalar_subquery(),
-        )
+    db, listed = DriverSql(conn), marks(len(ids))
+    db.execute(
+        "UPDATE threads SET "
+        "message_count = (SELECT count(*) FROM messages m WHERE m.thread_id = threads.id), "
+        "started_at = (SELECT min(m.timestamp) FROM messages m WHERE m.thread_id = threads.id), "
+        "ended_at = (SELECT max(m.timestamp) FROM messages m WHERE m.thread_id = threads.id), "
+        "tool_call_count = (SELECT count(*) FROM tool_calls t WHERE t.thread_id = threads.id), "
+        "file_edit_count = (SELECT count(*) FROM tool_calls t "
+        "WHERE t.thread_id = threads.id AND t.is_file_edit = ?) "
+        f"WHERE id IN ({listed})",
+        (True, *ids),
     )
-    rows = conn.execute(
-        select(u.thread_id, u.model)
-        .where(u.thread_id.in_(ids), u.model.is_not(None), u.model != "<synthetic>")
-        .group_by(u.thread_id, u.model)
-        .order_by(u.thread_id, u.model)
-    ).all()
+    rows = db.all(
+        "SELECT thread_id, model FROM token_usage "
+        f"WHERE thread_id IN ({listed}) AND model IS NOT NULL AND model != '<synthetic>' "
+        "GROUP BY thread_id, model ORDER BY thread_id, model",
+        ids,
+    )
     models: dict[int, list[str]] = {}
     for tid, model in rows:
         if model:  # never None here: the query leaves those out
             models.setdefault(tid, []).append(model)
     # One statement run for every thread (building one per thread cost more than running it).
-    threads = s.Thread.__table__
-    conn.execute(
-        update(threads).where(threads.c.id == bindparam("tid")).values(models=bindparam("models")),
-        [{"tid": tid, "models": ",".join(models.get(tid, [])) or None} for tid in ids],
+    db.many(
+        "UPDATE threads SET models = ? WHERE id = ?",
+        [(",".join(models.get(tid, [])) or None, tid) for tid in ids],
     )
 
 

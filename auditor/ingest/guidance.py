@@ -39,13 +39,15 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Connection, Text, cast, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection
 
-from ..store import schema as s
-from ..store.threads import DISK, GIT, READ, TRANSCRIPT, GuidanceText, StoredThread
+from ..store.guidance_texts import DISK, GIT, READ, TRANSCRIPT, GuidanceText
+from ..store.sql_text import DriverSql, marks, read_json, read_time, stored_time
+
+if TYPE_CHECKING:
+    from ..store.threads import StoredThread
 
 # In each directory, in the order they are shown.
 NAMES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", "AGENTS.md")
@@ -352,85 +354,71 @@ def reads_in_threads(
     """The instruction files the agent of each thread (id -> its cwd) read with its tool calls,
     results stored after row `since_message` of `messages` (all when 0), leaving out files it
     had changed before reading them."""
-    tc, m, res = s.ToolCall, s.Message.__table__, s.Message.__table__.alias("r")
-    scope: ColumnElement[bool] = m.c.thread_id.in_(list(cwds))
+    db, threads = DriverSql(conn), list(cwds)
+    listed = marks(len(threads))
+    scope, params = f"m.thread_id IN ({listed})", [*threads]
     if since_message:
         # Only the calls stored after the row, and those whose result was: a thread's earlier
         # messages are not searched again at every ingest of its new tail (a live session's).
-        answered = s.Message.__table__.alias("a")
-        newer = (
-            select(tc.call_message_id)
-            .join(
-                answered,
-                (answered.c.thread_id == tc.thread_id)
-                & (answered.c.native_id == tc.result_message_id),
-            )
-            .where(tc.thread_id.in_(list(cwds)), answered.c.id > since_message)
+        scope += (
+            " AND (m.id > ? OR m.native_id IN (SELECT tc.call_message_id FROM tool_calls tc "
+            "JOIN messages a ON a.thread_id = tc.thread_id AND a.native_id = tc.result_message_id "
+            f"WHERE tc.thread_id IN ({listed}) AND a.id > ?))"
         )
-        scope = scope & or_(m.c.id > since_message, m.c.native_id.in_(newer))
+        params += [since_message, *threads, since_message]
+    names = sorted(BASENAMES)
     # The messages naming an instruction file, looked for once each (materialized: without it
     # PostgreSQL may scan every message's text again for every tool call).
-    call = (
-        select(m.c.id, m.c.thread_id, m.c.native_id, m.c.blocks)
-        .where(
-            scope,
-            or_(*(cast(m.c.blocks, Text).like(f"%{n}%") for n in BASENAMES)),
-        )
-        .cte("c")
-        .prefix_with("MATERIALIZED")
+    rows = db.all(
+        "WITH c AS MATERIALIZED (SELECT m.id, m.thread_id, m.native_id, m.blocks FROM messages m "
+        f"WHERE {scope} AND ({' OR '.join(['CAST(m.blocks AS TEXT) LIKE ?'] * len(names))})) "
+        "SELECT tc.thread_id, tc.call_id, tc.name, c.blocks, r.blocks, r.native_id, "
+        "r.timestamp, r.seq FROM tool_calls tc "
+        "JOIN c ON c.thread_id = tc.thread_id AND c.native_id = tc.call_message_id "
+        "JOIN messages r ON r.thread_id = tc.thread_id AND r.native_id = tc.result_message_id "
+        f"WHERE tc.thread_id IN ({listed}) AND (c.id > ? OR r.id > ?) "
+        "AND (tc.is_error IS NULL OR tc.is_error = ?) ORDER BY tc.thread_id, r.seq",
+        (
+            *params,
+            *(f"%{n}%" for n in names),
+            *threads,
+            since_message,
+            since_message,
+            False,
+        ),
     )
-    rows = conn.execute(
-        select(
-            tc.thread_id,
-            tc.call_id,
-            tc.name,
-            call.c.blocks.label("call_blocks"),
-            res.c.blocks.label("result_blocks"),
-            res.c.native_id,
-            res.c.timestamp,
-            res.c.seq,
-        )
-        .join(call, (call.c.thread_id == tc.thread_id) & (call.c.native_id == tc.call_message_id))
-        .join(res, (res.c.thread_id == tc.thread_id) & (res.c.native_id == tc.result_message_id))
-        .where(
-            tc.thread_id.in_(list(cwds)),
-            or_(call.c.id > since_message, res.c.id > since_message),
-            tc.is_error.isnot(True),
-        )
-        .order_by(tc.thread_id, res.c.seq)
-    ).all()
     found: dict[int, list[tuple[int, GuidanceText]]] = {}
-    for r in rows:
-        use = _block(r.call_blocks, "tool_use", r.call_id)
-        result = _block(r.result_blocks, "tool_result", r.call_id)
+    for thread_id, call_id, tool, call_blocks, result_blocks, native_id, when, seq in rows:
+        use = _block(read_json(call_blocks), "tool_use", call_id)
+        result = _block(read_json(result_blocks), "tool_result", call_id)
         if not use or not result or result.get("is_error"):
             continue
-        name, tool_input = use.get("tool_name") or r.name, use.get("tool_input")
-        hit = read_by_call(name, tool_input, result.get("text"), cwds[r.thread_id])
+        name, tool_input = use.get("tool_name") or tool, use.get("tool_input")
+        hit = read_by_call(name, tool_input, result.get("text"), cwds[thread_id])
         if hit:
-            when = r.timestamp or datetime.now(UTC)
-            text = GuidanceText(hit[0], hit[1], READ, when, r.native_id)
-            found.setdefault(r.thread_id, []).append((r.seq, text))
+            read_at = read_time(when) or datetime.now(UTC)
+            text = GuidanceText(hit[0], hit[1], READ, read_at, native_id)
+            found.setdefault(thread_id, []).append((seq, text))
     out = {}
     for thread_id, reads in found.items():
-        edited = _edits(conn, thread_id, cwds[thread_id])
+        edited = _edits(db, thread_id, cwds[thread_id])
         out[thread_id] = [
             g for seq, g in reads if not any(at < seq for at in edited.get(g.path, ()))
         ]
     return out
 
 
-def _edits(conn: Connection, thread_id: int, cwd: str | None) -> dict[str, list[int]]:
+def _edits(db: DriverSql, thread_id: int, cwd: str | None) -> dict[str, list[int]]:
     """Path -> positions (message seq) of the thread's calls that changed it."""
-    tc, m = s.ToolCall, s.Message
-    rows = conn.execute(
-        select(tc.edited_paths, m.seq)
-        .join(m, (m.thread_id == tc.thread_id) & (m.native_id == tc.call_message_id))
-        .where(tc.thread_id == thread_id, tc.is_file_edit.is_(True))
-    ).all()
+    rows = db.all(
+        "SELECT tc.edited_paths, m.seq FROM tool_calls tc "
+        "JOIN messages m ON m.thread_id = tc.thread_id AND m.native_id = tc.call_message_id "
+        "WHERE tc.thread_id = ? AND tc.is_file_edit = ?",
+        (thread_id, True),
+    )
     out: dict[str, list[int]] = {}
     for paths, seq in rows:
-        for p in paths or ():
+        for p in read_json(paths) or ():
             if isinstance(p, str):
                 full = p if p.startswith(("/", "~")) or not cwd else os.path.join(cwd, p)
                 out.setdefault(os.path.normpath(full), []).append(seq)
@@ -440,48 +428,61 @@ def _edits(conn: Connection, thread_id: int, cwd: str | None) -> dict[str, list[
 # -- the store -------------------------------------------------------------------------------
 def store(conn: Connection, thread_id: int, texts: Iterable[GuidanceText]) -> int:
     """Keep `texts` for the thread (a version already kept stays as it was); return how many."""
+    db = DriverSql(conn)
     rows = [
-        {
-            "thread_id": thread_id,
-            "path": g.path,
-            "origin": g.origin,
-            "sha256": g.sha256,
-            "text": g.text,
-            "read_at": g.read_at or datetime.now(UTC),
-            "message_native_id": g.message_id,
-        }
+        (
+            thread_id,
+            g.path,
+            g.origin,
+            g.sha256,
+            g.text,
+            # As the engine wrote it: on SQLite the time as it reads, its zone left out.
+            stored_time(_local(g.read_at or datetime.now(UTC), db.sqlite), db.sqlite),
+            g.message_id,
+        )
         for g in texts
     ]
     if not rows:
         return 0
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = dialect.insert(s.GuidanceFile).on_conflict_do_nothing(
-        index_elements=["thread_id", "path", "sha256"]
+    db.many(
+        "INSERT INTO guidance_files (thread_id, path, origin, sha256, text, read_at, "
+        "message_native_id) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (thread_id, path, sha256) DO NOTHING",
+        rows,
     )
-    conn.execute(stmt, rows)
     return len(rows)
+
+
+def _local(when: datetime, sqlite: bool) -> datetime:
+    return when.replace(tzinfo=None) if sqlite else when
 
 
 def collect(conn: Connection, thread_ids: Iterable[int], since_message: int = 0) -> None:
     """Find and keep the guidance of `thread_ids`: the agent's reads in messages stored after
     row `since_message`, and the files on disk where the thread's directory exists."""
-    t = s.Thread
+    db = DriverSql(conn)
     ids = sorted(set(thread_ids))
     on_disk: dict[tuple[str, str, datetime | None], list[GuidanceText]] = {}
     for i in range(0, len(ids), 500):
-        threads = conn.execute(
-            select(t.id, t.agent, t.cwd, t.meta, t.started_at).where(t.id.in_(ids[i : i + 500]))
-        ).all()
-        reads = reads_in_threads(conn, {th.id: th.cwd for th in threads}, since_message)
-        for th in threads:
-            texts = reads.get(th.id, [])
-            if th.cwd:
-                key = (th.cwd, th.agent, th.started_at)
+        chunk = ids[i : i + 500]
+        threads = [
+            (tid, agent, cwd, read_json(meta), read_time(started))
+            for tid, agent, cwd, meta, started in db.all(
+                "SELECT id, agent, cwd, meta, started_at FROM threads "
+                f"WHERE id IN ({marks(len(chunk))})",
+                chunk,
+            )
+        ]
+        reads = reads_in_threads(conn, {tid: cwd for tid, _, cwd, _, _ in threads}, since_message)
+        for tid, agent, cwd, meta, started in threads:
+            texts = reads.get(tid, [])
+            if cwd:
+                key = (cwd, agent, started)
                 if key not in on_disk:
-                    on_disk[key] = discover(th.cwd, th.agent, as_of=th.started_at)
+                    on_disk[key] = discover(cwd, agent, as_of=started)
                 texts = on_disk[key] + texts
-            named = (th.meta or {}).get("guidance_paths") if isinstance(th.meta, dict) else None
-            store(conn, th.id, read_paths(named or []) + texts)
+            named = (meta or {}).get("guidance_paths") if isinstance(meta, dict) else None
+            store(conn, tid, read_paths(named or []) + texts)
 
 
 def collect_disk(conn: Connection, thread_id: int, cwd: str | None, agent: str | None) -> int:
@@ -507,6 +508,11 @@ def for_checkpoint(conn: Connection, thread: Any, messages: list) -> StoredThrea
     its last read). The same text is shown once. A file read from disk only after the
     checkpoint carries a note saying the agent may have had another version.
     """
+    from sqlalchemy import select
+
+    from ..store import schema as s  # here: ingest collects guidance without the models
+    from ..store.threads import StoredThread
+
     thread = StoredThread.of(thread)
     g = s.GuidanceFile
     rows = conn.execute(

@@ -30,15 +30,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Connection, Engine, delete, func, select, text, update
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, PendingRollbackError, StatementError
 
 from ..errors import FormatError
 from ..model import BOM, Cursor, Message, Notice, Problem, Reread, ThreadInfo, Usage
 from ..store import events, search
-from ..store import schema as s
 from ..store.db import connection_lost, utcnow
-from ..store.sql_text import DriverSql, stored_json, stored_time
+from ..store.sql_text import DriverSql, marks, stored_json, stored_time
 from . import guidance
 from .bulk_rows import RowBatch, refresh_threads
 from .transcript_files import HEAD_BYTES, fingerprints, iter_files, past_bad_lines
@@ -295,7 +294,7 @@ class Ingester:
                 self._group_threads = set()
                 self._group_indexed, self._group_unindexed = [], set()
                 self._group_indexed_ids = []
-                self._group_since = conn.execute(select(func.max(s.Message.id))).scalar() or 0
+                self._group_since = DriverSql(conn).scalar("SELECT max(id) FROM messages") or 0
                 for write in writes:
                     write(conn)
                 self._finish_group(conn)
@@ -492,21 +491,22 @@ class Ingester:
         self._queue(lambda conn: self._insert_errors(conn, rows))
 
     def _insert_errors(self, conn: Connection, rows: list[tuple[str, int | None, str]]) -> None:
+        if not rows:
+            return
+        db = DriverSql(conn)
+        # A problem already on record (a live file re-read while still being written) is not
+        # recorded again.
+        known = (
+            set(db.all("SELECT line, error FROM ingest_errors WHERE path = ?", (rows[0][0],)))
+            if len({r[0] for r in rows}) == 1
+            else set()
+        )
+        rows = [r for r in rows if (r[1], r[2]) not in known]
         if rows:
-            # A problem already on record (a live file re-read while still being written) is not
-            # recorded again.
-            e = s.IngestError
-            known = (
-                set(conn.execute(select(e.line, e.error).where(e.path == rows[0][0])).all())
-                if len({r[0] for r in rows}) == 1
-                else set()
-            )
-            rows = [r for r in rows if (r[1], r[2]) not in known]
-        if rows:
-            now = utcnow()
-            conn.execute(
-                s.IngestError.__table__.insert(),
-                [{"path": p, "line": ln, "error": e, "created_at": now} for p, ln, e in rows],
+            now = stored_time(utcnow(), db.sqlite)
+            db.many(
+                "INSERT INTO ingest_errors (path, line, error, created_at) VALUES (?, ?, ?, ?)",
+                [(p, ln, e, now) for p, ln, e in rows],
             )
 
     def _remember(
@@ -724,18 +724,16 @@ class Ingester:
                 if r.status == "rewritten":
                     # Everything this file contributed is read again; drop it so nothing stale
                     # stays.
-                    t = s.Thread
-                    file_id = r.file_id
-                    r.before.update(conn.scalars(select(t.id).where(t.source_file_id == file_id)))
-                    for table in (s.Message, s.ToolCall, s.TokenUsage):
-                        r.before.update(
-                            conn.scalars(
-                                select(table.thread_id)
-                                .where(table.source_file_id == file_id)
-                                .distinct()
-                            )
+                    db, fed = DriverSql(conn), (r.file_id,)
+                    found = db.all("SELECT id FROM threads WHERE source_file_id = ?", fed)
+                    r.before.update(tid for (tid,) in found)
+                    for table in ("messages", "tool_calls", "token_usage"):
+                        found = db.all(
+                            f"SELECT DISTINCT thread_id FROM {table} WHERE source_file_id = ?",
+                            fed,
                         )
-                        conn.execute(delete(table).where(table.source_file_id == file_id))
+                        r.before.update(tid for (tid,) in found)
+                        db.execute(f"DELETE FROM {table} WHERE source_file_id = ?", fed)
             file_id = r.file_id
             assert file_id is not None  # set by the first part
             self._file_threads = r.threads
@@ -844,12 +842,17 @@ class Ingester:
         gone = before - self._file_threads
         if not gone:
             return
-        t = s.Thread
-        empty = [
-            (~select(table.id).where(table.thread_id == t.id).exists())
-            for table in (s.Message, s.ToolCall, s.TokenUsage, s.Checkpoint)
-        ]
-        deleted = set(conn.scalars(delete(t).where(t.id.in_(sorted(gone)), *empty).returning(t.id)))
+        empty = " ".join(
+            f"AND NOT EXISTS (SELECT 1 FROM {table} x WHERE x.thread_id = threads.id)"
+            for table in ("messages", "tool_calls", "token_usage", "checkpoints")
+        )
+        deleted = {
+            tid
+            for (tid,) in DriverSql(conn).all(
+                f"DELETE FROM threads WHERE id IN ({marks(len(gone))}) {empty} RETURNING id",
+                sorted(gone),
+            )
+        }
         if deleted:
             self._group_threads -= deleted
             self.touched_threads -= deleted
@@ -865,12 +868,11 @@ class Ingester:
         to since the last commit, before that commit."""
         if not self._group_threads:
             return
-        conn.execute(
-            text(
-                "UPDATE threads SET parent_id = (SELECT p.id FROM threads p "
-                "WHERE p.agent = threads.agent AND p.native_id = threads.parent_native_id) "
-                "WHERE parent_id IS NULL AND parent_native_id IS NOT NULL"
-            )
+        db = DriverSql(conn)
+        db.execute(
+            "UPDATE threads SET parent_id = (SELECT p.id FROM threads p "
+            "WHERE p.agent = threads.agent AND p.native_id = threads.parent_native_id) "
+            "WHERE parent_id IS NULL AND parent_native_id IS NOT NULL"
         )
         ids = sorted(self._group_threads)
         # What they gained, found by `auditor search` now.
@@ -883,11 +885,11 @@ class Ingester:
             refresh_threads(conn, chunk)
             # Their cost rollups are stale, and so are their subagents' (whose calls are
             # told apart from the parent's by comparing with it).
-            t = s.Thread.__table__
-            conn.execute(
-                update(t)
-                .where(t.c.id.in_(chunk) | t.c.parent_id.in_(chunk))
-                .values(rollup_dirty=True)
+            listed = marks(len(chunk))
+            db.execute(
+                f"UPDATE threads SET rollup_dirty = ? WHERE id IN ({listed}) "
+                f"OR parent_id IN ({listed})",
+                (True, *chunk, *chunk),
             )
         # After the refresh: a thread's start (`started_at`) dates the rules it was given.
         guidance.collect(conn, ids, self._group_since)

@@ -15,7 +15,6 @@ from sqlalchemy import Connection, Engine, select
 
 from ..errors import AuditorError, UnknownName
 from ..printable import printable
-from . import schema as s
 from .db import utcnow
 from .dialect import iso_utc
 from .sql_text import DriverSql, stored_json, stored_time
@@ -106,6 +105,8 @@ def record_file(conn: Connection, result) -> None:
 
 def gate_before(conn: Connection, checkpoint) -> tuple[bool, str] | None:
     """Return the stored gate decision of a checkpoint (audit, reason), None when it is new."""
+    from . import schema as s  # here: an ingest, which records events, never loads the models
+
     c = s.Checkpoint.__table__
     row = conn.execute(
         select(c.c.gate_audit, c.c.gate_reason).where(
@@ -186,6 +187,8 @@ def list_events(
     for t in types or ():
         if t not in TYPES:
             raise UnknownName("event type", t, list(TYPES))
+    from . import schema as s
+
     e = s.Event.__table__
     q = select(e).order_by(e.c.id.desc())
     if types:

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 from sqlalchemy import ColumnElement, Engine, delete, func, or_, select
 
-from . import schema as s
 from .db import utcnow
+from .sql_text import DriverSql, marks
 
 # The transcripts shipped with auditor to try it on (`auditor forget --samples`).
 SAMPLES_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "samples"
@@ -33,6 +34,8 @@ def select_threads(
     samples: bool = False,
 ) -> list[int]:
     """Return the ids of the threads any of the choices names, with their sub-agents."""
+    from . import schema as s  # here: ingest reads the tombstones without the models
+
     t, f = s.Thread, s.SourceFile
     conds: list[ColumnElement[bool]] = []
     if thread_ids:
@@ -60,6 +63,8 @@ def select_threads(
 
 def forget(engine: Engine, thread_ids: list[int]) -> Forgotten:
     """Delete the threads `thread_ids` and leave a tombstone for each."""
+    from . import schema as s
+
     t, m, u = s.Thread, s.Message, s.TokenUsage
     done = Forgotten()
     with engine.begin() as conn:
@@ -103,15 +108,18 @@ def forget(engine: Engine, thread_ids: list[int]) -> Forgotten:
 
 def tombstones(conn) -> set[tuple[str, str]]:
     """The (agent, native id) of every forgotten thread."""
-    ft = s.ForgottenThread
-    return {(r.agent, r.native_id) for r in conn.execute(select(ft.agent, ft.native_id))}
+    rows = DriverSql(conn).all("SELECT agent, native_id FROM forgotten_threads")
+    return {(agent, native) for agent, native in rows}
 
 
 def remember_again(conn) -> None:
     """Drop every tombstone, and the read positions of the files their threads came from, so
     that the next reads take those files from their start (`ingest --include-forgotten`)."""
-    ft = s.ForgottenThread
-    files = {fid for (ids,) in conn.execute(select(ft.files)) for fid in ids or []}
+    db = DriverSql(conn)
+    files: set[int] = set()
+    for (ids,) in db.all("SELECT files FROM forgotten_threads"):
+        files.update(orjson.loads(ids) if isinstance(ids, str | bytes) else ids or [])
     if files:
-        conn.execute(delete(s.SourceFile).where(s.SourceFile.id.in_(sorted(files))))
-    conn.execute(delete(ft))
+        ordered = sorted(files)
+        db.execute(f"DELETE FROM source_files WHERE id IN ({marks(len(ordered))})", ordered)
+    db.execute("DELETE FROM forgotten_threads")

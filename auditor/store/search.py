@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from sqlalchemy import Connection, Engine, func, select, text
 
-from . import schema as s
-
 if TYPE_CHECKING:
     from .sql_text import DriverSql
 
@@ -106,6 +104,8 @@ def index_ids(conn: Connection, ids: list[int]) -> None:
 
 def index_new(conn: Connection, thread_ids: list[int] | None = None) -> int:
     """Add the messages not indexed yet (of `thread_ids`, or all); return how many."""
+    from . import schema as s  # here: an ingest that needs no catching up never loads the models
+
     m, st = s.Message, s.SearchText
     q = (
         select(m.id, m.blocks)
@@ -147,6 +147,8 @@ def search(
     words = query.split()
     if not words:
         return []
+    from . import schema as s
+
     m, t, st = s.Message, s.Thread, s.SearchText
     with engine.begin() as conn:
         index_new(conn)

@@ -17,7 +17,6 @@ from sqlalchemy import Connection, Engine, delete, select, text
 
 from ..printable import printable
 from ..redact import redact
-from . import schema as s
 
 MAX_EXCERPT = 160
 MAX_EVIDENCE = 5
@@ -93,6 +92,8 @@ def store_signals(
     conn: Connection, checkpoint_id: int, thread_id: int, signals: list[Signal]
 ) -> None:
     """Replace the stored signals of a checkpoint with `signals`."""
+    from . import schema as s  # here: ingest, which loads this module, never needs the models
+
     table = s.Signal.__table__
     conn.execute(delete(table).where(table.c.checkpoint_id == checkpoint_id))
     if not signals:
@@ -128,6 +129,8 @@ def _from_row(row) -> Signal:
 
 def load_signals(engine: Engine, checkpoint_id: int) -> list[Signal]:
     """Return the stored signals of a checkpoint, strongest first."""
+    from . import schema as s
+
     table = s.Signal.__table__
     with engine.connect() as conn:
         rows = conn.execute(select(table).where(table.c.checkpoint_id == checkpoint_id)).all()
@@ -136,6 +139,8 @@ def load_signals(engine: Engine, checkpoint_id: int) -> list[Signal]:
 
 def thread_signals(engine: Engine, thread_id: int) -> dict[str, list[Signal]]:
     """Return the stored signals of a thread by the native id of the checkpoint's message."""
+    from . import schema as s
+
     sig, cp = s.Signal.__table__, s.Checkpoint.__table__
     q = (
         select(sig, cp.c.message_native_id)

@@ -194,6 +194,11 @@ class DriverSql:
         return self._run(sql, rows, True).rowcount
 
 
+def marks(count: int) -> str:
+    """`count` parameter marks, for `IN (...)`."""
+    return ", ".join("?" * count)
+
+
 @lru_cache(maxsize=64)
 def _percent_marks(sql: str) -> str:
     # psycopg's marks; a literal % is written %% there.
@@ -210,6 +215,20 @@ def stored_time(value: datetime | None, sqlite: bool) -> datetime | str | None:
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return value.isoformat(" ", "microseconds")
+
+
+def read_time(value: Any) -> datetime | None:
+    """A time read back as the engine gives it: SQLite's text as a datetime without a zone."""
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def read_json(value: Any) -> Any:
+    """A JSON column's value read back: SQLite's text decoded (PostgreSQL's driver decodes)."""
+    if isinstance(value, str | bytes):
+        import orjson
+
+        return orjson.loads(value)
+    return value
 
 
 def stored_json(value: Any) -> str:

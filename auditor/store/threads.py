@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, fields
 from datetime import UTC, datetime
@@ -12,43 +11,15 @@ from sqlalchemy import Engine, func, or_, select
 
 from ..errors import AmbiguousName, AuditorError, UnknownName
 from ..model import Block
-from . import schema as s
 from .dialect import iso_utc
+
+# The instruction files a thread was given, kept here too for those who read them with it.
+from .guidance_texts import DISK as DISK
+from .guidance_texts import GIT as GIT
+from .guidance_texts import READ as READ
+from .guidance_texts import TRANSCRIPT as TRANSCRIPT
+from .guidance_texts import GuidanceText
 from .short_ids import literal_prefix, pick, shortest_forms
-
-# Where an instruction file's text came from: read from disk by auditor, taken from the
-# repository's history as committed when the session started, read by the agent with a tool
-# call, or recorded in the transcript by the agent's client.
-DISK, GIT, READ, TRANSCRIPT = "disk", "git", "read", "transcript"
-
-
-@dataclass(frozen=True)
-class GuidanceText:
-    """One instruction file's text, where it came from and when it was read."""
-
-    path: str
-    text: str
-    origin: str  # disk | git | read | transcript
-    read_at: datetime | None = None  # origin git: when the version was committed
-    message_id: str | None = None  # origin read: native id of the message with the result
-    note: str = ""  # what the observer should know of this version (not stored)
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
-
-    @property
-    def source(self) -> str:
-        """Where the text came from, in a few words for the observer."""
-        if self.origin == READ:
-            return "read by the agent with a tool call"
-        if self.origin == TRANSCRIPT:
-            return "recorded in the transcript"
-        if self.origin == GIT:
-            when = f" on {self.read_at:%Y-%m-%d %H:%M} UTC" if self.read_at else ""
-            return f"the repository's version when the session started (committed{when})"
-        when = f", read {self.read_at:%Y-%m-%d %H:%M} UTC" if self.read_at else ""
-        return f"on disk{when}" + (f"; {self.note}" if self.note else "")
 
 
 def _like(text: str) -> str:
@@ -71,6 +42,8 @@ def list_threads(
     transcript's, else the first line of the first message the user typed. `agent_usd` is
     what the agent's calls cost at the price table (None when a model has no price).
     """
+    from . import schema as s  # here: ingest, which loads this module, never needs the models
+
     u = s.TokenUsage
     tokens = (
         select(
@@ -151,6 +124,7 @@ def list_threads(
 def _first_prompts(conn, thread_ids: list[int]) -> dict[int, str]:
     """The first line of the first message typed by the user in each of `thread_ids`."""
     from ..model import SOURCE_TYPED
+    from . import schema as s
 
     m = s.Message
     out: dict[int, str] = {}
@@ -190,6 +164,8 @@ EMPTY_STORE_HINT = (
 
 def empty_store_hint(engine: Engine) -> str | None:
     """Return a hint to ingest something when the store holds no thread at all, else None."""
+    from . import schema as s
+
     with engine.connect() as conn:
         any_thread = conn.execute(select(s.Thread.id).limit(1)).first()
     return None if any_thread else EMPTY_STORE_HINT
@@ -197,6 +173,8 @@ def empty_store_hint(engine: Engine) -> str | None:
 
 def check_agent(engine: Engine, agent: str, known: Iterable[str]) -> None:
     """Raise UnknownName unless `agent` is one the formats write (`known`) or the store holds."""
+    from . import schema as s
+
     known = set(known)
     if agent in known:
         return
@@ -212,6 +190,8 @@ _iso = iso_utc
 def find_thread(engine: Engine, ident: str):
     """Find a thread by database id, native id, or a short form of its native id (a unique
     prefix, or what `threads` shows: see `auditor.store.short_ids`)."""
+    from . import schema as s
+
     t = s.Thread.__table__
     with engine.connect() as conn:
         conds = [t.c.native_id == ident]
@@ -241,6 +221,8 @@ def find_thread(engine: Engine, ident: str):
 def short_ids(engine: Engine, native_ids: Iterable[str]) -> dict[str, str]:
     """Map each native id to the shortest form that picks its thread alone in the store, the
     form `find_thread` takes back (`auditor.store.short_ids`)."""
+    from . import schema as s
+
     with engine.connect() as conn:
         every = list(conn.scalars(select(s.Thread.native_id)))
     return shortest_forms(native_ids, every)
@@ -334,6 +316,8 @@ def load_messages(
     engine: Engine, thread_id: int, after_id: int | None = None
 ) -> list[StoredMessage]:
     """Return the messages of a thread in order (only those stored after row `after_id`, if given)."""
+    from . import schema as s
+
     m = s.Message
     q = select(m.id, m.native_id, m.role, m.source_type, m.timestamp, m.model, m.seq, m.blocks)
     q = q.where(m.thread_id == thread_id)
