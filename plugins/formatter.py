@@ -124,12 +124,23 @@ class Unit:
     call: _Call | None = None  # a tool call's unit: the call as its thread keeps it
     own_late: bool = False  # `late` as the unit's message made it (see `ThreadUnits`)
     _cache: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # Its size at each level (the last: uncut), as `fit` reads them.
+    sizes: list[int | None] = field(default_factory=lambda: [None] * (len(LEVELS) + 1))
+
+    def forget(self) -> None:
+        """Forget the renderings: what they depend on changed."""
+        self._cache.clear()
+        self.sizes = [None] * (len(LEVELS) + 1)
 
     def text(self, level: int | None = None) -> str:
         return self.sized(self.level if level is None else level)[0]
 
     def tokens(self, level: int | None = None) -> int:
-        return self.sized(self.level if level is None else level)[1]
+        if level is None:
+            level = self.level
+        # Asked for thousands of times at each checkpoint of a long thread (see `fit`).
+        found = self._cache.get(min(level, 0) if self.protected else level)
+        return (found or self.sized(level))[1]
 
     def sized(self, level: int) -> tuple[str, int]:
         if self.protected:
@@ -268,13 +279,26 @@ def _call_facts(block, result) -> _CallFacts:
     )
 
 
+FOCUSES_KEPT = 3
+
+
 class _Call:
     """A tool call with its result as a thread's units keep it from one checkpoint to the next
     (see `ThreadUnits`): its facts, which focus strings it holds, and its body and size at each
     detail level, rendered once for as long as its result, its focus and whether it belongs to
     the agent's final message stay the same."""
 
-    __slots__ = ("block", "result", "facts", "final", "focus", "candidates", "_holds", "_sized")
+    __slots__ = (
+        "block",
+        "result",
+        "facts",
+        "final",
+        "focus",
+        "candidates",
+        "_holds",
+        "_sized",
+        "_by_focus",
+    )
 
     def __init__(self, block, result):
         self.block, self.result = block, result
@@ -284,6 +308,9 @@ class _Call:
         self.candidates: tuple[str, ...] | None = None  # the focus they were picked from
         self._holds: dict[str, bool] = {}
         self._sized: dict[Level, tuple[str, int]] = {}
+        # Its renderings under the last few focuses it had: the terms of a turn come and go
+        # with the agent's messages, and a term back again finds the call as it was.
+        self._by_focus: dict[tuple[str, ...], dict[Level, tuple[str, int]]] = {(): self._sized}
 
     def holds(self, text: str) -> bool:
         """True when the call's input or output contains `text` (a line of its own: focus
@@ -308,13 +335,17 @@ class _Call:
         if focus == self.focus:
             return False
         self.focus = focus
-        self._sized.clear()
+        self._sized = self._by_focus.pop(focus, {})
+        self._by_focus[focus] = self._sized  # the latest last
+        if len(self._by_focus) > FOCUSES_KEPT:
+            del self._by_focus[next(iter(self._by_focus))]
         return True
 
     def set_final(self, final: bool) -> None:
         if final != self.final:
             self.final = final
-            self._sized.clear()
+            self._sized = {}
+            self._by_focus = {self.focus: self._sized}
 
     def sized(self, level: Level) -> tuple[str, int]:
         """The call's body at `level`, with its size."""
@@ -563,6 +594,7 @@ class ThreadUnits:
         self.first_reply: int | None = None
         self.final: set[int] = set()
         self.units: list[Unit] = []
+        self.focused: Focus | None = None  # the focus every call was last looked at under
 
     def follows(self, messages: list) -> bool:
         """True when `messages` are the thread these units were made of, maybe grown."""
@@ -642,12 +674,23 @@ class ThreadUnits:
             self.focus = Focus(terms, self.replaced)
         for i in sorted(dirty):
             self.by_message[i] = self._units(i)
+        # Under the focus of the last checkpoint only the units made again need it looked at.
+        if self.focus is self.focused:
+            for i in dirty:
+                for u in self.by_message[i]:
+                    if u.call is not None and u.call.refocus(self.focus.of(u.call.facts.paths)):
+                        u.forget()
+        else:
+            for u in itertools.chain.from_iterable(self.by_message):
+                if u.call is not None and u.call.refocus(self.focus.of(u.call.facts.paths)):
+                    u.forget()
+            self.focused = self.focus
         self.units = self._units_now()
         return self.units
 
     def _units_now(self) -> list[Unit]:
         """Every unit in order, with what depends on the whole thread set afresh."""
-        messages, last_user, focus = self.messages, self.last_user, self.focus
+        messages, last_user = self.messages, self.last_user
         # The agent's last message before the user spoke last: what the user was answering.
         answered = next(
             (i for i in range(last_user - 1, -1, -1) if messages[i].role == "assistant"), -1
@@ -658,12 +701,9 @@ class ThreadUnits:
             u.pos, u.level, u.dropped = pos, 0, False
             u.current = u.index > last_user
             u.answered = u.index == answered
-            if u.call is not None:
-                if u.call.refocus(focus.of(u.call.facts.paths)):
-                    u._cache.clear()
-                if u.tests:
-                    u.late = u.own_late
-                    tests.append(u)
+            if u.tests:
+                u.late = u.own_late
+                tests.append(u)
         # How the tests stood when an earlier turn ended lasts past that turn: the last run of each
         # test command before the turn being judged is kept as long as the turns' endings.
         last_runs: set[str] = set()
@@ -861,7 +901,12 @@ def fit(units: list[Unit], budget: int) -> None:
     The agent's prose of the turn being judged is abbreviated or left out only when none of
     that turn's tool output is left to cut; the last few units of the turn stay to the end.
     """
-    total = sum(u.tokens() for u in units)
+    total = 0
+    for u in units:
+        size = u.sizes[u.level]
+        if size is None:
+            size = u.sizes[u.level] = u.tokens()
+        total += size
     marker = estimate_tokens(_omitted(100, 100)) + 1
     runs = 0
     low = len(LEVELS)
@@ -869,26 +914,39 @@ def fit(units: list[Unit], budget: int) -> None:
     def over() -> bool:
         return total + runs * marker > budget
 
+    # The two loops below run over every earlier unit of a long thread at each checkpoint:
+    # sizes are read from each unit's list of them (`Unit.sizes`), filled as they are asked for.
     def shrink(group: list[Unit], first: int, stop: int) -> bool:
         nonlocal total
         for level in range(first, stop):
             for u in group:
                 if not u.dropped and u.level < level:
-                    total += u.tokens(level) - u.tokens()
+                    sizes = u.sizes
+                    now = sizes[level]
+                    if now is None:
+                        now = sizes[level] = u.tokens(level)
+                    was = sizes[u.level]
+                    if was is None:
+                        was = sizes[u.level] = u.tokens()
+                    total += now - was
                     u.level = level
             if not over():
                 return True
         return False
+
+    last = len(units) - 1
 
     def drop(group: list[Unit]) -> bool:
         nonlocal total, runs
         for u in group:  # oldest first
             if u.dropped:
                 continue
-            left = u.pos > 0 and units[u.pos - 1].dropped
-            right = u.pos + 1 < len(units) and units[u.pos + 1].dropped
+            pos = u.pos
+            left = pos > 0 and units[pos - 1].dropped
+            right = pos < last and units[pos + 1].dropped
             runs += 1 - left - right
-            total -= u.tokens()
+            size = u.sizes[u.level]
+            total -= u.tokens() if size is None else size
             u.dropped = True
             if not over():
                 return True
