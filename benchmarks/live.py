@@ -22,7 +22,11 @@ Printed:
 made its own, so the thread grows to N times the session (N=16 is ~50 MB and ~3,000 tool calls
 of the default session).
 
-    python benchmarks/live.py [--session FILE] [--copies 1] [--limit EVENTS]
+`--against OTHER/.venv/bin/python` replays the same events through another checkout's auditor
+too, each event taken by one then the other, and prints both and their ratios: a before and
+after measured under the same load.
+
+    python benchmarks/live.py [--session FILE] [--copies 1] [--limit EVENTS] [--against PYTHON]
 """
 
 from __future__ import annotations
@@ -50,12 +54,12 @@ TICK = os.sysconf("SC_CLK_TCK")
 IDS = re.compile(rb'"(uuid|parentUuid|id|tool_use_id|requestId|messageId|leafUuid)":"([^"]+)"')
 
 
-def auditor_argv() -> list[str]:
-    script = Path(sys.executable).parent / "auditor"
+def auditor_argv(python: str = sys.executable) -> list[str]:
+    script = Path(python).parent / "auditor"
     return (
         [str(script)]
         if script.is_file()
-        else [sys.executable, "-c", "from auditor.cli.main import main; main()"]
+        else [python, "-c", "from auditor.cli.main import main; main()"]
     )
 
 
@@ -182,96 +186,142 @@ def child_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def replay(lines: list[bytes], limit: int | None, work: Path, copies: int = 1) -> None:
+class Side:
+    """One auditor replaying the session: its own home, store, spool, stand-in observer and
+    worker. With `--against`, two sides take each event in turn (paired under the same load)."""
+
+    def __init__(self, name: str, python: str, work: Path, session_id: str):
+        self.name = name
+        self.transcript = work / ".claude" / "projects" / "-home-u-proj" / f"{session_id}.jsonl"
+        self.transcript.parent.mkdir(parents=True)
+        self.transcript.write_bytes(b"")
+        self.stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": ""})))
+        self.state = work / "state"
+        # Where Claude Code keeps it (HOME is `work`): the hook reads transcripts only there.
+        self.env = {
+            **os.environ,
+            "AUDITOR_DB": str(work / "a.db"),
+            "AUDITOR_STATE_DIR": str(self.state),
+            "AUDITOR_CONFIG": str(work / "none.toml"),
+            "AUDITOR_WORKER_IDLE": "600",
+            "GEMINI_API_KEY": "AIza-bench",
+            "HOME": str(work),
+        }
+        self.hook = auditor_argv(python) + [
+            "hook",
+            "claude-code",
+            "--observer",
+            "gemini",
+            "--base-url",
+            self.stub.url,
+            "--max-retries",
+            "0",
+            "--min-tool-calls",
+            "1",
+        ]
+        self.out = open(self.transcript, "ab")  # noqa: SIM115 (closed in `close`)
+        self.written = 0
+        self.sdir: Path | None = None
+        self.pid: int | None = None
+        self.last_cpu = 0.0
+        self.rows: list[
+            tuple
+        ] = []  # per event: (kind, worker cpu s, rss kB, peak kB, hook cpu s, hook wall s)
+
+    def event(self, lines: list[bytes], upto: int, name: str, payload: dict) -> None:
+        """Write the transcript up to line `upto`, run the hook, wait for the worker's audit."""
+        if upto > self.written:
+            self.out.write(b"".join(lines[self.written : upto]))
+            self.out.flush()
+            self.written = upto
+        payload = {**payload, "transcript_path": str(self.transcript)}
+        before, t0 = child_cpu(), time.perf_counter()
+        subprocess.run(self.hook, input=json.dumps(payload), text=True, env=self.env, check=True)
+        hook_wall, hook_cpu = time.perf_counter() - t0, child_cpu() - before
+        if self.sdir is None:
+            self.sdir = next(self.state.rglob("events.jsonl")).parent
+        size = (self.sdir / "events.jsonl").stat().st_size
+        until = time.monotonic() + 60
+        if name in ("PostToolUse", "Stop"):
+            while done_offset(self.sdir, payload["session_id"]) < size and time.monotonic() < until:
+                time.sleep(0.02)
+        else:
+            time.sleep(0.1)  # the worker reads the prompt at its next look
+        now = worker_pid(self.sdir)
+        if now != self.pid:
+            self.pid, self.last_cpu = now, 0.0
+        cpu = proc_cpu(self.pid) if self.pid else 0.0
+        rss, peak = proc_mem(self.pid) if self.pid else (0, 0)
+        self.rows.append((name, cpu - self.last_cpu, rss, peak, hook_cpu, hook_wall))
+        self.last_cpu = cpu
+
+    def close(self) -> None:
+        self.out.close()
+        if self.pid:
+            os.kill(self.pid, 15)
+        self.stub.close()
+
+
+def replay(
+    lines: list[bytes], limit: int | None, work: Path, copies: int = 1, against: str | None = None
+) -> None:
     session_id = json.loads(next(x for x in lines if b'"sessionId"' in x))["sessionId"]
     events = plan_events(lines)
     if limit:
         events = events[:limit]
-    # Where Claude Code keeps it (HOME is `work`): the hook reads transcripts only there.
-    transcript = work / ".claude" / "projects" / "-home-u-proj" / f"{session_id}.jsonl"
-    transcript.parent.mkdir(parents=True)
-    transcript.write_bytes(b"")
-    stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": ""})))
-    state = work / "state"
-    env = {
-        **os.environ,
-        "AUDITOR_DB": str(work / "a.db"),
-        "AUDITOR_STATE_DIR": str(state),
-        "AUDITOR_CONFIG": str(work / "none.toml"),
-        "AUDITOR_WORKER_IDLE": "600",
-        "GEMINI_API_KEY": "AIza-bench",
-        "HOME": str(work),
-    }
-    hook = auditor_argv() + [
-        "hook",
-        "claude-code",
-        "--observer",
-        "gemini",
-        "--base-url",
-        stub.url,
-        "--max-retries",
-        "0",
-        "--min-tool-calls",
-        "1",
-    ]
-    sdir = None
-    written = 0
-    rows = []  # per event: (kind, worker cpu s, rss kB, hook cpu s, hook wall s)
+    pythons = {"this": sys.executable, **({"against": against} if against else {})}
+    sides = [Side(name, py, work / name, session_id) for name, py in pythons.items()]
     bare_cpu, bare_wall = [], []
-    pid = None
-    last_cpu = 0.0
     began = time.monotonic()
-    with open(transcript, "ab") as out:
-        for n, (upto, name, extra) in enumerate(events):
-            if upto > written:
-                out.write(b"".join(lines[written:upto]))
-                out.flush()
-                written = upto
-            payload = {
-                "session_id": session_id,
-                "transcript_path": str(transcript),
-                "cwd": "/home/u/proj",
-                "permission_mode": "default",
-                "hook_event_name": name,
-                **extra,
-            }
-            if name == "PostToolUse":
-                payload.update(tool_name="Bash", tool_input={}, tool_response={})
-            if name == "Stop":
-                payload["stop_hook_active"] = False
+    for n, (upto, name, extra) in enumerate(events):
+        payload = {
+            "session_id": session_id,
+            "cwd": "/home/u/proj",
+            "permission_mode": "default",
+            "hook_event_name": name,
+            **extra,
+        }
+        if name == "PostToolUse":
+            payload.update(tool_name="Bash", tool_input={}, tool_response={})
+        if name == "Stop":
+            payload["stop_hook_active"] = False
+        # Paired: the sides take each event in turn, first one then the other.
+        for side in sides if n % 2 == 0 else sides[::-1]:
+            side.event(lines, upto, name, payload)
+        if n % 10 == 0:  # the bare interpreter, between the same events
             before, t0 = child_cpu(), time.perf_counter()
-            subprocess.run(hook, input=json.dumps(payload), text=True, env=env, check=True)
-            hook_wall, hook_cpu = time.perf_counter() - t0, child_cpu() - before
-            if n % 10 == 0:  # the bare interpreter, between the same events
-                before, t0 = child_cpu(), time.perf_counter()
-                subprocess.run([sys.executable, "-c", "pass"], check=True)
-                bare_wall.append(time.perf_counter() - t0)
-                bare_cpu.append(child_cpu() - before)
-            if sdir is None:
-                sdir = next(state.rglob("events.jsonl")).parent
-            size = (sdir / "events.jsonl").stat().st_size
-            until = time.monotonic() + 60
-            if name in ("PostToolUse", "Stop"):
-                while done_offset(sdir, session_id) < size and time.monotonic() < until:
-                    time.sleep(0.02)
-            else:
-                time.sleep(0.1)  # the worker reads the prompt at its next look
-            now = worker_pid(sdir)
-            if now != pid:
-                pid, last_cpu = now, 0.0
-            cpu = proc_cpu(pid) if pid else 0.0
-            rss, peak = proc_mem(pid) if pid else (0, 0)
-            rows.append((name, cpu - last_cpu, rss, peak, hook_cpu, hook_wall))
-            last_cpu = cpu
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            bare_wall.append(time.perf_counter() - t0)
+            bare_cpu.append(child_cpu() - before)
     took = time.monotonic() - began
-    calls = len(stub.log)
-    if pid:
-        os.kill(pid, 15)
-    stub.close()
-    report(lines[:written], transcript, rows, bare_cpu, bare_wall, calls, took, copies)
+    for side in sides:
+        side.close()
+    results = {}
+    for side in sides:
+        if len(sides) > 1:
+            print(f"== {side.name} ({pythons[side.name]})")
+        calls = len(side.stub.log)
+        results[side.name] = report(
+            lines[: side.written],
+            side.transcript,
+            side.rows,
+            bare_cpu,
+            bare_wall,
+            calls,
+            took,
+            copies,
+        )
+    if len(sides) > 1:
+        this, other = results["this"], results["against"]
+        print(
+            "paired, this / against: worker CPU in all "
+            f"{this['worker'] / other['worker']:.2f}x, last tenth per event "
+            f"{this['last'] / other['last']:.2f}x, RSS at the end "
+            f"{this['rss'] / other['rss']:.2f}x"
+        )
 
 
-def report(lines, transcript, rows, bare_cpu, bare_wall, calls, took, copies=1) -> None:
+def report(lines, transcript, rows, bare_cpu, bare_wall, calls, took, copies=1) -> dict:
     tools = sum(1 for r in rows if r[0] == "PostToolUse")
     # A replica repeats the session's timestamps: it lasts its copies end to end.
     span = wall_span(lines[: len(lines) // copies or None]) * copies
@@ -326,6 +376,7 @@ def report(lines, transcript, rows, bare_cpu, bare_wall, calls, took, copies=1) 
         f"{b_wall * 1000:.0f} ms; ratio CPU {h_cpu / b_cpu:.2f}x, wall {h_wall / b_wall:.2f}x "
         f"({'meets' if h_cpu / b_cpu <= 1.5 else 'misses'} the 1.5x goal)"
     )
+    return {"worker": worker, "last": medians[-1], "rss": last_rss}
 
 
 def main() -> None:
@@ -334,10 +385,16 @@ def main() -> None:
     parser.add_argument("--session", type=Path, default=default)
     parser.add_argument("--copies", type=int, default=1)
     parser.add_argument("--limit", type=int, help="Replay only the first N events.")
+    parser.add_argument(
+        "--against",
+        metavar="PYTHON",
+        help="also replay through the auditor of this interpreter's environment (another "
+        "checkout's venv), event by event in turn with this one: before and after, paired",
+    )
     args = parser.parse_args()
     lines = replica(args.session.read_bytes().splitlines(keepends=True), args.copies)
     with tempfile.TemporaryDirectory(prefix="auditor-live-bench-") as tmp:
-        replay(lines, args.limit, Path(tmp), args.copies)
+        replay(lines, args.limit, Path(tmp), args.copies, args.against)
     print(
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
         f"python {sys.version.split()[0]}"
