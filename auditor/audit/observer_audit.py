@@ -167,8 +167,7 @@ class Auditor:
                 if not should_stop():
                     await audit_checkpoint(self, job)
 
-        while self.sharing.waiting and not should_stop():
-            waiting, self.sharing.waiting = self.sharing.waiting, []
+        while (waiting := self.sharing.held_elsewhere()) and not should_stop():
             await asyncio.sleep(WAIT_FOR_HELD)
             await asyncio.gather(*(again(job) for job in waiting))
         self.sharing.let_go_all()

@@ -51,7 +51,6 @@ class WorkSharing(Protocol):
     """What the planner and the calls of a run ask of the way it shares work."""
 
     busiest_first: bool  # plan the threads with the most tool calls first
-    waiting: list[Job]  # calls another worker held when tried: tried again at the end
 
     def jobs(self, planner: Planner) -> Iterator[Job]:
         """The jobs of the threads this run takes, planned by `planner`."""
@@ -74,6 +73,11 @@ class WorkSharing(Protocol):
         """Give back every lease still held (a run stopped early)."""
         ...
 
+    def held_elsewhere(self) -> list[Job]:
+        """The calls another worker held when this run tried them, each given once: tried
+        again once the rest is done (answered by then, or freed by a worker that died)."""
+        ...
+
 
 # What makes a run's sharing, from the run's parts: the store, what it observes with, its
 # summary (counting busy and reused calls), its owner name and its leases' seconds.
@@ -91,7 +95,6 @@ class LocalSharing:
         self.engine, self.observing, self.summary = engine, observing, summary
         self.owner, self.lease = owner, lease
         self.leases = leases.Leases(engine, owner, lease)
-        self.waiting: list[Job] = []  # never filled: a call another run holds is left to it
 
     def jobs(self, planner: Planner) -> Iterator[Job]:
         for thread in planner.threads(self.busiest_first):
@@ -123,6 +126,9 @@ class LocalSharing:
     def let_go_all(self) -> None:
         pass
 
+    def held_elsewhere(self) -> list[Job]:
+        return []  # a call another run holds is left to it
+
 
 class LeasedSharing:
     """Threads and calls shared with other workers by row locks (PostgreSQL)."""
@@ -135,7 +141,7 @@ class LeasedSharing:
         self.engine, self.observing, self.summary = engine, observing, summary
         self.owner = owner
         self.leases = leases.Leases(engine, owner, lease)
-        self.waiting: list[Job] = []  # calls another worker held when tried (`hold`)
+        self._waiting: list[Job] = []  # calls another worker held when tried (`hold`)
         self._held: dict[str, Connection] = {}  # lease key -> the connection holding its row lock
         self._helping: set[str] = set()  # helper leases taken (`_help`), until their calls are over
         self._open: dict[str, int] = {}  # thread lease -> calls not yet made
@@ -332,13 +338,13 @@ class LeasedSharing:
 
     def hold(self, job: Job) -> bool:
         """A row lock taken with SKIP LOCKED, held through the call (see `leases.hold`). A job
-        another worker holds waits in `waiting` and is tried again once the rest is done:
+        another worker holds waits (`held_elsewhere`) and is tried again once the rest is done:
         answered by then, or freed by a worker that died."""
         conn = self.leases.hold(job.claim_key, job.checkpoint_id)
         if conn is None:
             self.summary.busy += 1
             if not job.helping:  # the holder of a thread being helped makes what is left
-                self.waiting.append(job)
+                self._waiting.append(job)
             return False
         job.answered = self.observing.already_answered(conn, job)
         if job.answered is not None:
@@ -354,6 +360,10 @@ class LeasedSharing:
             self.leases.give_back(job.claim_key)
             return
         self.leases.let_go(conn, job.claim_key)
+
+    def held_elsewhere(self) -> list[Job]:
+        waiting, self._waiting = self._waiting, []
+        return waiting
 
 
 def sharing_for(engine: Engine, config: RunConfig) -> Sharing:
