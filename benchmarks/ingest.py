@@ -63,9 +63,11 @@ def measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, 
     """Run `cmd`; return (its CPU seconds, its max RSS in MB, its stdout).
 
     os.wait4 gives this child's own resource use; RUSAGE_CHILDREN would mix in every child
-    before it (its max RSS is the largest so far)."""
+    before it (its max RSS is the largest so far). The child runs in the temporary directory:
+    `python -m auditor` started in a checkout imports that checkout's code, whatever the
+    interpreter, and `--against` would then measure this checkout twice."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=tempfile.gettempdir())
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = code = os.waitstatus_to_exitcode(status)
         out.seek(0)
