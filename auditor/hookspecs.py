@@ -11,7 +11,7 @@ plugin wins.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
@@ -145,3 +145,39 @@ def register_injectors(register: Callable[[Injector], None]) -> None:
     The core applies the loop guards and records every attempt in the `injections` table; an
     injector only delivers. Two plugins registering the same name is an error.
     """
+
+
+class CheckpointHooks(Protocol):
+    """The decision hooks as the core calls them through the plugin manager's hook relay
+    (`pm.hook`), typed: by keyword, with what pluggy gives back (every plugin's non-None
+    answer for `compute_signals`, the first one for the `firstresult` hooks). Only
+    `auditor.audit.checkpoint_plan.CheckpointPlanner` calls them; a test holds the arguments
+    here equal to the hookspecs above."""
+
+    def compute_signals(
+        self,
+        *,
+        checkpoint: Checkpoint,
+        thread: StoredThread,
+        messages: list[StoredMessage],
+        config: dict[str, Any],
+    ) -> list[list[Signal]]: ...
+
+    def gate_checkpoint(
+        self,
+        *,
+        checkpoint: Checkpoint,
+        thread: StoredThread,
+        messages: list[StoredMessage],
+        config: dict[str, Any],
+        signals: list[Signal],
+    ) -> GateDecision | None: ...
+
+    def format_checkpoint(
+        self,
+        *,
+        checkpoint: Checkpoint,
+        thread: StoredThread,
+        messages: list[StoredMessage],
+        config: dict[str, Any],
+    ) -> str | None: ...

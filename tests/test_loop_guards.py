@@ -287,7 +287,7 @@ def test_a_deadline_passing_after_the_verdict_is_stored_adds_no_error_verdict(
     """The hook's deadline can pass between the observer's verdict being stored and the hook
     noting the call done: the failure is recorded on the run, and the paid verdict stays the
     checkpoint's only one (no second, error verdict for a call that was answered)."""
-    from auditor.audit.run import CheckpointNow
+    from auditor.audit.observer_audit import CheckpointNow
     from auditor.live import sync_hook
 
     session = copy_lines(

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import sys
 import types
 
 import pytest
 
+from auditor import hookspecs
 from auditor import plugins as plugins_mod
+from auditor.audit.checkpoint_plan import CheckpointPlanner
+from auditor.audit.checkpoints import END_TURN, Checkpoint
 from auditor.errors import PluginError, UnknownName
 from auditor.hookspecs import hookimpl
+from auditor.store.threads import StoredThread
 
 
 def _with_extra_entry_point(monkeypatch, name: str, value: str) -> None:
@@ -179,3 +184,27 @@ def test_the_built_in_plugins_fill_every_registry():
     assert {"claude-code", "codex", "amp"} <= set(pm.formats())
     assert {"gemini", "claude", "local"} <= set(pm.observers())
     assert {"claude-code", "stdout", "webhook"} <= set(pm.injectors())
+
+
+def test_the_core_calls_each_decision_hook_with_the_arguments_its_spec_declares():
+    # The planner calls the hook relay through the typed `CheckpointHooks`; every hook that
+    # is not a registry is a decision hook and is typed there with its spec's own arguments.
+    decisions = [n for n in vars(hookspecs) if hasattr(getattr(hookspecs, n), "auditor_spec")]
+    decisions = [n for n in decisions if not n.startswith("register_")]
+    assert sorted(decisions) == ["compute_signals", "format_checkpoint", "gate_checkpoint"]
+    for name in decisions:
+        spec = inspect.signature(getattr(hookspecs, name)).parameters
+        typed = inspect.signature(getattr(hookspecs.CheckpointHooks, name)).parameters
+        assert list(typed)[1:] == list(spec), name
+        assert all(p.kind is p.KEYWORD_ONLY for p in list(typed.values())[1:]), name
+
+
+@pytest.mark.parametrize("plugin", ["gate", "formatter"])
+def test_with_a_built_in_decision_plugin_disabled_planning_says_which(monkeypatch, plugin):
+    monkeypatch.setenv("AUDITOR_DISABLE_PLUGINS", plugin)
+    planner = CheckpointPlanner(plugins_mod.get_plugin_manager())
+    cp = Checkpoint(1, 0, "m-1", END_TURN)
+    thread = StoredThread(1, "claude-code", "t-1")
+    decide = planner.gate if plugin == "gate" else planner.render
+    with pytest.raises(PluginError, match=f"is the built-in '{plugin}' plugin disabled"):
+        decide(cp, thread, [])

@@ -11,7 +11,7 @@ directly and record nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import PluginError
 from ..ingest import guidance
@@ -24,6 +24,7 @@ from .checkpoints import END_TURN, Checkpoint, GateDecision, loop_guard
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
+    from ..hookspecs import CheckpointHooks
     from ..plugins import Plugins
     from ..store.threads import StoredMessage
 
@@ -80,7 +81,7 @@ class CheckpointPlanner:
         formatter: dict[str, Any] | None = None,
         signals: dict[str, Any] | None = None,
     ):
-        self.hook = plugins.pm.hook
+        self.hook = cast("CheckpointHooks", plugins.pm.hook)
         self.gate_config = gate_config(gate or {})
         self.formatter = formatter or {}
         self.signal_config = signals or {}
@@ -140,13 +141,17 @@ class CheckpointPlanner:
         held = loop_guard(checkpoint, self.gate_config)
         if held is not None:
             return held
-        decision: GateDecision = self.hook.gate_checkpoint(
+        decision = self.hook.gate_checkpoint(
             checkpoint=checkpoint,
             thread=StoredThread.of(thread),
             messages=upto,
             config=self.gate_config,
             signals=signals or [],
         )
+        if decision is None:
+            raise PluginError(
+                "No gate plugin decided the checkpoint; is the built-in 'gate' plugin disabled?"
+            )
         return decision
 
     def render(self, checkpoint: Checkpoint, thread: Any, upto: list[StoredMessage]) -> str:

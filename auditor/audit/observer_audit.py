@@ -1,5 +1,6 @@
-"""One observer's audit over the store, and the one path from a planned checkpoint to its
-stored verdict (`audit_checkpoint`).
+"""One observer's audit over the store, the one path from a planned checkpoint to its stored
+verdict (`audit_checkpoint`), and one checkpoint audited at once (`CheckpointNow`, what the
+live hooks do at an agent's event).
 
 An `Auditor` is put together from its parts (`planner`, `caller`, `recorder` and the work
 sharing it is given); `auditor run` (`auditor.audit.run`), the batch run, the dry run, the live
@@ -9,10 +10,13 @@ hooks, `auditor eval` and the schedule all make their audits from it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
+from ..errors import AuditorError
 from ..plugins import Plugins
 from ..store import leases
 from . import budget, critique
@@ -203,3 +207,93 @@ async def audit_checkpoint(
     if follow is not None:
         await audit_checkpoint(audit, follow, deadline=deadline)
     return verdict_id
+
+
+class CheckpointNow:
+    """One checkpoint audited at once, as a run of its own: what the live hooks do at an
+    agent's event (the `--sync` hook in its own process, the worker for each event it serves).
+
+    `audit` records the run, plans the checkpoint (the gate's decision is recorded), checks the
+    observer only when a call is due and makes it through `audit_checkpoint`. With a verdict the
+    run is left open (the hook delivers it, then finishes the run); every other outcome finishes
+    it here. The call under way is known, so that a hook cut short records it (`cut_short`).
+    """
+
+    def __init__(self, engine: Engine, plugins: Plugins, config: RunConfig):
+        self.auditor = Auditor(engine, plugins, config)
+        self.job: Job | None = None  # the observer call under way
+        self.started = 0.0
+        self.call_seconds = 0.0  # how long the call took, once made
+
+    async def audit(
+        self, cp, thread, messages: list, note: dict, deadline: Callable[[], float]
+    ) -> Checked:
+        """Audit `cp` of `thread`; `deadline()` gives the seconds the call may take (or raises
+        when none are left), asked just before the call."""
+        a = self.auditor
+        a.recorder.start_run(note)
+        checked = await self._verdict(cp, thread, messages, deadline)
+        if checked.verdict_id is None:
+            a.recorder.finish_run(*(("failed", checked.why) if checked.failed else ("done",)))
+        return checked
+
+    async def _verdict(self, cp, thread, messages: list, deadline: Callable[[], float]) -> Checked:
+        a = self.auditor
+        with a.engine.begin() as conn:
+            job = a.planner.plan_checkpoint(conn, cp, thread, messages)
+        if job is None:
+            return Checked(None, f"gate: {next(iter(a.summary.gated_out), 'gated out')}")
+        if job.answered is None:
+            try:
+                a.caller.ensure_usable()  # only now: a gated-out stop never needs the SDK
+            except AuditorError as exc:
+                return Checked(None, str(exc), failed=True)
+            self.job, self.started = job, time.monotonic()
+            job.answered = await audit_checkpoint(a, job, deadline=deadline()) or job.answered
+            self.job, self.call_seconds = None, self.took()
+        if job.answered is None and a.summary.over_budget:
+            return Checked(None, "the call does not fit in the budget")
+        if job.answered is None:
+            return Checked(None, "another auditor process is auditing this checkpoint")
+        return Checked(job.answered)
+
+    def took(self) -> float:
+        """Seconds since the call under way started."""
+        return time.monotonic() - self.started
+
+    def cut_short(self, error: str, status: str = "error") -> int | None:
+        """Record the call under way as cut short (`error`; `cancelled` when given up on
+        purpose) and return the verdict id; None when no call is under way or its verdict was
+        stored already: a deadline can pass after the observer's answer was recorded and before
+        the call was noted done, and that paid answer is the checkpoint's verdict."""
+        job, self.job = self.job, None
+        if job is None or self._stored(job):
+            return None
+        return self.auditor.abandon(job, error, self.took(), status)
+
+    def _stored(self, job: Job) -> bool:
+        from sqlalchemy import select
+
+        from ..store import schema as s
+
+        v = s.Verdict.__table__.c
+        with self.auditor.engine.connect() as conn:
+            found = conn.execute(
+                select(v.id).where(
+                    v.run_id == self.auditor.summary.run_id,
+                    v.checkpoint_id == job.checkpoint_id,
+                    v.critique_of.is_(None)
+                    if job.critique_of is None
+                    else v.critique_of == job.critique_of,
+                )
+            ).first()
+        return found is not None
+
+
+@dataclass
+class Checked:
+    """What auditing one checkpoint at once came to: its verdict, or why there is none."""
+
+    verdict_id: int | None
+    why: str = ""
+    failed: bool = False  # the observer cannot be used

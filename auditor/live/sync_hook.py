@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy import Engine
 
-    from ..audit.run import CheckpointNow
+    from ..audit.observer_audit import CheckpointNow
     from ..plugins import Plugins
 
 DEADLINE = 30.0
@@ -245,7 +245,7 @@ class Hook:
     ) -> HookOutcome:
         import asyncio
 
-        from ..audit.run import CheckpointNow
+        from ..audit.observer_audit import CheckpointNow
 
         now = self.now = CheckpointNow(self.store, self.registry, self.run_config)
         a = now.auditor

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from . import fast_path as live
 
 if TYPE_CHECKING:
-    from ..audit.run import CheckpointNow
+    from ..audit.observer_audit import CheckpointNow
 
 POLL = 0.05  # seconds between looks at the spool
 WATCH = 0.05  # seconds between looks at a transcript the worker waits on
@@ -396,7 +396,7 @@ class Worker:
         now.auditor.recorder.finish_run("done")
 
     async def _audit_inner(self, thread_native: str, t: _Thread, audit: _Audit) -> None:
-        from ..audit.run import CheckpointNow
+        from ..audit.observer_audit import CheckpointNow
 
         event = audit.event
         name = event.get("hook_event_name")
