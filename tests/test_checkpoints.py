@@ -212,3 +212,32 @@ def test_checkpoint_at_a_message_is_the_checkpoint_the_whole_thread_has_there(
                     assert grown == cp
                     rounds += 1
     assert checked > 500 and rounds > 200
+
+
+def test_a_stop_finds_the_end_of_turn_the_whole_thread_has_there(corpus, engine, plugins):
+    # At a Stop the live path looks for the end of turn in the last turn only; on every prefix
+    # of real threads it must be the thread's last end of turn, when nobody wrote after it.
+    from sqlalchemy import select
+
+    from auditor.ingest.ingester import ingest
+    from auditor.live.lookup import end_of_turn
+    from auditor.store import schema as s
+    from auditor.store.threads import load_messages
+
+    ingest(engine, plugins, [corpus / "claude-code/marot-spotter", corpus / "codex"])
+    with engine.connect() as conn:
+        threads = conn.execute(select(s.Thread.id)).scalars().all()
+    found = 0
+    for tid in threads:
+        messages = load_messages(engine, tid)
+        for k in range(len(messages) + 1):
+            upto = messages[:k]
+            cps = find_checkpoints(tid, upto, END_TURN)
+            final = max((i for i, m in enumerate(upto) if m.role == "assistant"), default=-1)
+            last = cps[-1] if cps else None
+            if last is not None and last.index == final and not last.user_wrote_after:
+                assert end_of_turn(tid, upto) == last
+                found += 1
+            else:
+                assert end_of_turn(tid, upto) is None
+    assert found > 100

@@ -72,15 +72,23 @@ def end_of_turn(thread_id: int, messages: list, last_message: str | None = None)
     """The end of turn a stop is about: the thread's last checkpoint when it is the end of
     its last agent message and nobody wrote after it, else None. With `last_message` (what
     the stop says the agent wrote last), None too until the stored thread ends with it."""
-    from ..audit.checkpoints import END_TURN, find_checkpoints
+    from ..audit.checkpoints import END_TURN, checkpoint_at
+    from ..model import SOURCE_COURSE_CORRECTION
 
     if last_message and last_message.strip() and not caught_up(messages, last_message):
         return None
-    cps = find_checkpoints(thread_id, messages, END_TURN)
-    final = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
-    if cps and cps[-1].index == final and not cps[-1].user_wrote_after:
-        return cps[-1]
-    return None
+    # Its last agent message ends a turn when it waits on no tool (it is the last of its turn):
+    # only that turn is looked at, however long the session.
+    final = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), -1
+    )
+    if final < 0:
+        return None
+    m = messages[final]
+    if m.source_type == SOURCE_COURSE_CORRECTION or any(b.kind == "tool_use" for b in m.blocks):
+        return None
+    cp = checkpoint_at(thread_id, messages, m.native_id, END_TURN)
+    return None if cp.user_wrote_after else cp
 
 
 def tool_round(thread_id: int, messages: list, tool_use_id) -> Checkpoint | None:
