@@ -139,7 +139,6 @@ class LeasedSharing:
         self, engine: Engine, observing: Observing, summary: RunSummary, owner: str, lease: float
     ):
         self.engine, self.observing, self.summary = engine, observing, summary
-        self.owner = owner
         self.leases = leases.Leases(engine, owner, lease)
         self._waiting: list[Job] = []  # calls another worker held when tried (`hold`)
         self._held: dict[str, Connection] = {}  # lease key -> the connection holding its row lock
