@@ -14,7 +14,8 @@ from sqlalchemy import select
 
 from auditor.audit.budget import estimate_usd
 from auditor.audit.observe import ObserverUsage
-from auditor.audit.run import Auditor, run
+from auditor.audit.observer_audit import Auditor
+from auditor.audit.run import run
 from auditor.audit.run_types import RunConfig
 from auditor.cli.main import cli
 from auditor.errors import AuditorError

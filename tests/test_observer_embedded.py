@@ -49,7 +49,7 @@ LONGEST = (
 
 def gated_jobs(corpus, paths, engine) -> list:
     """The checkpoints `auditor run --observer embedded` would send, rendered as it does."""
-    from auditor.audit.run import Auditor
+    from auditor.audit.observer_audit import Auditor
     from auditor.audit.run_types import RunConfig
     from auditor.ingest.ingester import ingest
     from auditor.plugins import get_plugin_manager

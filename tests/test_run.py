@@ -177,7 +177,7 @@ def test_a_failure_without_words_says_what_failed_and_after_how_long(store, pm, 
 
 
 def test_calls_in_flight_are_the_observers_own_unless_given(store, pm, fake, monkeypatch):
-    from auditor.audit.run import Auditor
+    from auditor.audit.observer_audit import Auditor
 
     assert Auditor(store, pm, RunConfig(observer="fake")).concurrency == 4
     assert Auditor(store, pm, RunConfig(observer="fake", concurrency=3)).concurrency == 3
@@ -204,7 +204,7 @@ def test_calls_in_flight_are_the_observers_own_unless_given(store, pm, fake, mon
 def test_the_timeout_is_the_observers_own_unless_given(store, pm, fake, monkeypatch):
     """README's main job on a busy 2-core machine: the embedded model's first call took 143 s,
     past the 120 s every observer got, and the run ended in errors. A backend may say its own."""
-    from auditor.audit.run import Auditor
+    from auditor.audit.observer_audit import Auditor
     from auditor.plugins import get_plugin_manager as plugins
 
     seen = []
@@ -234,7 +234,7 @@ def test_a_small_window_is_filled_by_the_formatter_not_cut_by_the_backend(corpus
     from helpers.live import CC_SESSION
 
     from auditor.audit.checkpoint_plan import TOKENIZER_MARGIN
-    from auditor.audit.run import Auditor
+    from auditor.audit.observer_audit import Auditor
 
     observer = FakeObserver()
     pm = get_plugin_manager(extra=[FakeObserverPlugin(observer)])

@@ -15,7 +15,8 @@ from helpers.live import auditor_argv, copy_lines, rows, run_cli
 from helpers.wire import Reply, Stub, anthropic_response
 from sqlalchemy import func, select
 
-from auditor.audit.run import Auditor, audit_checkpoint, run
+from auditor.audit.observer_audit import Auditor, audit_checkpoint
+from auditor.audit.run import run
 from auditor.audit.run_types import RunConfig
 from auditor.audit.schedule import Stopper, repeat
 from auditor.durations import format_duration, parse_duration, parse_since
