@@ -118,12 +118,11 @@ class Unit:
     level: int = 0
     dropped: bool = False
     pos: int = 0  # position in the unit list
-    # A tool call's body and its size at a level, kept between checkpoints (see `_call`);
-    # other units are sized from `render`.
-    sized_render: Callable[[Level], tuple[str, int]] | None = None
-    call: _Call | None = None  # a tool call's unit: the call as its thread keeps it
+    # A tool call's unit: the call as its thread keeps it, sized and rendered by it; other
+    # units are sized from `render`.
+    call: _Call | None = None
     own_late: bool = False  # `late` as the unit's message made it (see `ThreadUnits`)
-    _cache: dict[int, tuple[str, int]] = field(default_factory=dict)
+    _cache: dict[int, tuple[str | None, int]] = field(default_factory=dict)
     # Its size at each level (the last: uncut), as `fit` reads them.
     sizes: list[int | None] = field(default_factory=lambda: [None] * (len(LEVELS) + 1))
 
@@ -133,7 +132,13 @@ class Unit:
         self.sizes = [None] * (len(LEVELS) + 1)
 
     def text(self, level: int | None = None) -> str:
-        return self.sized(self.level if level is None else level)[0]
+        level = self.level if level is None else level
+        body = self.sized(level)[0]
+        if body is None:  # a call's body, rendered again when it is shown (see `_Call`)
+            assert self.call is not None
+            level = min(level, 0) if self.protected else level
+            body = self.call.text(LEVELS[level] if level >= 0 else UNCUT)
+        return body
 
     def tokens(self, level: int | None = None) -> int:
         if level is None:
@@ -142,13 +147,14 @@ class Unit:
         found = self._cache.get(min(level, 0) if self.protected else level)
         return (found or self.sized(level))[1]
 
-    def sized(self, level: int) -> tuple[str, int]:
+    def sized(self, level: int) -> tuple[str | None, int]:
         if self.protected:
             level = min(level, 0)
         if level not in self._cache:
             detail = LEVELS[level] if level >= 0 else UNCUT
-            if self.sized_render is not None:
-                body, tokens = self.sized_render(detail)
+            body: str | None
+            if self.call is not None:
+                body, tokens = None, self.call.tokens(detail)
             else:
                 body = self.render(detail)
                 tokens = _text_tokens(body)
@@ -298,6 +304,7 @@ class _Call:
         "_holds",
         "_sized",
         "_by_focus",
+        "_body",
     )
 
     def __init__(self, block, result):
@@ -307,10 +314,11 @@ class _Call:
         self.focus: tuple[str, ...] = ()  # the focus strings its input or output holds
         self.candidates: tuple[str, ...] | None = None  # the focus they were picked from
         self._holds: dict[str, bool] = {}
-        self._sized: dict[Level, tuple[str, int]] = {}
+        self._sized: dict[Level, int] = {}  # its size at each level
         # Its renderings under the last few focuses it had: the terms of a turn come and go
         # with the agent's messages, and a term back again finds the call as it was.
-        self._by_focus: dict[tuple[str, ...], dict[Level, tuple[str, int]]] = {(): self._sized}
+        self._by_focus: dict[tuple[str, ...], dict[Level, int]] = {(): self._sized}
+        self._body: tuple[Level, dict, str] | None = None  # its last rendering, while shown
 
     def holds(self, text: str) -> bool:
         """True when the call's input or output contains `text` (a line of its own: focus
@@ -347,13 +355,28 @@ class _Call:
             self._sized = {}
             self._by_focus = {self.focus: self._sized}
 
-    def sized(self, level: Level) -> tuple[str, int]:
-        """The call's body at `level`, with its size."""
+    def tokens(self, level: Level) -> int:
+        """The size of the call's body at `level`: kept, the body is not (a long thread's
+        earlier calls are sized at every level and shown at few)."""
         found = self._sized.get(level)
         if found is None:
             body = _render_call(self.block, self.result, level, self.final, self.focus)
-            found = self._sized[level] = (body, estimate_tokens(body))
+            found = self._sized[level] = estimate_tokens(body)
         return found
+
+    def text(self, level: Level) -> str:
+        """The call's body at `level`; the last one is kept until the call is no longer shown
+        (`ThreadUnits.shown`)."""
+        kept = self._body
+        if kept is not None and kept[0] is level and kept[1] is self._sized:
+            return kept[2]
+        body = _render_call(self.block, self.result, level, self.final, self.focus)
+        self._sized.setdefault(level, estimate_tokens(body))
+        self._body = (level, self._sized, body)
+        return body
+
+    def hide(self) -> None:
+        self._body = None
 
 
 def _tool_key(block) -> str:
@@ -397,9 +420,7 @@ def _assistant_units(
             call = call_of(b)
             call.set_final(final)
             facts = call.facts
-            body = lambda level, sized=call.sized: sized(level)[0]  # noqa: E731
-            unit = Unit("### Assistant", i, body, final, late, kind=TOOL, sized_render=call.sized)
-            unit.call = call
+            unit = Unit("### Assistant", i, call.text, final, late, kind=TOOL, call=call)
             unit.key, unit.failed = facts.key, facts.failed
             unit.acts, unit.replies, unit.tests = facts.acts, facts.replies, facts.tests
             # A commit that took in a credentials file matters after its turn: kept longer.
@@ -595,6 +616,7 @@ class ThreadUnits:
         self.final: set[int] = set()
         self.units: list[Unit] = []
         self.focused: Focus | None = None  # the focus every call was last looked at under
+        self.showing: set[_Call] = set()  # the calls whose bodies are kept (see `_Call.text`)
 
     def follows(self, messages: list) -> bool:
         """True when `messages` are the thread these units were made of, maybe grown."""
@@ -794,6 +816,13 @@ class ThreadUnits:
             if u.protected and u.kind == NOTE:
                 u.kind = SAID
         return units
+
+    def shown(self, calls: list[_Call]) -> None:
+        """Keep the bodies of the `calls` a checkpoint showed, and only theirs."""
+        now = set(calls)
+        for call in self.showing - now:
+            call.hide()
+        self.showing = now
 
     def budget(self, config: dict) -> int:
         """`budget_for` the thread."""
@@ -1088,11 +1117,13 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
     if guidance:
         out.append(guidance)
     out.append("## Conversation")
-    previous_heading, skipped = None, []
+    previous_heading, skipped, shown = None, [], []
     for u in units:
         if u.dropped:
             skipped.append(u)
             continue
+        if u.call is not None:
+            shown.append(u.call)
         if skipped:
             out.append(_skipped(skipped))
             if any(s.kind != TOOL for s in skipped):  # else the agent's reply goes on
@@ -1108,6 +1139,7 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
     if skipped:
         out.append(_skipped(skipped))
     out.append(footer)
+    state.shown(shown)
     return "\n\n".join(out) + "\n"
 
 
