@@ -183,10 +183,30 @@ class LiveHooks:
     the agent's own names of its hook events to the names auditor's spool records, which are
     Claude Code's (`PostToolUse`, `UserPromptSubmit`, `Stop`, `SessionEnd`...); an agent that
     uses those names maps nothing.
+
+    What `auditor hook install AGENT` writes into the agent's settings, and where:
+    `hook_events`, the agent's names of the events that run the non-blocking hook (those the
+    spool records as `Stop` or `SubagentStop` are the stops, the only ones `--sync` installs);
+    `settings`, by scope (`project`, `local`, `user`), the settings file holding its hooks: a
+    path inside the project for the first two, one under `~` for the user's, where a leading
+    `${VAR:-DEFAULT}` is the folder $VAR names, else DEFAULT; `timeout_unit`, 1000 where the
+    agent counts a handler's timeout in milliseconds; `rewake`, True for an agent that reads
+    a handler's exit status 2 as "go on with stderr" and can run the end of a turn's handler
+    in the background to wake it that way (Claude Code's `asyncRewake`): its end of a turn
+    gets a `--rewake` handler beside the non-blocking one, and every command is guarded so
+    that only auditor's own "deliver" becomes 2. Any other agent cannot be woken once a turn
+    has ended: the handler of its end of a turn waits for the audit (`--wait`). `tested` is
+    the agent's command and the version auditor's hooks are proven on (`auditor hook status`
+    compares the one on PATH).
     """
 
     injector: str
     events: dict[str, str] = field(default_factory=dict)
+    hook_events: tuple[str, ...] = ()
+    settings: dict[str, str] = field(default_factory=dict)
+    timeout_unit: int = 1
+    rewake: bool = False
+    tested: tuple[str, str] | None = None
 
 
 class TranscriptFormat(Protocol):

@@ -92,7 +92,24 @@ class ClaudeCodeFormat:
     agent = AGENT
     vendor = "anthropic"  # whose model the agent runs: an observer of another is chosen
     appendable = True
-    live_hooks = LiveHooks("claude-code")
+    live_hooks = LiveHooks(
+        "claude-code",
+        hook_events=(
+            "PostToolUse",
+            "PostToolUseFailure",
+            "UserPromptSubmit",
+            "Stop",
+            "SubagentStop",
+            "SessionEnd",
+        ),
+        settings={
+            "project": ".claude/settings.json",
+            "local": ".claude/settings.local.json",  # not committed
+            "user": "~/.claude/settings.json",
+        },
+        rewake=True,
+        tested=("claude", "2.1.328"),  # tests/test_real_claude_code.py
+    )
 
     def detect(self, path: Path, head: bytes) -> bool:
         name = path.name

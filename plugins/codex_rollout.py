@@ -183,7 +183,12 @@ class CodexFormat:
     agent = AGENT
     vendor = "openai"  # whose model the agent runs: an observer of another is chosen
     appendable = True
-    live_hooks = LiveHooks("codex")
+    live_hooks = LiveHooks(
+        "codex",
+        hook_events=("PostToolUse", "UserPromptSubmit", "Stop"),
+        settings={"project": ".codex/hooks.json", "user": "${CODEX_HOME:-~/.codex}/hooks.json"},
+        tested=("codex", "0.169.0"),  # tests/test_real_codex.py
+    )
 
     def detect(self, path: Path, head: bytes) -> bool:
         if path.suffix != ".jsonl":

@@ -226,6 +226,11 @@ class GeminiLogFormat:
     live_hooks = LiveHooks(
         "gemini-cli",
         {"AfterTool": "PostToolUse", "BeforeAgent": "UserPromptSubmit", "AfterAgent": "Stop"},
+        hook_events=("AfterTool", "BeforeAgent", "AfterAgent", "SessionEnd"),
+        settings={"project": ".gemini/settings.json", "user": "~/.gemini/settings.json"},
+        timeout_unit=1000,  # Gemini CLI counts a handler's timeout in milliseconds
+        # `gemini --version` takes 4 s (Node, then itself again)
+        tested=("gemini", "0.61.0"),  # tests/test_real_gemini_cli.py
     )
 
     def detect(self, path: Path, head: bytes) -> bool:

@@ -255,7 +255,7 @@ def test_gemini_cli_settings_with_timeouts_in_milliseconds(tmp_path):
         "hook gemini-cli --sync"
     )
     local = run_cli("hook", "install", "gemini-cli", "--local", "--dir", str(tmp_path / "proj"))
-    assert local.returncode != 0 and "Gemini CLI has no local settings file" in local.stderr
+    assert local.returncode != 0 and "gemini-cli has no local settings file" in local.stderr
 
 
 def codex_state(home: Path) -> dict:

@@ -63,3 +63,37 @@ def test_an_agent_no_format_declares_is_refused_with_the_ones_there_are():
     assert str(e.value) == (
         "'amp' is not a known agent with live hooks. Available: claude-code, codex, gemini-cli"
     )
+
+
+def test_a_plugin_agent_is_installed_where_and_as_its_format_declares(tmp_path, monkeypatch):
+    import json
+
+    from auditor.errors import AuditorError
+    from auditor.live.install import install, settings_path
+
+    hooks = LiveHooks(
+        "stdout",
+        {"turn_end": "Stop"},
+        hook_events=("tool_done", "turn_end"),
+        settings={"project": ".pi/hooks.json", "user": "${PI_HOME:-~/.pi}/hooks.json"},
+    )
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PI_HOME", raising=False)
+    assert settings_path("pi", hooks, "user", tmp_path) == tmp_path / "home" / ".pi" / "hooks.json"
+    monkeypatch.setenv("PI_HOME", str(tmp_path / "elsewhere"))
+    assert settings_path("pi", hooks, "user", tmp_path) == tmp_path / "elsewhere" / "hooks.json"
+    with pytest.raises(
+        AuditorError, match="pi has no local settings file for hooks; use --project"
+    ):
+        settings_path("pi", hooks, "local", tmp_path)
+
+    path = settings_path("pi", hooks, "project", tmp_path)
+    assert install(path, "pi", hooks, "auditor hook pi", 45)
+    installed = json.loads(path.read_text())["hooks"]
+    assert {e: [h["command"] for g in gs for h in g["hooks"]] for e, gs in installed.items()} == {
+        "tool_done": ["auditor hook pi"],
+        "turn_end": ["auditor hook pi --wait"],  # it cannot be woken: its end of a turn waits
+    }
+    assert not install(path, "pi", hooks, "auditor hook pi", 45)  # twice changes nothing
+    assert install(path, "pi", hooks, "auditor hook pi", 45, sync=True)
+    assert list(json.loads(path.read_text())["hooks"]) == ["turn_end"]  # only its stop

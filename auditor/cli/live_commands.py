@@ -259,7 +259,7 @@ def _store_if_any(ctx: Context):
 
 
 @hook.command("install")
-@click.argument("agent", type=click.Choice(["claude-code", "codex", "gemini-cli"]))
+@click.argument("agent")
 @click.option(
     "--project",
     "scope",
@@ -346,6 +346,9 @@ def install(
 ) -> None:
     """Add the hooks running `auditor hook AGENT` to the agent's settings file.
 
+    AGENT is one whose transcript format declares live hooks (`auditor hook --help` lists
+    them); what is installed where is what it declares. As shipped:
+
     Claude Code: PostToolUse, UserPromptSubmit, Stop and SubagentStop run the non-blocking
     hook, and Stop also runs `auditor hook claude-code --rewake` in the background
     (asyncRewake) to wake Claude with an end-of-turn correction. Codex: PostToolUse and
@@ -386,15 +389,16 @@ def install(
     db, store_note = store_for_command(
         ctx.db_option, source == click.core.ParameterSource.COMMANDLINE
     )
+    hooks = ctx.plugins.live_agent(agent)[1]
     command = hook_command(agent, extra, db)
-    path = settings_path(agent, scope, project_dir.resolve())
+    path = settings_path(agent, hooks, scope, project_dir.resolve())
     timeout = int(deadline + 15)
     if print_only:
         current = json.loads(path.read_text()) if path.exists() else {}
-        merged = merge(current, agent, command, timeout, sync, not no_wait)[0]
+        merged = merge(current, agent, hooks, command, timeout, sync, not no_wait)[0]
         click.echo(json.dumps(merged, indent=2))
     else:
-        changed = install_hook(path, agent, command, timeout, sync, not no_wait)
+        changed = install_hook(path, agent, hooks, command, timeout, sync, not no_wait)
         click.echo(f"{'installed in' if changed else 'already installed in'} {path}: {command}")
         if agent == "codex":
             _codex_trust(path, no_trust)
@@ -443,9 +447,10 @@ def status(ctx: Context, project_dir: Path, as_json: bool) -> None:
     from ..live.fast_path import state_root
 
     plugins = ctx.plugins if ctx.config_error is None else None
-    found = hs.installs(project_dir.resolve(), plugins)
+    declared = {agent: hooks for agent, (_, hooks) in ctx.plugins.live_agents().items()}
+    found = hs.installs(project_dir.resolve(), declared, plugins)
     agents = sorted({i.agent for i in found})
-    versions = {a: hs.agent_version(a) for a in agents}
+    versions = {a: hs.agent_version(a, declared[a]) for a in agents}
     engine = _store_if_any(ctx)
     root = state_root(ctx.db_option)
     done = {a: hs.activity(engine, root, a) for a in agents}
@@ -479,7 +484,9 @@ def status(ctx: Context, project_dir: Path, as_json: bool) -> None:
             click.echo(f"  + {note}")
     for agent in agents:
         v = versions[agent]
-        if not v["found"]:
+        if v["tested"] is None:  # an agent of a plugin that declares no tested version
+            line = f"{v['program']} {'found' if v['found'] else 'is not on PATH here'}"
+        elif not v["found"]:
             line = f"{v['program']} is not on PATH here (auditor is tested with {v['tested']})"
         elif v.get("known"):
             line = f"{v['program']} {v['version']}: the version auditor's hooks are tested with"

@@ -1,26 +1,24 @@
 """`auditor hook install`: add auditor's hook entries to an agent's settings file, merging.
 
-Claude Code reads hooks from `.claude/settings.json` (project), `.claude/settings.local.json`
-(project, uncommitted) or `~/.claude/settings.json` (user); Codex from `.codex/hooks.json` or
-`~/.codex/hooks.json`. Both use the same shape, event -> groups -> handlers:
+What is installed where is what the agent's transcript format declares (`LiveHooks`, see
+`auditor.api`): the settings file of each scope (`settings`), the events that run the
+non-blocking hook (`hook_events`), how timeouts are counted and whether the agent can be woken
+after a turn. This module knows the hook names and the handlers' shape, never an agent. The
+agents so far (Claude Code, Codex, Gemini CLI) use one shape, event -> groups -> handlers:
 
     {"hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "...", "timeout": 10}]}]}}
 
 A group without `matcher` applies to every tool. Installed (see docs/live-hooks.md):
-- Claude Code: `PostToolUse`, `PostToolUseFailure`, `UserPromptSubmit`, `Stop`,
-  `SubagentStop` and `SessionEnd` run the non-blocking hook; `Stop` also runs
-  `auditor hook claude-code --rewake` as an `asyncRewake` handler, which waits in the
-  background for the end-of-turn audit and wakes Claude with its correction (exit 2, the
-  message on stderr) unless the user wrote first. Each command is guarded (`GUARD`): it exits
-  2 only when auditor decided to deliver;
-- Codex: `PostToolUse` and `UserPromptSubmit` run the non-blocking hook; `Stop` runs
-  `auditor hook codex --wait`, which waits (up to the deadline) for the end-of-turn audit and
-  blocks with its correction: Codex has no way to wake the model once the turn has ended.
-  Codex runs only hooks the user has reviewed; the install records that trust in Codex's
-  config (see `codex_trust`);
-- Gemini CLI (`.gemini/settings.json`, `~/.gemini/settings.json`; timeouts in milliseconds):
-  `AfterTool`, `BeforeAgent` and `SessionEnd` run the non-blocking hook, `AfterAgent` runs
-  `auditor hook gemini-cli --wait` as Codex's Stop does;
+- every declared event runs the non-blocking hook;
+- the end of a turn (the event the spool records as `Stop`) of an agent that can be woken
+  (`rewake`, Claude Code) also runs `auditor hook AGENT --rewake` as an `asyncRewake` handler,
+  which waits in the background for the end-of-turn audit and wakes the agent with its
+  correction (exit 2, the message on stderr) unless the user wrote first; each of its commands
+  is guarded (`GUARD`): it exits 2 only when auditor decided to deliver;
+- that of any other agent (Codex, Gemini CLI) runs `auditor hook AGENT --wait` instead, which
+  waits (up to the deadline) for the end-of-turn audit and blocks with its correction: such an
+  agent cannot be woken once the turn has ended. Codex runs only hooks the user has reviewed;
+  the install records that trust in Codex's config (see `codex_trust`);
 - with `--sync`: only the stops, running the hook that audits while the agent waits.
 
 The file is merged, never clobbered: other keys, other events and other hooks stay as they
@@ -32,35 +30,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
 
 from ..atomic_files import replace_atomically
 from ..errors import AuditorError
+from ..model import LiveHooks
+from .fast_path import STOPS
 
-EVENTS = {
-    "claude-code": (
-        "PostToolUse",
-        "PostToolUseFailure",
-        "UserPromptSubmit",
-        "Stop",
-        "SubagentStop",
-        "SessionEnd",
-    ),
-    "codex": ("PostToolUse", "UserPromptSubmit", "Stop"),
-    "gemini-cli": ("AfterTool", "BeforeAgent", "AfterAgent", "SessionEnd"),
-}
-SYNC_EVENTS = {
-    "claude-code": ("Stop", "SubagentStop"),
-    "codex": ("Stop",),
-    "gemini-cli": ("AfterAgent",),
-}
-# The event each agent ends a turn with: where Codex and Gemini CLI wait for the audit.
-WAITING_STOP = {"codex": "Stop", "gemini-cli": "AfterAgent"}
 FAST_TIMEOUT = 10  # seconds: the non-blocking hook never waits for anything
-# Gemini CLI counts a handler's timeout in milliseconds, the others in seconds.
-TIMEOUT_UNIT = {"gemini-cli": 1000}
+# `${VAR:-DEFAULT}` at the start of a declared user settings path: $VAR's folder, else DEFAULT.
+DEFAULTED = re.compile(r"^\$\{(\w+):-([^}]*)\}")
 
 
 # Claude Code reads a hook's exit status 2 as a "blocking error": at a Stop it makes Claude go
@@ -75,71 +57,69 @@ GUARD = "; s=$?; [ $s = {deliver} ] && exit 2; [ $s = 0 ]"
 GUARD_FAST = "; [ $? = 0 ]"
 
 
-def guarded(agent: str, command: str, rewake: bool = False) -> str:
-    """`command` in the shell form that exits 2 only when auditor decided to deliver."""
-    if agent != "claude-code":
+def guarded(hooks: LiveHooks, command: str, rewake: bool = False) -> str:
+    """`command` in the shell form that exits 2 only when auditor decided to deliver, for an
+    agent that reads a handler's exit status 2 (`LiveHooks.rewake`)."""
+    if not hooks.rewake:
         return command
     from .fast_path import DELIVER
 
     return command + (GUARD.format(deliver=DELIVER) if rewake else GUARD_FAST)
 
 
+def stops(hooks: LiveHooks) -> tuple[str, ...]:
+    """The agent's names of its events that the spool records as stops (`--sync` hooks them)."""
+    return tuple(e for e in hooks.hook_events if hooks.events.get(e, e) in STOPS)
+
+
 def entries(
-    agent: str, command: str, timeout: int, sync: bool = False, wait: bool = True
+    hooks: LiveHooks, command: str, timeout: int, sync: bool = False, wait: bool = True
 ) -> dict[str, list[dict]]:
-    """The handlers auditor installs for `agent`, by event (`wait`: the handler of the end of
-    a turn of Codex and Gemini CLI waits for its audit)."""
-    unit = TIMEOUT_UNIT.get(agent, 1)
+    """The handlers auditor installs for an agent with these `hooks`, by event (`wait`: the
+    handler of the end of a turn of an agent that cannot be woken waits for its audit)."""
+    unit = hooks.timeout_unit
     if sync:
         entry = {
             "type": "command",
-            "command": guarded(agent, f"{command} --sync"),
+            "command": guarded(hooks, f"{command} --sync"),
             "timeout": timeout * unit,
         }
-        return {event: [entry] for event in SYNC_EVENTS[agent]}
-    fast = {"type": "command", "command": guarded(agent, command), "timeout": FAST_TIMEOUT * unit}
-    out = {event: [fast] for event in EVENTS[agent]}
-    if agent in WAITING_STOP and wait:
-        # Codex and Gemini CLI cannot be woken once a turn has ended: the handler of the end
-        # of a turn waits for its audit.
-        handler = {"type": "command", "command": f"{command} --wait", "timeout": timeout * unit}
-        out[WAITING_STOP[agent]] = [handler]
-    if agent == "claude-code":
+        return {event: [entry] for event in stops(hooks)}
+    fast = {"type": "command", "command": guarded(hooks, command), "timeout": FAST_TIMEOUT * unit}
+    out = {event: [fast] for event in hooks.hook_events}
+    end = next((e for e in hooks.hook_events if hooks.events.get(e, e) == "Stop"), None)
+    if end is None:
+        return out
+    if hooks.rewake:
         rewake = {
             "type": "command",
-            "command": guarded(agent, f"{command} --rewake", rewake=True),
-            "timeout": timeout,
+            "command": guarded(hooks, f"{command} --rewake", rewake=True),
+            "timeout": timeout * unit,
             "asyncRewake": True,
         }
-        out["Stop"] = [fast, rewake]
+        out[end] = [fast, rewake]
+    elif wait:
+        # An agent that cannot be woken once a turn has ended: the handler of the end of a
+        # turn waits for its audit.
+        out[end] = [{"type": "command", "command": f"{command} --wait", "timeout": timeout * unit}]
     return out
 
 
-def settings_path(agent: str, scope: str, project_dir: Path) -> Path:
-    """Where `agent` reads hooks for `scope` (project, local or user)."""
-    home = Path.home()
-    if agent == "claude-code":
-        if scope == "user":
-            return home / ".claude" / "settings.json"
-        name = "settings.local.json" if scope == "local" else "settings.json"
-        return project_dir / ".claude" / name
-    if agent == "codex":
-        from .codex_trust import codex_home
-
-        if scope == "local":
-            raise AuditorError("Codex has no local hooks file; use --project or --user")
-        return (
-            codex_home() / "hooks.json"
-            if scope == "user"
-            else project_dir / ".codex" / "hooks.json"
-        )
-    if agent == "gemini-cli":
-        if scope == "local":
-            raise AuditorError("Gemini CLI has no local settings file; use --project or --user")
-        return (home if scope == "user" else project_dir) / ".gemini" / "settings.json"
-    raise AuditorError(
-        f"{agent!r} has no hook to install. Available: claude-code, codex, gemini-cli"
-    )
+def settings_path(agent: str, hooks: LiveHooks, scope: str, project_dir: Path) -> Path:
+    """Where `agent` reads hooks for `scope` (project, local or user), as its format declares
+    (`LiveHooks.settings`)."""
+    where = hooks.settings.get(scope)
+    if where is None:
+        if not hooks.settings:
+            raise AuditorError(
+                f"{agent} declares no settings file for hooks: auditor cannot install them"
+            )
+        scopes = " or ".join(f"--{s}" for s in hooks.settings)
+        raise AuditorError(f"{agent} has no {scope} settings file for hooks; use {scopes}")
+    if scope != "user":
+        return project_dir / where
+    where = DEFAULTED.sub(lambda m: os.environ.get(m[1]) or m[2], where)
+    return Path(where).expanduser()
 
 
 def auditor_executable() -> str:
@@ -220,7 +200,13 @@ def _variant(handler: object, agent: str) -> str | None:
 
 
 def merge(
-    settings: dict, agent: str, command: str, timeout: int, sync: bool = False, wait: bool = True
+    settings: dict,
+    agent: str,
+    declared: LiveHooks,
+    command: str,
+    timeout: int,
+    sync: bool = False,
+    wait: bool = True,
 ) -> tuple[dict, bool]:
     """Return `settings` with auditor's hook entries, and whether anything changed.
 
@@ -232,8 +218,8 @@ def merge(
     if not isinstance(hooks, dict):
         raise AuditorError("the settings file's 'hooks' is not an object; fix it by hand first")
     changed = False
-    wanted = entries(agent, command, timeout, sync, wait)
-    for event in dict.fromkeys([*wanted, *EVENTS[agent], *SYNC_EVENTS[agent]]):
+    wanted = entries(declared, command, timeout, sync, wait)
+    for event in dict.fromkeys([*wanted, *declared.hook_events]):
         if event not in wanted and event not in hooks:
             continue
         groups = hooks.setdefault(event, [])
@@ -292,10 +278,16 @@ def read_settings(path: Path) -> dict:
 
 
 def install(
-    path: Path, agent: str, command: str, timeout: int, sync: bool = False, wait: bool = True
+    path: Path,
+    agent: str,
+    hooks: LiveHooks,
+    command: str,
+    timeout: int,
+    sync: bool = False,
+    wait: bool = True,
 ) -> bool:
     """Merge auditor's hook into the settings file at `path`; return whether it changed."""
-    settings, changed = merge(read_settings(path), agent, command, timeout, sync, wait)
+    settings, changed = merge(read_settings(path), agent, hooks, command, timeout, sync, wait)
     if not changed:
         return False
     Path(os.path.realpath(path)).parent.mkdir(parents=True, exist_ok=True)  # through a link, too

@@ -20,18 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import AuditorError
+from ..model import LiveHooks
 
-# The agent versions the live hooks are proven on (tests/test_real_*.py), and their programs.
-TESTED = {
-    "claude-code": ("claude", "2.1.328"),
-    "codex": ("codex", "0.169.0"),
-    "gemini-cli": ("gemini", "0.61.0"),  # `gemini --version` takes 4 s (Node, then itself again)
-}
-SCOPES = {
-    "claude-code": ("project", "local", "user"),
-    "codex": ("project", "user"),
-    "gemini-cli": ("project", "user"),
-}
 VARIANT_NOTES = {
     "rewake": "wakes Claude with the end-of-turn correction",
     "wait": "waits for the end-of-turn audit",
@@ -74,15 +64,16 @@ def variant(handler: dict) -> str:
     return "fast"
 
 
-def installs(project_dir: Path, plugins=None) -> list[Install]:
-    """Every settings file holding auditor's handlers, with what would keep them from running."""
+def installs(project_dir: Path, agents: dict[str, LiveHooks], plugins=None) -> list[Install]:
+    """Every settings file of the `agents` (as their formats declare them) holding auditor's
+    handlers, with what would keep them from running."""
     from .install import _variant, read_settings, settings_path
 
     out = []
-    for agent, scopes in SCOPES.items():
+    for agent, hooks in agents.items():
         seen = set()
-        for scope in scopes:
-            path = settings_path(agent, scope, project_dir)
+        for scope in hooks.settings:
+            path = settings_path(agent, hooks, scope, project_dir)
             if not path.exists() or path in seen:
                 continue  # in the home directory, the project's file is the user's
             seen.add(path)
@@ -171,9 +162,10 @@ def _check_codex_trust(found: Install, path: Path, project_dir: Path) -> None:
         )
 
 
-def agent_version(agent: str, timeout: float = 10.0) -> dict:
-    """The agent's version on PATH and whether auditor was tested with it."""
-    program, tested = TESTED[agent]
+def agent_version(agent: str, hooks: LiveHooks, timeout: float = 10.0) -> dict:
+    """The agent's version on PATH and whether auditor was tested with it (`LiveHooks.tested`;
+    an agent that declares no tested version is looked for under its own name)."""
+    program, tested = hooks.tested or (agent, None)
     exe = shutil.which(program)
     if exe is None:
         return {"program": program, "found": False, "tested": tested}
@@ -191,7 +183,7 @@ def agent_version(agent: str, timeout: float = 10.0) -> dict:
         "path": exe,
         "version": version,
         "tested": tested,
-        "known": version == tested,
+        "known": tested is not None and version == tested,
     }
 
 
