@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from ..audit.run_types import RunConfig
     from ..plugins import Plugins
-    from ..store.sql_text import SqliteStore
+    from ..store.sql_text import SqliteStore, SqliteWriter
 
 
 class Context:
@@ -40,6 +40,16 @@ class Context:
 
             self._engine = open_db(self.db_option)
         return self._engine
+
+    @property
+    def writer(self) -> Engine | SqliteWriter:
+        """The store for an ingest: through sqlite3 alone when it is a SQLite file at the
+        current schema or a new one, else the engine."""
+        if self._engine is not None:
+            return self._engine
+        from ..store.db import open_for_writing
+
+        return open_for_writing(self.db_option)
 
     @property
     def reader(self) -> Engine | SqliteStore:

@@ -92,7 +92,7 @@ def ingest(
     from ..ingest.ingester import ingest as run_ingest
     from .render import ingest_progress
 
-    engine, plugins = ctx.engine, ctx.plugins
+    engine, plugins = ctx.writer, ctx.plugins
     with ingest_progress(enabled=not (as_json or quiet)) as progress:
         summary = run_ingest(
             engine, plugins, paths, format_name, progress, source, include_forgotten

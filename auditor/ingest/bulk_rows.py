@@ -4,13 +4,16 @@ aggregates refreshed from them."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import orjson
-from sqlalchemy import Connection
 
 from ..model import Message, Usage
 from ..store import search
 from ..store.sql_text import DriverSql, marks, stored_time
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 
 def refresh_threads(conn: Connection, ids: list[int]) -> None:

@@ -41,12 +41,12 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
-
 from ..store.guidance_texts import DISK, GIT, READ, TRANSCRIPT, GuidanceText
 from ..store.sql_text import DriverSql, marks, read_json, read_time, stored_time
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from ..store.threads import StoredThread
 
 # In each directory, in the order they are shown.

@@ -27,23 +27,24 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
-from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import DBAPIError, PendingRollbackError, StatementError
 
 from ..errors import FormatError
 from ..model import BOM, Cursor, Message, Notice, Problem, Reread, ThreadInfo, Usage
 from ..store import events, search
 from ..store.db import connection_lost, utcnow
-from ..store.sql_text import DriverSql, marks, stored_json, stored_time
+from ..store.sql_text import DriverSql, marks, store_failed, stored_json, stored_time
 from . import guidance
 from .bulk_rows import RowBatch, refresh_threads
 from .transcript_files import HEAD_BYTES, fingerprints, iter_files, past_bad_lines
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
+
     from ..plugins import Plugins
+    from ..store.sql_text import SqliteWriter
 
 PENDING_RECORDS = 20000  # write what was parsed once this many records wait...
 PENDING_BYTES = 32 << 20  # ...or this many bytes of the files were read for them...
@@ -194,14 +195,15 @@ class Ingester:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Engine | SqliteWriter,
         plugins: Plugins,
         format_name: str | None = None,
         source: str | None = None,
         include_forgotten: bool = False,
         read_limit: int | None = None,
     ):
-        """`read_limit`: bytes of one file read at most by one `run` (None: all of it)."""
+        """`engine`: the store's, or a SQLite store to write without SQLAlchemy. `read_limit`:
+        bytes of one file read at most by one `run` (None: all of it)."""
         self.engine = engine
         self.read_limit = read_limit
         self.source = source or default_source()
@@ -209,10 +211,12 @@ class Ingester:
 
         # Threads `auditor forget` removed stay out, sub-agents of a forgotten session too;
         # unless asked, when their files are read again from the start.
-        with engine.begin() as conn:
+        with engine.connect() as conn:
+            conn.begin()
             if include_forgotten:
                 forget.remember_again(conn)
             self._forgotten = forget.tombstones(conn)
+            conn.commit()
         self.plugins = plugins
         self.forced = plugins.format(format_name) if format_name else None
         # Formats with a lower `detect_priority` are tried first; generic ones set it high.
@@ -278,7 +282,9 @@ class Ingester:
         self._pending_records = self._pending_bytes = 0
         self._pending_since = None
         try:
-            with self.engine.connect() as conn:
+            with self.engine.connect() as opened:
+                # A SQLAlchemy connection, or a SQLite one that answers the same calls.
+                conn = cast("Connection", opened)
                 conn.begin()
                 if conn.dialect.name == "sqlite":
                     # pysqlite begins no transaction before a SAVEPOINT, so each file's
@@ -350,6 +356,8 @@ class Ingester:
             except Exception as exc:
                 # The connection the group was on is gone or unusable (PendingRollbackError):
                 # nothing of it can be committed, and the first error says why.
+                from sqlalchemy.exc import PendingRollbackError  # only once something failed
+
                 if not (connection_lost(exc) or isinstance(exc, PendingRollbackError)):
                     raise
             raise
@@ -754,9 +762,9 @@ class Ingester:
                             batch.add_usage(last[1], file_id, rec)
                     elif isinstance(rec, ThreadInfo):
                         self._thread_id(conn, fmt.agent, rec, rec.native_id, file_id)
-                except DBAPIError:
-                    raise  # the store itself failed: undo the file
                 except Exception as exc:  # noqa: BLE001 - this record cannot be stored (nested too deeply...)
+                    if store_failed(exc):
+                        raise  # the store itself failed: undo the file
                     line = getattr(rec, "line", None) or cursor.line or None
                     r.errors.append((spath, line, f"could not store this record: {_why(exc)}"))
                     r.unfinished = True
@@ -897,8 +905,9 @@ class Ingester:
 
 def _why(exc: BaseException) -> str:
     """The reason a record could not be stored, in one line."""
-    if isinstance(exc, StatementError) and exc.orig is not None:
-        exc = exc.orig
+    orig = getattr(exc, "orig", None)  # SQLAlchemy's wrapping of the driver's error
+    if isinstance(orig, BaseException):
+        exc = orig
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
@@ -955,7 +964,7 @@ def _error_line(path: str, line: int | None, error: str) -> str:
 
 
 def ingest(
-    engine: Engine,
+    engine: Engine | SqliteWriter,
     plugins: Plugins,
     paths: Iterable[str | os.PathLike],
     format_name: str | None = None,

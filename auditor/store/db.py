@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import sys
 import time
 from datetime import UTC, datetime
@@ -14,7 +15,13 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ..errors import DatabaseError, StoreLost
-from .sql_text import SqliteStore, migrations_folder, open_current_sqlite, quick_head
+from .sql_text import (
+    SqliteStore,
+    SqliteWriter,
+    migrations_folder,
+    open_current_sqlite,
+    quick_head,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine, Table
@@ -464,6 +471,26 @@ def open_db(
             f"{reason}"
         ) from exc
     return engine
+
+
+def open_for_writing(db: str | os.PathLike | None = None) -> Engine | SqliteWriter:
+    """The store for an ingest: a SQLite file at the current schema (made now when new) is
+    written through sqlite3 alone (`auditor.store.sql_text.SqliteWriter`), saving a cold ingest
+    SQLAlchemy's imports; anything else (PostgreSQL, a store to migrate) is `open_db`'s engine."""
+    from .new_store import create_if_new, usable
+
+    url = resolve_url(db)
+    if not url.startswith("sqlite:///") or not usable():
+        return open_db(db)
+    path = Path(url.removeprefix("sqlite:///"))
+    try:
+        _create_private(path)
+        with SqliteWriter(str(path)).connect() as conn:
+            create_if_new(conn.driver_connection)
+    except (OSError, sqlite3.Error):
+        return open_db(db)  # which says in one line what is wrong with it
+    store = open_current_sqlite(url)
+    return SqliteWriter(store.path) if store is not None else open_db(db)
 
 
 def open_for_reading(db: str | os.PathLike | None = None) -> Engine | SqliteStore:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any
-
-from sqlalchemy import Connection, Engine, select
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AuditorError, UnknownName
 from ..printable import printable
 from .db import utcnow
 from .dialect import iso_utc
 from .sql_text import DriverSql, stored_json, stored_time
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
 
 # The types auditor writes, and what each means.
 TYPES: dict[str, str] = {
@@ -105,6 +106,8 @@ def record_file(conn: Connection, result) -> None:
 
 def gate_before(conn: Connection, checkpoint) -> tuple[bool, str] | None:
     """Return the stored gate decision of a checkpoint (audit, reason), None when it is new."""
+    from sqlalchemy import select
+
     from . import schema as s  # here: an ingest, which records events, never loads the models
 
     c = s.Checkpoint.__table__
@@ -184,6 +187,8 @@ def list_events(
     run_id: int | None = None,
 ) -> list[dict[str, Any]]:
     """Return events, newest first, as dicts; `types` must be known types (see `TYPES`)."""
+    from sqlalchemy import select
+
     for t in types or ():
         if t not in TYPES:
             raise UnknownName("event type", t, list(TYPES))

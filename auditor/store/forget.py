@@ -8,12 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
-from sqlalchemy import ColumnElement, Engine, delete, func, or_, select
 
 from .db import utcnow
 from .sql_text import DriverSql, marks
+
+if TYPE_CHECKING:
+    from sqlalchemy import ColumnElement, Engine
 
 # The transcripts shipped with auditor to try it on (`auditor forget --samples`).
 SAMPLES_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "samples"
@@ -34,6 +37,8 @@ def select_threads(
     samples: bool = False,
 ) -> list[int]:
     """Return the ids of the threads any of the choices names, with their sub-agents."""
+    from sqlalchemy import func, or_, select
+
     from . import schema as s  # here: ingest reads the tombstones without the models
 
     t, f = s.Thread, s.SourceFile
@@ -63,6 +68,8 @@ def select_threads(
 
 def forget(engine: Engine, thread_ids: list[int]) -> Forgotten:
     """Delete the threads `thread_ids` and leave a tombstone for each."""
+    from sqlalchemy import delete, func, select
+
     from . import schema as s
 
     t, m, u = s.Thread, s.Message, s.TokenUsage

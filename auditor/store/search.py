@@ -24,10 +24,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Connection, Engine, func, select, text
+
+from .sql_text import DriverSql
 
 if TYPE_CHECKING:
-    from .sql_text import DriverSql
+    from sqlalchemy import Connection, Engine
 
 CHUNK = 500
 INDEX_CHUNK = 10000
@@ -83,7 +84,7 @@ def index_texts(conn: Connection, keys: list[tuple[int, str]]) -> None:
         return
     for start in range(0, len(keys), INDEX_CHUNK):
         chunk = orjson.dumps(keys[start : start + INDEX_CHUNK]).decode()
-        conn.exec_driver_sql(_INDEX_TEXTS, (chunk,))
+        DriverSql(conn).execute(_INDEX_TEXTS, (chunk,))
 
 
 # Messages whose ids are known (all of a group's on SQLite, as a rule): no lookup by key.
@@ -99,11 +100,13 @@ def index_ids(conn: Connection, ids: list[int]) -> None:
         return
     for start in range(0, len(ids), INDEX_CHUNK):
         chunk = orjson.dumps(ids[start : start + INDEX_CHUNK]).decode()
-        conn.exec_driver_sql(_INDEX_IDS, (chunk,))
+        DriverSql(conn).execute(_INDEX_IDS, (chunk,))
 
 
 def index_new(conn: Connection, thread_ids: list[int] | None = None) -> int:
     """Add the messages not indexed yet (of `thread_ids`, or all); return how many."""
+    from sqlalchemy import select
+
     from . import schema as s  # here: an ingest that needs no catching up never loads the models
 
     m, st = s.Message, s.SearchText
@@ -144,6 +147,8 @@ def search(
 ) -> list[dict[str, Any]]:
     """Return the messages holding every word of `query`, newest first, with their thread,
     agent, time, role and text (unredacted: the caller redacts what it shows)."""
+    from sqlalchemy import func, select, text
+
     words = query.split()
     if not words:
         return []

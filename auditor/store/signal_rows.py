@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
-
-from sqlalchemy import Connection, Engine, delete, select, text
+from typing import TYPE_CHECKING, Any
 
 from ..printable import printable
 from ..redact import redact
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
 
 MAX_EXCERPT = 160
 MAX_EVIDENCE = 5
@@ -92,6 +93,8 @@ def store_signals(
     conn: Connection, checkpoint_id: int, thread_id: int, signals: list[Signal]
 ) -> None:
     """Replace the stored signals of a checkpoint with `signals`."""
+    from sqlalchemy import delete
+
     from . import schema as s  # here: ingest, which loads this module, never needs the models
 
     table = s.Signal.__table__
@@ -129,6 +132,8 @@ def _from_row(row) -> Signal:
 
 def load_signals(engine: Engine, checkpoint_id: int) -> list[Signal]:
     """Return the stored signals of a checkpoint, strongest first."""
+    from sqlalchemy import select
+
     from . import schema as s
 
     table = s.Signal.__table__
@@ -139,6 +144,8 @@ def load_signals(engine: Engine, checkpoint_id: int) -> list[Signal]:
 
 def thread_signals(engine: Engine, thread_id: int) -> dict[str, list[Signal]]:
     """Return the stored signals of a thread by the native id of the checkpoint's message."""
+    from sqlalchemy import select
+
     from . import schema as s
 
     sig, cp = s.Signal.__table__, s.Checkpoint.__table__
@@ -189,6 +196,8 @@ def signal_counts(
     that asked for a correction. `since`/`until` filter on when the signal was computed;
     `run_id` keeps only that run's verdicts. Meant for `auditor report verdicts`.
     """
+    from sqlalchemy import text
+
     params: dict[str, Any] = {}
     when = ""
     if since is not None:

@@ -144,6 +144,92 @@ def connect(store: Any) -> Iterator[SqlConnection]:
         yield wrap(conn)
 
 
+class Savepoint:
+    """A savepoint on a `SqliteConnection`, ended as SQLAlchemy's nested transactions are."""
+
+    def __init__(self, raw: sqlite3.Connection, name: str) -> None:
+        self._raw, self._name = raw, name
+        raw.execute(f"SAVEPOINT {name}")
+        self.is_active = True
+
+    def commit(self) -> None:
+        self._raw.execute(f"RELEASE SAVEPOINT {self._name}")
+        self.is_active = False
+
+    def rollback(self) -> None:
+        self._raw.execute(f"ROLLBACK TO SAVEPOINT {self._name}")
+        self._raw.execute(f"RELEASE SAVEPOINT {self._name}")
+        self.is_active = False
+
+
+class SqliteConnection:
+    """A sqlite3 connection answering the calls ingest makes of a SQLAlchemy one (`begin`,
+    `begin_nested`, `commit`, `exec_driver_sql`), with the pragmas the store's engine sets: a
+    cold ingest of a SQLite store then never imports SQLAlchemy. Its transactions are the
+    sqlite3 module's own, as under SQLAlchemy: begun before a write, or by `BEGIN IMMEDIATE`."""
+
+    dialect = Dialect("sqlite")
+
+    def __init__(self, path: str) -> None:
+        self.driver_connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+        for pragma in (
+            f"busy_timeout={BUSY_TIMEOUT_MS}",  # first: the next ones may wait
+            "journal_mode=WAL",
+            "foreign_keys=ON",
+            "synchronous=NORMAL",
+            "cache_size=-65536",  # 64 MiB: index inserts stay in memory on big stores
+        ):
+            self.driver_connection.execute(f"PRAGMA {pragma}")
+        self._savepoints = 0
+
+    def begin(self) -> None:
+        """Nothing to do: the transaction begins with its first write (or BEGIN IMMEDIATE)."""
+
+    def begin_nested(self) -> Savepoint:
+        self._savepoints += 1
+        return Savepoint(self.driver_connection, f"sp_{self._savepoints}")
+
+    def exec_driver_sql(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        return self.driver_connection.execute(sql, params)
+
+    def commit(self) -> None:
+        self.driver_connection.commit()
+
+    def rollback(self) -> None:
+        self.driver_connection.rollback()
+
+    def close(self) -> None:
+        self.driver_connection.close()  # what was not committed is rolled back
+
+
+@dataclass(frozen=True)
+class SqliteWriter:
+    """A SQLite store written without SQLAlchemy (see `SqliteConnection`); `connect` as an
+    engine's."""
+
+    path: str
+    dialect: Dialect = Dialect("sqlite")
+
+    @contextmanager
+    def connect(self) -> Iterator[SqliteConnection]:
+        conn = SqliteConnection(self.path)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+def store_failed(exc: BaseException) -> bool:
+    """True when `exc` is the store's own failure (sqlite3's or the driver's under SQLAlchemy),
+    not a value it could not take."""
+    if isinstance(exc, sqlite3.Error):
+        return True
+    import sys
+
+    alchemy = sys.modules.get("sqlalchemy.exc")
+    return alchemy is not None and isinstance(exc, alchemy.DBAPIError)
+
+
 class DriverSql:
     """SQL text with `?` marks run on the driver under a SQLAlchemy connection, inside the
     transaction that connection holds: ingest's write path, where SQLAlchemy's work for each
@@ -151,8 +237,8 @@ class DriverSql:
     ingest, once per file and per record.
 
     SQLite: the sqlite3 connection itself, its errors raised as SQLAlchemy's `DBAPIError` like
-    any other statement's, so that a caller tells a store that failed from a record that did
-    not fit in one way. PostgreSQL: the same text with `%s` marks through `exec_driver_sql`.
+    any other statement's under a SQLAlchemy connection (`store_failed` tells either from a
+    record that did not fit), as they are on a `SqliteConnection`. PostgreSQL: the same text with `%s` marks through `exec_driver_sql`.
     Values go in as the store keeps them (`stored_time`, `stored_json`); rows come back as
     tuples.
     """
@@ -160,12 +246,19 @@ class DriverSql:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.sqlite = conn.dialect.name == "sqlite"
-        self._raw: Any = conn.connection.driver_connection if self.sqlite else None
+        self._plain = isinstance(conn, SqliteConnection)
+        self._raw: Any = None
+        if self._plain:
+            self._raw = conn.driver_connection
+        elif self.sqlite:
+            self._raw = conn.connection.driver_connection
 
     def _run(self, sql: str, params: Any, many: bool) -> Any:
         if not self.sqlite:
             marks = _percent_marks(sql)
             return self.conn.exec_driver_sql(marks, list(params) if many else tuple(params))
+        if self._plain:
+            return (self._raw.executemany if many else self._raw.execute)(sql, params)
         try:
             return (self._raw.executemany if many else self._raw.execute)(sql, params)
         except sqlite3.Error as exc:

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, fields
 from datetime import UTC, datetime
-from typing import Any
-
-from sqlalchemy import Engine, func, or_, select
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AmbiguousName, AuditorError, UnknownName
 from ..model import Block
@@ -20,6 +18,9 @@ from .guidance_texts import READ as READ
 from .guidance_texts import TRANSCRIPT as TRANSCRIPT
 from .guidance_texts import GuidanceText
 from .short_ids import literal_prefix, pick, shortest_forms
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 
 def _like(text: str) -> str:
@@ -42,6 +43,8 @@ def list_threads(
     transcript's, else the first line of the first message the user typed. `agent_usd` is
     what the agent's calls cost at the price table (None when a model has no price).
     """
+    from sqlalchemy import func, or_, select
+
     from . import schema as s  # here: ingest, which loads this module, never needs the models
 
     u = s.TokenUsage
@@ -123,6 +126,8 @@ def list_threads(
 
 def _first_prompts(conn, thread_ids: list[int]) -> dict[int, str]:
     """The first line of the first message typed by the user in each of `thread_ids`."""
+    from sqlalchemy import func, select
+
     from ..model import SOURCE_TYPED
     from . import schema as s
 
@@ -164,6 +169,8 @@ EMPTY_STORE_HINT = (
 
 def empty_store_hint(engine: Engine) -> str | None:
     """Return a hint to ingest something when the store holds no thread at all, else None."""
+    from sqlalchemy import select
+
     from . import schema as s
 
     with engine.connect() as conn:
@@ -173,6 +180,8 @@ def empty_store_hint(engine: Engine) -> str | None:
 
 def check_agent(engine: Engine, agent: str, known: Iterable[str]) -> None:
     """Raise UnknownName unless `agent` is one the formats write (`known`) or the store holds."""
+    from sqlalchemy import select
+
     from . import schema as s
 
     known = set(known)
@@ -190,6 +199,8 @@ _iso = iso_utc
 def find_thread(engine: Engine, ident: str):
     """Find a thread by database id, native id, or a short form of its native id (a unique
     prefix, or what `threads` shows: see `auditor.store.short_ids`)."""
+    from sqlalchemy import or_, select
+
     from . import schema as s
 
     t = s.Thread.__table__
@@ -221,6 +232,8 @@ def find_thread(engine: Engine, ident: str):
 def short_ids(engine: Engine, native_ids: Iterable[str]) -> dict[str, str]:
     """Map each native id to the shortest form that picks its thread alone in the store, the
     form `find_thread` takes back (`auditor.store.short_ids`)."""
+    from sqlalchemy import select
+
     from . import schema as s
 
     with engine.connect() as conn:
@@ -316,6 +329,8 @@ def load_messages(
     engine: Engine, thread_id: int, after_id: int | None = None
 ) -> list[StoredMessage]:
     """Return the messages of a thread in order (only those stored after row `after_id`, if given)."""
+    from sqlalchemy import select
+
     from . import schema as s
 
     m = s.Message
