@@ -27,9 +27,7 @@ def test_the_agents_with_hooks_are_those_whose_formats_declare_them():
 def test_the_fast_path_knows_the_same_agents_and_event_names():
     # The fast path imports no plugin (it runs at every tool call): its copy must agree.
     agents = get_plugin_manager().live_agents()
-    assert set(fast_path.AGENTS) == set(agents)
-    for agent, (_, hooks) in agents.items():
-        assert fast_path.EVENT_NAMES.get(agent, {}) == hooks.events
+    assert fast_path.AGENT_EVENTS == {agent: hooks.events for agent, (_, hooks) in agents.items()}
 
 
 class PiFormat:
@@ -97,3 +95,24 @@ def test_a_plugin_agent_is_installed_where_and_as_its_format_declares(tmp_path, 
     assert not install(path, "pi", hooks, "auditor hook pi", 45)  # twice changes nothing
     assert install(path, "pi", hooks, "auditor hook pi", 45, sync=True)
     assert list(json.loads(path.read_text())["hooks"]) == ["turn_end"]  # only its stop
+
+
+def test_a_plugin_agents_events_are_spooled_under_the_names_its_format_declares(
+    tmp_path, monkeypatch
+):
+    import json
+
+    # The console script's fast path knows only the shipped agents: another takes the full
+    # command line, which hands the fast path the declared event names.
+    assert fast_path.split_argv(["hook", "pi"]) is None
+    declared = {"pi": {"all_done": "SessionEnd"}}
+    assert fast_path.split_argv(["hook", "pi", "-v"], declared) == ([], "pi", ["-v"])
+
+    monkeypatch.setenv(fast_path.STATE_ENV, str(tmp_path))
+    raw = json.dumps({"session_id": "s-1", "hook_event_name": "all_done"})
+    printed, did = fast_path.handle("pi", raw, [], [], declared["pi"])
+    assert (printed, did) == ("", "SessionEnd: recorded")
+    spool = fast_path.session_dir(fast_path.state_root(), "pi", "s-1")
+    (line,) = open(f"{spool}/{fast_path.EVENTS}").read().splitlines()
+    assert json.loads(line)["hook_event_name"] == "SessionEnd"
+    assert json.loads(line)["agent_event"] == "all_done"

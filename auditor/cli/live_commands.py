@@ -20,7 +20,7 @@ class HookGroup(click.Group):
     format declares live hooks for (`LiveHooks`), made when it is asked for."""
 
     def _agents(self, ctx: click.Context) -> list[str]:
-        from ..live.fast_path import AGENTS
+        from ..live.fast_path import AGENT_EVENTS
 
         found = ctx.find_object(Context)
         try:
@@ -30,7 +30,7 @@ class HookGroup(click.Group):
                 return sorted(get_plugin_manager().live_agents())
             return sorted(found.plugins.live_agents())
         except Exception:  # noqa: BLE001 - the hook must run to record what is wrong (fail open)
-            return list(AGENTS)
+            return list(AGENT_EVENTS)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *self._agents(ctx)})
@@ -146,7 +146,11 @@ def _event_command(agent: str) -> click.Command:
         argv += _passed_options(click.get_current_context())
         if payload is not None:
             sys.stdin = io.StringIO(payload)
-        hook_event(argv)  # exits
+        try:  # the agent's event names as its format declares them
+            declared = {agent: ctx.plugins.live_agent(agent)[1].events}
+        except Exception:  # noqa: BLE001 - the hook must record the event (fail open)
+            from ..live.fast_path import AGENT_EVENTS as declared
+        hook_event(argv, declared)  # exits
 
     return command
 

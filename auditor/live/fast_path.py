@@ -57,10 +57,6 @@ import time
 from ..client_texts import written_by_client
 from .transcript_places import refusal
 
-# The agents whose formats declare live hooks (`LiveHooks`), and their own names for the events
-# auditor handles: a copy of those declarations, since the fast path loads no plugin (a test
-# keeps the two equal).
-AGENTS = ("claude-code", "codex", "gemini-cli")
 STATE_ENV = "AUDITOR_STATE_DIR"
 LOCK_FD_ENV = "AUDITOR_WORKER_LOCK_FD"  # the worker lock a starting worker inherits
 TAKEOVER_ENV = "AUDITOR_WORKER_TAKEOVER"  # set: wait for the lock the outgoing worker holds
@@ -78,10 +74,15 @@ NO_WORKER_GRACE = 3.0  # seconds a waiting Stop handler goes on without a live w
 DELIVER = 42  # `--rewake`'s exit status for "wake the agent with this" (see the docstring)
 # auditor.live.delivery.CORRECTION_MARKER, which the fast path does not import (a test keeps them equal)
 CORRECTION_MARKER = "[auditor course-correction]"
-# Each agent's names for the events auditor handles (`LiveHooks.events`); the spool records
-# Claude Code's names.
-EVENT_NAMES = {
-    "gemini-cli": {"AfterTool": "PostToolUse", "BeforeAgent": PROMPT, "AfterAgent": "Stop"}
+# The agents whose formats ship with auditor and declare live hooks (`LiveHooks`), each with
+# its own names for the events auditor handles (`LiveHooks.events`; the spool records Claude
+# Code's names). A copy of those declarations, since the fast path loads no plugin: a test
+# keeps the two equal. Any other agent a format declares takes the full command line, which
+# loads the plugins and hands its declaration in (`main`).
+AGENT_EVENTS: dict[str, dict[str, str]] = {
+    "claude-code": {},
+    "codex": {},
+    "gemini-cli": {"AfterTool": "PostToolUse", "BeforeAgent": PROMPT, "AfterAgent": "Stop"},
 }
 DEADLINE = 30.0  # seconds `--rewake` waits for the observer (as `--deadline`), plus 5
 # The payload fields the worker needs; the prompt's text and tool output stay out of the spool.
@@ -124,11 +125,14 @@ def env_mark(environ=None) -> str:
     return hashlib.sha256("\0".join(items).encode()).hexdigest()[:16]
 
 
-def split_argv(argv: list[str]) -> tuple[list[str], str, list[str]] | None:
+def split_argv(
+    argv: list[str], agents: dict[str, dict[str, str]] = AGENT_EVENTS
+) -> tuple[list[str], str, list[str]] | None:
     """Split `[global options] hook AGENT [options]` for the fast path, else return None.
 
-    None for everything the fast path does not handle: other commands, `hook install`, and
-    `--sync`, `--help` and the worker (the full command line answers those).
+    None for everything the fast path does not handle: other commands, `hook install`, an
+    agent not in `agents`, and `--sync`, `--help` and the worker (the full command line
+    answers those).
     """
     i = 0
     head: list[str] = []
@@ -142,7 +146,7 @@ def split_argv(argv: list[str]) -> tuple[list[str], str, list[str]] | None:
             i += 1
         else:
             return None
-    if i + 1 >= len(argv) or argv[i + 1] not in AGENTS:
+    if i + 1 >= len(argv) or argv[i + 1] not in agents:
         return None
     rest = argv[i + 2 :]
     if any(a in ("--sync", "--help", "-h") for a in rest):
@@ -454,13 +458,18 @@ def answer(agent: str, event: str, message: str) -> str:
     return json.dumps(out, ensure_ascii=False)
 
 
-def handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str]:
-    """Handle one hook event; return (what was printed, what happened)."""
-    printed, did, _ = _handle(agent, raw, head, rest)
+def handle(
+    agent: str, raw: str, head: list[str], rest: list[str], names: dict[str, str] | None = None
+) -> tuple[str, str]:
+    """Handle one hook event; return (what was printed, what happened). `names`: the agent's
+    own event names and those the spool records (else `AGENT_EVENTS`)."""
+    printed, did, _ = _handle(agent, raw, head, rest, names)
     return printed, did
 
 
-def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str, dict]:
+def _handle(
+    agent: str, raw: str, head: list[str], rest: list[str], names: dict[str, str] | None = None
+) -> tuple[str, str, dict]:
     """`handle`, also returning what `--wait` needs: the session's spool, the thread, the
     event and where its line ends in the events (empty when the event was ignored)."""
     try:
@@ -478,7 +487,7 @@ def _handle(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str
         if why is not None:
             return "", f"ignored: {why}", {}
     native = str(data.get("hook_event_name") or "Stop")
-    event = EVENT_NAMES.get(agent, {}).get(native, native)
+    event = (AGENT_EVENTS.get(agent, {}) if names is None else names).get(native, native)
     thread = thread_of(agent, data)
     sdir = session_dir(state_root(_db_option(head)), agent, str(data["session_id"]))
     os.makedirs(sdir, exist_ok=True)
@@ -570,7 +579,9 @@ def _take_over(sdir: str, head: list[str], agent: str, rest: list[str]) -> str:
         del os.environ[TAKEOVER_ENV]
 
 
-def wait(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, str]:
+def wait(
+    agent: str, raw: str, head: list[str], rest: list[str], names: dict[str, str] | None = None
+) -> tuple[str, str]:
     """`--wait`, the Stop handler of Codex and Gemini CLI (AfterAgent): record the Stop, then
     wait for its end-of-turn audit.
 
@@ -581,7 +592,7 @@ def wait(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[str, s
     with nothing to say, or past the deadline, the agent stops as usual. Return (what was
     printed, what happened).
     """
-    printed, did, at = _handle(agent, raw, head, rest)
+    printed, did, at = _handle(agent, raw, head, rest, names)
     if printed or not at or at["active"]:
         return printed, did
     deadline = _deadline(rest)
@@ -734,12 +745,15 @@ def _kept_message(data: dict):
     return last[-LAST_MESSAGE_KEPT:] if isinstance(last, str) else last
 
 
-def main(argv: list[str]) -> None:
-    """Run a hook event on the fast path; always exit 0 (the agent goes on regardless)."""
+def main(argv: list[str], agents: dict[str, dict[str, str]] = AGENT_EVENTS) -> None:
+    """Run a hook event on the fast path; always exit 0 (the agent goes on regardless).
+
+    `agents`: the agents served and their event names, the fast path's copy unless the full
+    command line, which has loaded the plugins, hands in what the formats declare."""
     # The spool holds what the agent and the user wrote, and the worker this starts inherits
     # the mask: every folder and file made from here on is the user's alone (0700 / 0600).
     os.umask(0o077)
-    head, agent, rest = split_argv(argv) or ([], "", [])
+    head, agent, rest = split_argv(argv, agents) or ([], "", [])
     verbose = "-v" in rest or "--verbose" in rest
     started = time.perf_counter()
     if "--rewake" in rest:
@@ -755,7 +769,8 @@ def main(argv: list[str]) -> None:
         os._exit(code)
     try:
         raw = read_stdin()
-        printed, did = (wait if "--wait" in rest else handle)(agent, raw, head, rest)
+        names = agents.get(agent, {})
+        printed, did = (wait if "--wait" in rest else handle)(agent, raw, head, rest, names)
     except InputTooLarge as exc:
         printed, did, verbose = "", str(exc), True
     except Exception as exc:  # noqa: BLE001 - fail open: the agent must never be held up
