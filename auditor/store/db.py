@@ -483,14 +483,18 @@ def open_for_writing(db: str | os.PathLike | None = None) -> Engine | SqliteWrit
     if not url.startswith("sqlite:///") or not usable():
         return open_db(db)
     path = Path(url.removeprefix("sqlite:///"))
+    writer = SqliteWriter(str(path))
     try:
         _create_private(path)
-        with SqliteWriter(str(path)).connect() as conn:
+        with writer.connect() as conn:
             create_if_new(conn.driver_connection)
     except (OSError, sqlite3.Error):
+        writer.dispose()
         return open_db(db)  # which says in one line what is wrong with it
-    store = open_current_sqlite(url)
-    return SqliteWriter(store.path) if store is not None else open_db(db)
+    if open_current_sqlite(url) is None:
+        writer.dispose()
+        return open_db(db)
+    return writer
 
 
 def open_for_reading(db: str | os.PathLike | None = None) -> Engine | SqliteStore:

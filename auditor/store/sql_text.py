@@ -202,21 +202,33 @@ class SqliteConnection:
         self.driver_connection.close()  # what was not committed is rolled back
 
 
-@dataclass(frozen=True)
 class SqliteWriter:
     """A SQLite store written without SQLAlchemy (see `SqliteConnection`); `connect` as an
-    engine's."""
+    engine's. One connection, opened at the first `connect` and kept, as a pool keeps one: an
+    ingest connects once per file it looks up. What a caller left uncommitted is rolled back
+    when it is handed back."""
 
-    path: str
-    dialect: Dialect = Dialect("sqlite")
+    dialect = Dialect("sqlite")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._conn: SqliteConnection | None = None
 
     @contextmanager
     def connect(self) -> Iterator[SqliteConnection]:
-        conn = SqliteConnection(self.path)
+        if self._conn is None:
+            self._conn = SqliteConnection(self.path)
         try:
-            yield conn
+            yield self._conn
         finally:
-            conn.close()
+            if self._conn.driver_connection.in_transaction:
+                self._conn.rollback()
+
+    def dispose(self) -> None:
+        """Close the connection kept (as an engine's `dispose`)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 def store_failed(exc: BaseException) -> bool:
