@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .sql_text import DriverSql
+from .sql_text import DriverSql, store_failed
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -77,11 +77,33 @@ def add_texts_by_id(db: DriverSql, rows: list[tuple[int, str]]) -> None:
         db.many("INSERT INTO search_texts (message_id, body) VALUES (?, ?)", rows)
 
 
+# FTS5 holds what it indexes in memory up to this size before writing it out as a segment, and
+# merges segments as they pile up. At its 1 MB a group of files became several segments, merged
+# again and again: at 4 MB indexing the 25x replica of the Claude Code corpus took a quarter
+# less CPU (1.68 -> 1.28 s), the same matches. A setting of the index, kept by SQLite in
+# `search_fts_config`; an SQLite without it leaves the index as it was.
+INDEX_MEMORY = 4 << 20
+
+
+def _hold_more(db: DriverSql) -> None:
+    """Set the index's memory to `INDEX_MEMORY`, once for a store."""
+    try:
+        if db.scalar("SELECT v FROM search_fts_config WHERE k = 'hashsize'") == INDEX_MEMORY:
+            return
+        db.execute(
+            "INSERT INTO search_fts (search_fts, rank) VALUES ('hashsize', ?)", (INDEX_MEMORY,)
+        )
+    except Exception as exc:
+        if not store_failed(exc):
+            raise
+
+
 def index_texts(conn: Connection, keys: list[tuple[int, str]]) -> None:
     """Add the texts `add_texts` stored for these (thread_id, native_id) messages to SQLite's
     full-text index (PostgreSQL's index keeps itself)."""
-    if conn.dialect.name != "sqlite":
+    if conn.dialect.name != "sqlite" or not keys:
         return
+    _hold_more(DriverSql(conn))
     for start in range(0, len(keys), INDEX_CHUNK):
         chunk = orjson.dumps(keys[start : start + INDEX_CHUNK]).decode()
         DriverSql(conn).execute(_INDEX_TEXTS, (chunk,))
@@ -96,8 +118,9 @@ _INDEX_IDS = (
 
 def index_ids(conn: Connection, ids: list[int]) -> None:
     """`index_texts` for messages whose ids are known."""
-    if conn.dialect.name != "sqlite":
+    if conn.dialect.name != "sqlite" or not ids:
         return
+    _hold_more(DriverSql(conn))
     for start in range(0, len(ids), INDEX_CHUNK):
         chunk = orjson.dumps(ids[start : start + INDEX_CHUNK]).decode()
         DriverSql(conn).execute(_INDEX_IDS, (chunk,))
