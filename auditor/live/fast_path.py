@@ -78,7 +78,8 @@ CORRECTION_MARKER = "[auditor course-correction]"
 # its own names for the events auditor handles (`LiveHooks.events`; the spool records Claude
 # Code's names). A copy of those declarations, since the fast path loads no plugin: a test
 # keeps the two equal. Any other agent a format declares takes the full command line, which
-# loads the plugins and hands its declaration in (`main`).
+# loads the plugins and hands its declaration in (`main`). Why a copy and not a file written
+# at install time: docs/design.md, *What an agent declares for the live hooks*.
 AGENT_EVENTS: dict[str, dict[str, str]] = {
     "claude-code": {},
     "codex": {},
