@@ -74,6 +74,32 @@ def test_pragmas_are_set(tmp_path):
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
 
 
+def test_the_lock_wait_is_set_by_the_environment_on_both_stores_and_both_query_layers(
+    tmp_path, pg_server, monkeypatch
+):
+    monkeypatch.setenv("AUDITOR_LOCK_WAIT", "2.5")
+    engine = db.open_db(tmp_path / "w.db")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 2500
+    store = db.open_current_sqlite(str(engine.url))
+    assert store is not None
+    with store.connect() as plain:
+        assert plain.execute("PRAGMA busy_timeout").scalar() == 2500
+    engine = db.open_db(pg_server.new_database())
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW lock_timeout").scalar() == "2500ms"
+    engine.dispose()
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-3"])
+def test_a_lock_wait_that_is_not_a_positive_number_is_named_in_one_line(
+    tmp_path, monkeypatch, value
+):
+    monkeypatch.setenv("AUDITOR_LOCK_WAIT", value)
+    with pytest.raises(DatabaseError, match=f"AUDITOR_LOCK_WAIT='{value}': give the seconds"):
+        db.open_db(tmp_path / "w.db")
+
+
 def test_database_newer_than_the_code_is_refused(tmp_path):
     path = tmp_path / "future.db"
     db.open_db(path)

@@ -23,7 +23,8 @@ from helpers.wire import Reply, Stub, anthropic_error, anthropic_response
 
 from auditor.live.delivery import CORRECTION_MARKER
 from auditor.store import schema as s
-from auditor.store.db import BUSY_TIMEOUT, open_db
+from auditor.store.db import open_db
+from auditor.store.sql_text import DEFAULT_LOCK_WAIT
 
 pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-TEST-dummy"}
@@ -366,7 +367,7 @@ def test_a_locked_store_never_holds_the_hook_past_its_deadline(stub, session, st
     # without end unless told, and SQLite's busy wait (30 s) had not ended by the hook's own
     # account of its time, which leaves out the start-up a loaded machine makes slow.
     total_ms = float(re.search(r"total (\d+) ms\)$", result.stderr.strip())[1])
-    assert total_ms < BUSY_TIMEOUT * 1000, result.stderr
+    assert total_ms < DEFAULT_LOCK_WAIT * 1000, result.stderr
     # The failure could not be recorded in time: it is said on stderr, and dropped.
     assert result.stderr.startswith("auditor hook claude-code: failed: ")
     locked = "lock timeout" if store_url.startswith("postgresql") else "database is locked"

@@ -355,12 +355,12 @@ class Worker:
         except asyncio.CancelledError:
             self._record_cancel(audit)
         except Exception as exc:  # noqa: BLE001 - one failed audit must not end the worker
-            from ..store.db import BUSY_TIMEOUT, lock_timed_out, one_line
+            from ..store.db import lock_timed_out, lock_wait, one_line
 
             said = one_line(exc)
             if lock_timed_out(exc):
                 said = (
-                    f"another process held the store's lock for {BUSY_TIMEOUT:g} s ({said}); "
+                    f"another process held the store's lock for {lock_wait():g} s ({said}); "
                     "the session's next event reads the transcript again"
                 )
             self.log(f"audit at {audit.event.get('hook_event_name')} failed: {said}")

@@ -18,6 +18,7 @@ from ..errors import DatabaseError, StoreLost
 from .sql_text import (
     SqliteStore,
     SqliteWriter,
+    lock_wait,
     migrations_folder,
     open_current_sqlite,
     quick_head,
@@ -100,15 +101,15 @@ def alembic_config(url: str):
     return cfg
 
 
-BUSY_TIMEOUT = 30.0  # seconds a statement waits for another writer's lock
 LOCK_MARGIN_MS = 500  # PostgreSQL: lock waits end this long before a `wait_until`
 
 
 def _wait_ms(wait_until: float | None) -> int:
-    """The busy timeout in ms: BUSY_TIMEOUT, or the time left until `wait_until`."""
+    """The busy timeout in ms: `lock_wait()`, or the time left until `wait_until`."""
+    most = int(lock_wait() * 1000)
     if wait_until is None:
-        return int(BUSY_TIMEOUT * 1000)
-    return max(0, min(int(BUSY_TIMEOUT * 1000), int((wait_until - time.monotonic()) * 1000)))
+        return most
+    return max(0, min(most, int((wait_until - time.monotonic()) * 1000)))
 
 
 def _on_sqlite_connect(dbapi_conn, _record, wait_until: float | None = None) -> None:
@@ -196,7 +197,7 @@ def create(url: str, wait_until: float | None = None) -> Engine:
         # timeout): a writer that never lets go (a stopped ingest holding the ingest lock) must
         # not keep a live worker, or a run, waiting with no end. A hook's deadline bounds it
         # closer still (below).
-        connect_args={"options": f"-c timezone=UTC -c lock_timeout={int(BUSY_TIMEOUT * 1000)}"},
+        connect_args={"options": f"-c timezone=UTC -c lock_timeout={int(lock_wait() * 1000)}"},
     )
     if wait_until is not None:
 

@@ -13,6 +13,7 @@ Nothing here imports SQLAlchemy or Alembic at module level.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -23,9 +24,31 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..errors import DatabaseError
+
 # One row's named parameters, or a list of them (the statement is run once per row).
 Params = Mapping[str, Any] | list[Mapping[str, Any]] | None
-BUSY_TIMEOUT_MS = 30_000  # as the SQLAlchemy engine's: a statement waits this long for a writer
+LOCK_WAIT_VAR = "AUDITOR_LOCK_WAIT"
+DEFAULT_LOCK_WAIT = 30.0
+
+
+def lock_wait() -> float:
+    """Seconds a statement waits for another process's lock on the store before it fails
+    (SQLite's busy timeout, PostgreSQL's lock_timeout): 30, or `$AUDITOR_LOCK_WAIT`. Both query
+    layers (this one and the SQLAlchemy engine's) read it here, so that they wait alike."""
+    value = os.environ.get(LOCK_WAIT_VAR, "").strip()
+    if not value:
+        return DEFAULT_LOCK_WAIT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 86_400:
+        raise DatabaseError(
+            f"{LOCK_WAIT_VAR}={value!r}: give the seconds a statement may wait for another "
+            "process's lock on the store, a number above 0 (default 30)"
+        )
+    return seconds
 
 
 class Rows(Protocol):
@@ -79,8 +102,9 @@ class PlainSqlite:
     dialect = Dialect("sqlite")
 
     def __init__(self, path: str) -> None:
-        self._conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
-        self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        wait = lock_wait()
+        self._conn = sqlite3.connect(path, timeout=wait)
+        self._conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute("PRAGMA synchronous=NORMAL")
 
@@ -171,9 +195,10 @@ class SqliteConnection:
     dialect = Dialect("sqlite")
 
     def __init__(self, path: str) -> None:
-        self.driver_connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+        wait = lock_wait()
+        self.driver_connection = sqlite3.connect(path, timeout=wait)
         for pragma in (
-            f"busy_timeout={BUSY_TIMEOUT_MS}",  # first: the next ones may wait
+            f"busy_timeout={int(wait * 1000)}",  # first: the next ones may wait
             "journal_mode=WAL",
             "foreign_keys=ON",
             "synchronous=NORMAL",
@@ -376,7 +401,7 @@ def open_current_sqlite(url: str) -> SqliteStore | None:
     if head is None or not Path(path).is_file():
         return None
     try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn = sqlite3.connect(path, timeout=lock_wait())
         try:
             versions = [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")]
         finally:
