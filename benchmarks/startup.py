@@ -35,9 +35,11 @@ REPORT_GOAL = 0.15
 
 
 def cpu_seconds(argv: list[str], env: dict[str, str]) -> float:
-    """Run `argv`; return its CPU seconds (its own, through wait4)."""
+    """Run `argv`; return its CPU seconds (its own, through wait4). In the temporary directory:
+    `python -m auditor` started in a checkout imports that checkout's code, whatever the
+    interpreter, and `--against` would then measure this checkout twice."""
     with open(os.devnull, "wb") as null:
-        proc = subprocess.Popen(argv, stdout=null, stderr=null, env=env)
+        proc = subprocess.Popen(argv, stdout=null, stderr=null, env=env, cwd=tempfile.gettempdir())
         _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
@@ -55,6 +57,7 @@ def prepare(python: str, home: Path) -> dict[str, str]:
         env=env,
         check=True,
         capture_output=True,
+        cwd=tempfile.gettempdir(),
     )
     for args in COMMANDS:  # bytecode written, sums made: what is measured is a warm run
         cpu_seconds([python, "-m", "auditor", *args], env)
