@@ -45,6 +45,20 @@ def pytest_configure(config):
     )
 
 
+def pytest_runtest_setup(item):
+    """Tests marked `xdist_group` share something one process must hold (a module's costly
+    fixture, processes a test looks for by name): on two processes, pytest-xdist's loadgroup
+    runs each group in one. It marks a grouped test by a suffix of its node id; a pytest that
+    drops the suffix leaves the groups silently split, so such a test fails here instead."""
+    if getattr(item.config.option, "loadgroup", False) and item.get_closest_marker("xdist_group"):
+        if "@" not in item.nodeid:
+            pytest.fail(
+                f"pytest {pytest.__version__} with pytest-xdist ignores xdist_group: install "
+                "the pytest version pyproject.toml's test extra names",
+                pytrace=False,
+            )
+
+
 def pytest_generate_tests(metafunc):
     if metafunc.definition.get_closest_marker("both_stores"):
         only = metafunc.definition.get_closest_marker("sqlite_only")

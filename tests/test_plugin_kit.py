@@ -311,6 +311,11 @@ class Venv:
         )
 
 
+# The tests of the installed example share one virtualenv (`kit`, built once per process that
+# runs them): one xdist group, so that it is built once, not once in each test process.
+uses_kit = pytest.mark.xdist_group("plugin-kit")
+
+
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory) -> Venv:
     root = tmp_path_factory.mktemp("kit")
@@ -347,6 +352,7 @@ def _where(v: Venv, module: str) -> str:
 
 
 @pytest.mark.slow
+@uses_kit
 def test_the_installed_example_is_listed_by_plugins_and_observers(kit):
     assert str(ROOT) not in _where(kit, "auditor") and str(EXAMPLE) not in _where(
         kit, "auditor_cli_observer"
@@ -369,6 +375,7 @@ def test_the_installed_example_is_listed_by_plugins_and_observers(kit):
 
 
 @pytest.mark.slow
+@uses_kit
 def test_the_installed_example_observes_an_audit_run(kit):
     samples = ROOT / "data" / "samples"
     assert kit.auditor("ingest", "-q", str(samples)).returncode == 0
@@ -393,6 +400,7 @@ def test_the_installed_example_observes_an_audit_run(kit):
 
 
 @pytest.mark.slow
+@uses_kit
 def test_disabling_the_example_removes_it(kit):
     plugins = json.loads(
         kit.auditor("plugins", "--json", AUDITOR_DISABLE_PLUGINS="cli_observer").stdout
@@ -409,6 +417,7 @@ def test_disabling_the_example_removes_it(kit):
 
 
 @pytest.mark.slow
+@uses_kit
 def test_a_plugin_that_raises_on_import_is_reported_and_skipped(kit):
     broken = kit.root / "src" / "broken"
     for rel, body in BROKEN.items():
@@ -433,6 +442,7 @@ def test_a_plugin_that_raises_on_import_is_reported_and_skipped(kit):
 
 
 @pytest.mark.slow
+@uses_kit
 def test_the_example_packages_own_tests_pass(kit):
     out = subprocess.run(
         [
