@@ -63,6 +63,7 @@ class Session:
         self.did: list[str] = []  # what each event said it did (--verbose)
         self.env = dict(KEY)  # what the agent's environment adds
         self.idle = 20  # seconds a worker with nothing to do waits before it exits
+        self.cwd: Path | None = None  # the folder the agent runs its hooks in
 
     def grow(self, upto: int) -> None:
         append_lines(self.path, self.src, self.lines, upto)
@@ -138,6 +139,7 @@ class Session:
             capture_output=True,
             text=True,
             env={**os.environ, **self.env},
+            cwd=self.cwd,
             timeout=60,
             check=False,
         )
@@ -398,6 +400,22 @@ def test_stop_hook_active_never_gets_a_block(cc, tmp_path):
     cc.wait_until(cc.staged, why="the end-of-turn correction")
     assert cc.event("Stop", stop_hook_active=True) == ""
     assert cc.staged()  # kept for an event that may take it
+
+
+def test_a_project_with_an_auditor_package_of_its_own_is_not_run_as_the_worker(cc, tmp_path):
+    """Hooks run in the agent's project folder, and so does the worker they start: it is the
+    installed auditor all the same, in a project that has an `auditor` package of its own
+    (auditor's own repository, say)."""
+    ran = tmp_path / "the-projects-auditor-ran"
+    package = tmp_path / "project" / "auditor"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    (package / "__main__.py").write_text("raise SystemExit(3)\n")
+    cc.cwd = package.parent
+    cc.grow(FINAL)
+    cc.event("Stop")
+    cc.wait_until(lambda: len(verdicts(tmp_path)) == 1, why="the stop's verdict")
+    assert not ran.exists()
 
 
 def test_hooks_return_at_once_with_the_store_locked_and_a_worker_killed(cc, tmp_path):

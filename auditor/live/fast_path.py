@@ -401,7 +401,9 @@ def start_worker(
     lock: it is held without a gap from this event until the worker exits, so the events that
     come while the worker's interpreter is still starting find it held and start no other."""
     rest = [a for a in rest if a != "--wait"]  # a handler's own way of answering
-    argv = [sys.executable, "-m", "auditor", *head, "hook", "worker", agent, sdir, *rest]
+    # -P: the worker runs in the agent's project folder, which `-m` would put first on the
+    # import path; a project with an `auditor` package of its own would run as the worker.
+    argv = [sys.executable, "-P", "-m", "auditor", *head, "hook", "worker", agent, sdir, *rest]
     env = dict(os.environ)
     if lock_fd is not None:
         os.set_inheritable(lock_fd, True)
