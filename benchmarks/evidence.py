@@ -27,7 +27,7 @@ held out when the SHA-256 of its transcript's path (`file`; a subagent's counts 
 read as a number, is divisible by 3: about a third of the transcripts, every checkpoint of a
 session on the same side. The held-out part is reported twice: the labels of earlier rounds,
 whose figures someone has already seen, and those of the latest round, which nobody had seen
-before that round's first run (the error bar of the earlier part narrows each time its figures
+before that round's first run, then both together (the error bar of the earlier part narrows each time its figures
 guide a choice, so each round adds a fresh part). `--verbose`
 lists the evidence lost on the development part only; the held-out part is reported as figures,
 so that nobody tunes on it by reading its misses. The same figures are printed for the
@@ -302,6 +302,8 @@ def main() -> int:
         f"held-out, round {latest} (new)": [
             i for i, c in enumerate(checkpoints) if held_out(c.label) and c.label["round"] == latest
         ],
+        # The two together: the held-out part as the split defines it.
+        "held-out, all rounds": [i for i, c in enumerate(checkpoints) if held_out(c.label)],
     }
     if args.development:
         parts = {"development": parts["development"]}
