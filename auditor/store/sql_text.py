@@ -203,6 +203,7 @@ class SqliteConnection:
             "foreign_keys=ON",
             "synchronous=NORMAL",
             "cache_size=-65536",  # 64 MiB: index inserts stay in memory on big stores
+            "temp_store=MEMORY",  # savepoints' undo pages: see `TEMP_STORE` in db.py
         ):
             self.driver_connection.execute(f"PRAGMA {pragma}")
         self._savepoints = 0
