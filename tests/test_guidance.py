@@ -185,6 +185,35 @@ def test_the_agents_own_read_of_claude_md_is_shown_from_that_point_on(corpus, en
 
 
 @pytest.mark.corpus
+@pytest.mark.both_stores
+def test_a_read_whose_result_comes_in_a_later_ingest_is_found_then(
+    corpus, tmp_path, engine, plugins
+):
+    # A live session: the Read call is ingested first, its result only when the file grows.
+    # The second ingest must look at the earlier call's text again, not only at its own rows.
+    lines = (corpus / DEEP_MANIFEST).read_bytes().splitlines(keepends=True)
+    result_line = next(i for i, ln in enumerate(lines) if b'"uuid":"da722914-e20e' in ln)
+    copy = tmp_path / "a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
+    copy.write_bytes(b"".join(lines[:result_line]))
+    ingest(engine, plugins, [copy])
+    thread = find_thread(engine, "a7da6a22-facc-4fcd-8bab-f83c87862004")
+    guidance = select(s.GuidanceFile).where(s.GuidanceFile.thread_id == thread.id)
+    with engine.connect() as conn:
+        assert conn.execute(guidance).all() == []
+
+    copy.write_bytes(b"".join(lines))
+    ingest(engine, plugins, [copy])
+    with engine.connect() as conn:
+        [row] = conn.execute(guidance).all()
+    assert (row.path, row.origin, row.message_native_id) == (
+        "/src/deep-manifest/CLAUDE.md",
+        READ,
+        "da722914-e20e-4eb3-964a-211a73fb9b72",
+    )
+    assert row.text.startswith("# Claude Code Instructions\n\n@AGENTS.md\n")
+
+
+@pytest.mark.corpus
 def test_a_file_the_agent_had_changed_before_reading_is_not_guidance(corpus, engine, plugins):
     # The agent edits /path/to/Demo/CLAUDE.md, then reads it back: its own work.
     ingest(engine, plugins, [corpus / DEMO])

@@ -11,6 +11,7 @@ import orjson
 from ..model import Message, Usage
 from ..store import search
 from ..store.sql_text import DriverSql, marks, stored_time
+from .guidance import BASENAMES
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -142,6 +143,9 @@ class RowBatch:
         self.indexed: list[tuple[int, str]] = []
         self.indexed_ids: list[int] = []
         self.unindexed: set[int] = set()
+        # The messages naming an instruction file (by native id), told while their JSON is in
+        # hand: the guidance search then reads these, not every message's text again.
+        self.named: list[str] = []
         self.sqlite = dialect == "sqlite"
 
     @property
@@ -155,6 +159,8 @@ class RowBatch:
         """Queue the message and its tool calls; nothing is queued if it cannot be stored."""
         as_json = [b.as_json() for b in msg.blocks]
         blocks = _dumps(as_json)  # raises on what JSON cannot hold
+        if blocks and ".md" in blocks and any(name in blocks for name in BASENAMES):
+            self.named.append(msg.native_id)
         uses = edits = 0
         calls, results = [], []
         for b in msg.blocks:

@@ -35,11 +35,13 @@ import os
 import re
 import shlex
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from ..store.guidance_texts import DISK, GIT, READ, TRANSCRIPT, GuidanceText
 from ..store.sql_text import DriverSql, marks, read_json, read_time, stored_time
@@ -349,14 +351,26 @@ def _block(blocks: Iterable[dict] | None, kind: str, call_id: str) -> dict | Non
 
 
 def reads_in_threads(
-    conn: Connection, cwds: dict[int, str | None], since_message: int = 0
+    conn: Connection,
+    cwds: dict[int, str | None],
+    since_message: int = 0,
+    named: Collection[str] | None = None,
 ) -> dict[int, list[GuidanceText]]:
     """The instruction files the agent of each thread (id -> its cwd) read with its tool calls,
     results stored after row `since_message` of `messages` (all when 0), leaving out files it
-    had changed before reading them."""
+    had changed before reading them.
+
+    `named`, on SQLite: the native ids of the messages stored after that row whose text names
+    an instruction file, when the caller knows them all (ingest, which wrote them): the text
+    of only the earlier messages is searched."""
     db, threads = DriverSql(conn), list(cwds)
+    if named is not None and not db.sqlite:
+        named = None  # the list is read with SQLite's json_each
+    if named is not None and not named and not since_message:
+        return {}  # no message names a file
     listed = marks(len(threads))
-    scope, params = f"m.thread_id IN ({listed})", [*threads]
+    scope = f"m.thread_id IN ({listed})"
+    params: list[Any] = [*threads]
     if since_message:
         # Only the calls stored after the row, and those whose result was: a thread's earlier
         # messages are not searched again at every ingest of its new tail (a live session's).
@@ -367,11 +381,22 @@ def reads_in_threads(
         )
         params += [since_message, *threads, since_message]
     names = sorted(BASENAMES)
+    naming = f"({' OR '.join(['CAST(m.blocks AS TEXT) LIKE ?'] * len(names))})"
+    likes = [f"%{n}%" for n in names]
+    if named is None:
+        params += likes
+    else:  # the text of the messages stored before the row alone is searched
+        naming = (
+            "(m.id > ? AND m.native_id IN (SELECT value FROM json_each(?)) "
+            f"OR m.id <= ? AND {naming})"
+        )
+        listed_named = orjson.dumps(sorted(set(named))).decode()
+        params += [since_message, listed_named, since_message, *likes]
     # The messages naming an instruction file, looked for once each (materialized: without it
     # PostgreSQL may scan every message's text again for every tool call).
     rows = db.all(
         "WITH c AS MATERIALIZED (SELECT m.id, m.thread_id, m.native_id, m.blocks FROM messages m "
-        f"WHERE {scope} AND ({' OR '.join(['CAST(m.blocks AS TEXT) LIKE ?'] * len(names))})) "
+        f"WHERE {scope} AND {naming}) "
         "SELECT tc.thread_id, tc.call_id, tc.name, c.blocks, r.blocks, r.native_id, "
         "r.timestamp, r.seq FROM tool_calls tc "
         "JOIN c ON c.thread_id = tc.thread_id AND c.native_id = tc.call_message_id "
@@ -380,7 +405,6 @@ def reads_in_threads(
         "AND (tc.is_error IS NULL OR tc.is_error = ?) ORDER BY tc.thread_id, r.seq",
         (
             *params,
-            *(f"%{n}%" for n in names),
             *threads,
             since_message,
             since_message,
@@ -457,9 +481,15 @@ def _local(when: datetime, sqlite: bool) -> datetime:
     return when.replace(tzinfo=None) if sqlite else when
 
 
-def collect(conn: Connection, thread_ids: Iterable[int], since_message: int = 0) -> None:
+def collect(
+    conn: Connection,
+    thread_ids: Iterable[int],
+    since_message: int = 0,
+    named: Collection[str] | None = None,
+) -> None:
     """Find and keep the guidance of `thread_ids`: the agent's reads in messages stored after
-    row `since_message`, and the files on disk where the thread's directory exists."""
+    row `since_message` (`named`: see `reads_in_threads`), and the files on disk where the
+    thread's directory exists."""
     db = DriverSql(conn)
     ids = sorted(set(thread_ids))
     on_disk: dict[tuple[str, str, datetime | None], list[GuidanceText]] = {}
@@ -473,7 +503,8 @@ def collect(conn: Connection, thread_ids: Iterable[int], since_message: int = 0)
                 chunk,
             )
         ]
-        reads = reads_in_threads(conn, {tid: cwd for tid, _, cwd, _, _ in threads}, since_message)
+        cwds = {tid: cwd for tid, _, cwd, _, _ in threads}
+        reads = reads_in_threads(conn, cwds, since_message, named)
         for tid, agent, cwd, meta, started in threads:
             texts = reads.get(tid, [])
             if cwd:

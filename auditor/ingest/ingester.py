@@ -237,6 +237,7 @@ class Ingester:
         # whose texts are read back from the store instead: indexed when the group commits.
         self._group_indexed: list[tuple[int, str]] = []
         self._group_indexed_ids: list[int] = []
+        self._group_named: list[str] = []
         self._group_unindexed: set[int] = set()
         self._thread_stmts: dict[tuple, str] = {}
         # Writes waiting for the next transaction, in order; what they hold; the results to
@@ -300,6 +301,7 @@ class Ingester:
                 self._group_threads = set()
                 self._group_indexed, self._group_unindexed = [], set()
                 self._group_indexed_ids = []
+                self._group_named = []
                 self._group_since = DriverSql(conn).scalar("SELECT max(id) FROM messages") or 0
                 for write in writes:
                     write(conn)
@@ -778,6 +780,7 @@ class Ingester:
             # Its messages are found by `auditor search` once the group commits.
             self._group_indexed += batch.indexed
             self._group_indexed_ids += batch.indexed_ids
+            self._group_named += batch.named
             self._group_unindexed |= batch.unindexed
         except Exception as exc:  # noqa: BLE001 - the store refused the file (disk full, locked...): undo it alone
             if connection_lost(exc):
@@ -900,7 +903,10 @@ class Ingester:
                 (True, *chunk, *chunk),
             )
         # After the refresh: a thread's start (`started_at`) dates the rules it was given.
-        guidance.collect(conn, ids, self._group_since)
+        # On SQLite the group holds the write lock: every message stored after
+        # `_group_since` is one of its own, and those naming a file are known.
+        named = self._group_named if conn.dialect.name == "sqlite" else None
+        guidance.collect(conn, ids, self._group_since, named)
 
 
 def _why(exc: BaseException) -> str:
