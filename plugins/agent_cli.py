@@ -24,7 +24,6 @@ loaded, so an auditor hook installed in that CLI does not fire inside the observ
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -36,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from auditor.api import (
     TOOL_NAME,
@@ -48,6 +47,9 @@ from auditor.api import (
     ObserverUsage,
     validate,
 )
+
+if TYPE_CHECKING:
+    import asyncio  # imported where a process runs: every command loads this plugin
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of a CLI past its timeout
 STATUS_TIMEOUT = 20.0  # seconds a login-status command may take
@@ -129,6 +131,8 @@ async def run_process(
     argv: list[str], stdin: str, env: dict[str, str], cwd: Path, timeout: float, what: str
 ) -> Finished:
     """Run `argv` with `stdin`, killing its process group past `timeout` (TimeoutError)."""
+    import asyncio
+
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         *argv,
@@ -157,6 +161,8 @@ async def run_process(
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    import asyncio
+
     for sig, wait in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, 5.0)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)

@@ -23,7 +23,6 @@ raises a TimeoutError saying how long it ran and waited, and stops at its next t
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import threading
@@ -339,6 +338,8 @@ class EmbeddedObserver:
 
     async def observe(self, request: ObserveRequest, options: dict[str, Any]) -> ObserveResult:
         """Make one forced `course_correct` call in a worker thread and return the raw result."""
+        import asyncio  # here: every command loads this plugin, few run a model
+
         from .local import parse_completion
 
         started = time.perf_counter()
@@ -380,6 +381,8 @@ async def _in_daemon_thread(fn, *args):
     thread is abandoned instead, and the process ends at once; the thread keeps the model's
     lock until it stops, so a later call in the same process waits for it.
     """
+    import asyncio
+
     loop = asyncio.get_running_loop()
     future: asyncio.Future = loop.create_future()
 

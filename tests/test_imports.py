@@ -95,6 +95,17 @@ def test_importing_auditor_or_its_api_stays_light():
     assert out.stdout.split() == ["True", "True", "True"]
 
 
+def test_loading_every_plugin_imports_no_asyncio():
+    """Every command loads every plugin; asyncio (a tenth of a cold ingest's start) is
+    imported by the commands that run observers, not by loading the CLIs that serve them."""
+    code = (
+        "import sys; from auditor.plugins import get_plugin_manager; get_plugin_manager(); "
+        "print('asyncio' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]
+
+
 # -- no import cycle -------------------------------------------------------------------------
 
 PACKAGES = {"auditor": ROOT / "auditor", "auditor_plugins": ROOT / "plugins"}
