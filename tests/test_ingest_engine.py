@@ -134,6 +134,60 @@ def test_appended_records_are_read_from_where_the_last_ingest_stopped(engine, to
     assert counts(engine) == (1, 3, 30)
 
 
+class ToolFormat(ToyFormat):
+    """Toy lines with a tool call ({"use": id}) or its result ({"result": id, "error": b})."""
+
+    name = "toy-tools"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        return path.suffix == ".tools"
+
+    def parse(self, path, cursor):
+        for item in read_jsonl(path, cursor):
+            if not isinstance(item, tuple):
+                yield item
+                continue
+            line, obj = item
+            if "use" in obj:
+                block = Block("tool_use", tool_name="Bash", tool_use_id=obj["use"], tool_input={})
+            else:
+                block = Block(
+                    "tool_result", text="out", tool_use_id=obj["result"], is_error=obj["error"]
+                )
+            yield Message("t1", obj["id"], "assistant", seq=line, line=line, blocks=[block])
+
+
+class ToolPlugin:
+    @hookimpl
+    def register_formats(self, register):
+        register(ToolFormat())
+
+
+def test_a_call_and_its_result_meet_in_one_row_whichever_ingest_brings_them(engine, tmp_path):
+    plugins = get_plugin_manager(extra=[ToolPlugin()])
+    f = tmp_path / "a.tools"
+    records = [
+        {"id": "m1", "use": "c1"},
+        {"id": "m2", "use": "c2"},
+        {"id": "m3", "result": "c2", "error": False},  # answered in the same ingest
+    ]
+    f.write_text("".join(json.dumps(r) + "\n" for r in records))
+    ingest(engine, plugins, [f])
+    later = [
+        {"id": "m4", "result": "c1", "error": True},  # answered in a later one
+        {"id": "m5", "use": "c2"},  # the call sent again, with no result: c2 keeps its own
+    ]
+    with open(f, "a") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in later))
+    ingest(engine, plugins, [f])
+    t = s.ToolCall
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(t.call_id, t.call_message_id, t.result_message_id, t.is_error).order_by(t.id)
+        ).all()
+    assert [tuple(r) for r in rows] == [("c1", "m1", "m4", True), ("c2", "m5", "m3", False)]
+
+
 def test_a_file_rewritten_in_place_is_reingested_without_duplicates(engine, toy, tmp_path):
     f = tmp_path / "a.jsonl"
     f.write_text(lines("m1", "m2", "m3"))

@@ -116,6 +116,36 @@ _RESULTS_SQL = _sql(
     ("result_message_id", "is_error"),
 )
 _USAGE_SQL = _sql(_USAGE_COLS, "token_usage", "thread_id, key", _USAGE_COLS[3:])
+# A call with its result from the same batch, in one row: what `_CALLS_SQL` then `_RESULTS_SQL`
+# would leave, without the second statement finding the row again. A call without one (its
+# result columns NULL) keeps the result the store has.
+_ANSWERED_CALLS_SQL = (
+    "INSERT INTO tool_calls (thread_id, call_id, source_file_id, name, call_message_id, "
+    "is_file_edit, edited_paths, result_message_id, is_error) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, call_id) DO UPDATE SET "
+    "source_file_id = excluded.source_file_id, name = excluded.name, "
+    "call_message_id = excluded.call_message_id, is_file_edit = excluded.is_file_edit, "
+    "edited_paths = excluded.edited_paths, "
+    "result_message_id = CASE WHEN excluded.result_message_id IS NULL "
+    "THEN tool_calls.result_message_id ELSE excluded.result_message_id END, "
+    "is_error = CASE WHEN excluded.result_message_id IS NULL "
+    "THEN tool_calls.is_error ELSE excluded.is_error END"
+)
+
+
+def _answered(calls: list[tuple], results: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+    """The calls with their results' columns (the last result of each), and the results whose
+    call is not among `calls`: written in that order, the ids and values are those of the
+    calls written first and the results after them."""
+    last = {(r[0], r[1]): r for r in results}
+    # A result without a message id would read as no result: its call is written as before.
+    joined = {(c[0], c[1]) for c in calls} & last.keys()
+    joined -= {(r[0], r[1]) for r in results if r[3] is None}
+    answered = []
+    for c in calls:
+        r = last[(c[0], c[1])] if (c[0], c[1]) in joined else None
+        answered.append((*c, r[3], r[4]) if r is not None else (*c, None, None))
+    return answered, [r for r in results if (r[0], r[1]) not in joined]
 
 
 def _dumps(value) -> str | None:
@@ -265,9 +295,14 @@ class RowBatch:
                     self.indexed += [(tid, native) for _, tid, native in texts]
             elif count:
                 self.unindexed.add(thread_id)
+        calls, results = self.calls, self.results
+        calls_sql = _CALLS_SQL
+        if calls and results:
+            calls, results = _answered(calls, results)
+            calls_sql = _ANSWERED_CALLS_SQL
         for sql, rows in (
-            (_CALLS_SQL, self.calls),
-            (_RESULTS_SQL, self.results),
+            (calls_sql, calls),
+            (_RESULTS_SQL, results),
             (_USAGE_SQL, self.usage),
         ):
             if rows:
