@@ -17,20 +17,55 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 
-def refresh_threads(conn: Connection, ids: list[int]) -> None:
-    """Recompute the cached per-thread aggregates of `ids`."""
+def refresh_threads(conn: Connection, ids: list[int], since: int | None = None) -> None:
+    """Recompute the cached per-thread aggregates of `ids`.
+
+    With `since`, the threads only gained message rows after the row `since` (nothing of theirs
+    was deleted or changed): their message count and span are brought up to date from those rows
+    alone, as a recount would give them, so a live ingest of a few new lines costs the same late
+    in a long session as early on. Tool calls and models are recounted either way (a call's row
+    is updated when its result came first; a usage row's model when its key is seen again)."""
     db, listed = DriverSql(conn), marks(len(ids))
-    db.execute(
-        "UPDATE threads SET "
-        "message_count = (SELECT count(*) FROM messages m WHERE m.thread_id = threads.id), "
-        "started_at = (SELECT min(m.timestamp) FROM messages m WHERE m.thread_id = threads.id), "
-        "ended_at = (SELECT max(m.timestamp) FROM messages m WHERE m.thread_id = threads.id), "
+    calls = (
         "tool_call_count = (SELECT count(*) FROM tool_calls t WHERE t.thread_id = threads.id), "
         "file_edit_count = (SELECT count(*) FROM tool_calls t "
         "WHERE t.thread_id = threads.id AND t.is_file_edit = ?) "
-        f"WHERE id IN ({listed})",
-        (True, *ids),
     )
+    if since is None:
+        db.execute(
+            "UPDATE threads SET "
+            "message_count = (SELECT count(*) FROM messages m WHERE m.thread_id = threads.id), "
+            "started_at = (SELECT min(m.timestamp) FROM messages m WHERE m.thread_id = threads.id), "
+            "ended_at = (SELECT max(m.timestamp) FROM messages m WHERE m.thread_id = threads.id), "
+            f"{calls}WHERE id IN ({listed})",
+            (True, *ids),
+        )
+    else:
+        db.execute(f"UPDATE threads SET {calls}WHERE id IN ({listed})", (True, *ids))
+        # One pass over the new rows (the highest ids), whatever the threads' length: grouped
+        # by `thread_id + 0`, which SQLite's index on the thread cannot serve (it would walk
+        # the whole index rather than sort the few new rows).
+        wanted = set(ids)
+        added = [
+            (count, first, first, last, last, tid)
+            for tid, count, first, last in db.all(
+                "SELECT thread_id + 0, count(*), min(timestamp), max(timestamp) FROM messages "
+                "WHERE id > ? GROUP BY thread_id + 0",
+                (since,),
+            )
+            if tid in wanted
+        ]
+        # A NULL compares as nothing: a thread with no timestamp yet takes the new rows' one,
+        # new rows without any leave it as it was.
+        if added:
+            db.many(
+                "UPDATE threads SET message_count = message_count + ?, "
+                "started_at = CASE WHEN started_at IS NULL OR started_at > ? THEN ? "
+                "ELSE started_at END, "
+                "ended_at = CASE WHEN ended_at IS NULL OR ended_at < ? THEN ? ELSE ended_at END "
+                "WHERE id = ?",
+                added,
+            )
     rows = db.all(
         "SELECT thread_id, model FROM token_usage "
         f"WHERE thread_id IN ({listed}) AND model IS NOT NULL AND model != '<synthetic>' "

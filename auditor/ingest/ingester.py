@@ -232,6 +232,9 @@ class Ingester:
         # never leaves committed rows with stale counts.
         self._group_threads: set[int] = set()
         self._group_since = 0
+        # Whether the group deleted rows (a rewritten file): the ids of the rows it then writes
+        # may be below `_group_since` on SQLite, and its threads are recounted whole.
+        self._group_deleted = False
         self._file_threads: set[int] = set()  # the threads the file being read feeds
         # The group's messages whose searchable text was written with them, and the threads
         # whose texts are read back from the store instead: indexed when the group commits.
@@ -302,6 +305,7 @@ class Ingester:
                 self._group_indexed, self._group_unindexed = [], set()
                 self._group_indexed_ids = []
                 self._group_named = []
+                self._group_deleted = False
                 self._group_since = DriverSql(conn).scalar("SELECT max(id) FROM messages") or 0
                 for write in writes:
                     write(conn)
@@ -735,6 +739,7 @@ class Ingester:
                     # Everything this file contributed is read again; drop it so nothing stale
                     # stays.
                     db, fed = DriverSql(conn), (r.file_id,)
+                    self._group_deleted = True
                     found = db.all("SELECT id FROM threads WHERE source_file_id = ?", fed)
                     r.before.update(tid for (tid,) in found)
                     for table in ("messages", "tool_calls", "token_usage"):
@@ -893,7 +898,8 @@ class Ingester:
             search.index_new(conn, sorted(self._group_unindexed & self._group_threads))
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
-            refresh_threads(conn, chunk)
+            # Rows only added since `_group_since`: the aggregates take what they add.
+            refresh_threads(conn, chunk, None if self._group_deleted else self._group_since)
             # Their cost rollups are stale, and so are their subagents' (whose calls are
             # told apart from the parent's by comparing with it).
             listed = marks(len(chunk))
