@@ -10,6 +10,7 @@ package, so that what they need is public and the rest of `auditor` can change.
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,25 @@ def test_loading_every_plugin_imports_no_asyncio():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False"]
+
+
+def test_an_ingest_that_shows_no_progress_loads_no_terminal_library(tmp_path):
+    """`auditor ingest --json` (and --quiet), as scripts and hooks run it, pays for no rich."""
+    code = (
+        "import sys; from auditor.cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('rich' in sys.modules, file=sys.stderr)"
+    )
+    env = {**os.environ, "AUDITOR_DB": str(tmp_path / "store.db")}
+    for flag in ("--json", "--quiet"):
+        out = subprocess.run(
+            [sys.executable, "-c", code, "ingest", flag, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        assert out.stderr.split()[-1] == "False", out.stderr
 
 
 # -- no import cycle -------------------------------------------------------------------------

@@ -90,13 +90,17 @@ def ingest(
     table. Exit status: 0 when every file was read, 1 when any file had a problem.
     """
     from ..ingest.ingester import ingest as run_ingest
-    from .render import ingest_progress
 
     engine, plugins = ctx.writer, ctx.plugins
-    with ingest_progress(enabled=not (as_json or quiet)) as progress:
-        summary = run_ingest(
-            engine, plugins, paths, format_name, progress, source, include_forgotten
-        )
+    if as_json or quiet:  # no progress shown: the terminal library is not loaded either
+        summary = run_ingest(engine, plugins, paths, format_name, None, source, include_forgotten)
+    else:
+        from .render import ingest_progress
+
+        with ingest_progress() as progress:
+            summary = run_ingest(
+                engine, plugins, paths, format_name, progress, source, include_forgotten
+            )
     if as_json:
         echo_json(summary.as_dict())
     else:

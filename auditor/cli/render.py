@@ -58,12 +58,9 @@ class _Lines:
 
 
 @contextlib.contextmanager
-def ingest_progress(enabled: bool = True) -> Iterator:
+def ingest_progress() -> Iterator:
     """Yield a per-file progress callback: a bar where stderr is a terminal, else a line every
     `PROGRESS_EVERY` seconds."""
-    if not enabled:
-        yield None
-        return
     if not err_console.is_terminal:
         lines = _Lines(_progress_every(None))
         seen = {"files": 0, "messages": 0}
