@@ -212,13 +212,20 @@ class RowBatch:
         # hand: the guidance search then reads these, not every message's text again.
         self.named: list[str] = []
         self.sqlite = dialect == "sqlite"
+        # The last time written, as stored: a model's bill and its message share one datetime.
+        self._last_time: tuple[datetime | None, object] = (None, None)
 
     @property
     def size(self) -> int:
         return len(self.messages) + len(self.usage)
 
     def _time(self, value: datetime | None):
-        return stored_time(value, self.sqlite)
+        last, stored = self._last_time
+        if value is last and value is not None:  # the same (immutable) object: the same text
+            return stored
+        stored = stored_time(value, self.sqlite)
+        self._last_time = (value, stored)
+        return stored
 
     def add_message(self, thread_id: int, file_id: int, msg: Message) -> None:
         """Queue the message and its tool calls; nothing is queued if it cannot be stored."""
