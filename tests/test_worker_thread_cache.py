@@ -54,6 +54,28 @@ def test_worker_reloads_a_thread_whose_transcript_was_rewritten(corpus, tmp_path
     assert [m.id for m in after] != [m.id for m in before]
 
 
+def test_worker_reloads_a_thread_another_ingest_rewrote(corpus, tmp_path, engine, plugins):
+    # Another process (the Stop hook's own audit, `auditor ingest`) read the rewritten file:
+    # the worker learns it only from the stored rows, not from its own ingest's result.
+    from auditor.ingest.ingester import ingest
+
+    src = corpus / CC_SESSION
+    path = copy_lines(src, tmp_path / "s.jsonl", 20)
+    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
+    worker._ingest(str(path))
+    tid = thread_id(engine)
+    before = worker._messages(tid)
+    copy_lines(src, path, 8)
+    append_lines(path, src, 14, 30)
+    assert ingest(engine, plugins, [path]).rewritten == 1
+    after = worker._messages(tid)
+    assert after == load_messages(engine, tid)
+    assert [m.native_id for m in after] != [m.native_id for m in before]
+    append_lines(path, src, 30, 40)
+    worker._ingest(str(path))
+    assert worker._messages(tid) == load_messages(engine, tid)
+
+
 def test_a_stop_and_the_next_prompt_read_together_leave_the_worker_free(tmp_path, engine, plugins):
     # On a loaded machine the worker can read a Stop and the user's next prompt in one look at
     # the events: the stop's audit is cancelled before its task ever ran. The worker must not

@@ -32,7 +32,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import fast_path as live
 
@@ -111,8 +111,9 @@ class Worker:
         self.expired = False  # past its lifetime: it takes no new event (see `handle`)
         self.env_mark = live.env_mark()
         # Each thread's stored messages as last loaded: an event loads only the rows stored
-        # since (see `_messages`), so that its cost does not grow with the session.
-        self._loaded: dict[int, list] = {}
+        # since (see `_messages`), so that its cost does not grow with the session; with the
+        # message of the largest row id among them.
+        self._loaded: dict[int, tuple[list, Any]] = {}
 
     # What the agent's format declares (`LiveHooks`), looked up at first use: the formats are
     # loaded while the observer's SDK is (`warm_up`), not before.
@@ -487,27 +488,33 @@ class Worker:
         """The thread's stored messages, in order: those loaded before and the rows stored
         since. Everything is loaded again when the earlier rows changed (a rewritten file is
         read again under new row ids) or a new row sorts before the last one kept."""
-        from sqlalchemy import func, select
-
-        from ..store import schema as s
+        from ..store.sql_text import DriverSql
         from ..store.threads import load_messages
 
-        kept = self._loaded.get(thread_id)
-        if kept:
-            m = s.Message
-            last_id = max(x.id for x in kept)
+        if thread_id in self._loaded:
+            kept, last = self._loaded[thread_id]
+            # The earlier rows are all still there when the thread's count (kept up to date
+            # with its rows) is what was loaded plus the rows stored since, and the last row
+            # loaded is still the same message (SQLite gives a deleted row's id to the next
+            # one stored: a file rewritten elsewhere can come back under the same ids). One
+            # statement reads all three; the new rows are found from the largest ids down,
+            # not through the thread.
             with self.engine.connect() as conn:
-                still = conn.execute(
-                    select(func.count()).where(m.thread_id == thread_id, m.id <= last_id)
-                ).scalar_one()
-            if still == len(kept):
-                new = load_messages(self.engine, thread_id, after_id=last_id)
+                count, since, native = DriverSql(conn).all(
+                    "SELECT (SELECT message_count FROM threads WHERE id = ?), "
+                    "(SELECT count(*) FROM messages WHERE id > ? AND thread_id + 0 = ?), "
+                    "(SELECT native_id FROM messages WHERE id = ? AND thread_id = ?)",
+                    (thread_id, last.id, thread_id, last.id, thread_id),
+                )[0]
+            if count == len(kept) + since and native == last.native_id:
+                new = load_messages(self.engine, thread_id, after_id=last.id)
                 if not new or new[0].seq >= kept[-1].seq:  # (seq, id) order: they come after
                     kept = kept + new
-                    self._loaded[thread_id] = kept
+                    self._loaded[thread_id] = (kept, max([last, *new], key=_row_id))
                     return kept
         kept = load_messages(self.engine, thread_id)
-        self._loaded[thread_id] = kept
+        if kept:
+            self._loaded[thread_id] = (kept, max(kept, key=_row_id))
         return kept
 
     def _ingest(self, path) -> None:
@@ -602,6 +609,10 @@ class Worker:
             if not busy and (self.ending or time.monotonic() - self.last_event > self.options.idle):
                 return
             await asyncio.sleep(POLL)
+
+
+def _row_id(m) -> int:
+    return m.id
 
 
 def _stop_waiting(t: _Thread) -> bool:

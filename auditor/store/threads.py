@@ -335,9 +335,12 @@ def load_messages(
 
     m = s.Message
     q = select(m.id, m.native_id, m.role, m.source_type, m.timestamp, m.model, m.seq, m.blocks)
-    q = q.where(m.thread_id == thread_id)
-    if after_id is not None:
-        q = q.where(m.id > after_id)
+    if after_id is None:
+        q = q.where(m.thread_id == thread_id)
+    else:
+        # The rows after `after_id` are the few with the largest ids (a live worker's new
+        # rows): found from those ids, not by walking the thread's index (`+ 0`).
+        q = q.where(m.id > after_id, m.thread_id + 0 == thread_id)
     with engine.connect() as conn:
         rows = conn.execute(q.order_by(m.seq, m.id)).all()
     return [
