@@ -177,7 +177,11 @@ def checkpoint_at(
 
     Only the turn holding the message is looked at (a live hook event names a message of the
     latest turn of a long session): a checkpoint's counts are those of its turn."""
-    i = next((i for i, m in enumerate(messages) if m.native_id == native_id), None)
+    # Looked for from the end (a stored thread's native ids are unique): a live event names
+    # one of the last messages.
+    i = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].native_id == native_id), None
+    )
     if i is None:
         raise KeyError(native_id)
     m = messages[i]
