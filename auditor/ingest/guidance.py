@@ -560,7 +560,14 @@ def for_checkpoint(conn: Connection, thread: Any, messages: list) -> StoredThrea
     at = _aware(
         next((m.timestamp for m in reversed(messages) if getattr(m, "timestamp", None)), None)
     )
-    position = {m.native_id: i for i, m in enumerate(messages)}
+    # Where in the thread each read was made: only the reading messages are looked for (most
+    # checkpoints of a long thread have none to place).
+    read_by = {r.message_native_id or "" for r in rows if r.origin == READ}
+    position = (
+        {m.native_id: i for i, m in enumerate(messages) if m.native_id in read_by}
+        if read_by
+        else {}
+    )
     disk: dict[str, GuidanceText] = {}
     reads: dict[str, tuple[int, GuidanceText]] = {}
     for r in rows:
