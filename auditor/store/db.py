@@ -16,8 +16,6 @@ import orjson
 
 from ..errors import DatabaseError, StoreLost
 from .sql_text import (
-    PAGE_SIZE,
-    TEMP_STORE,
     SqliteStore,
     SqliteWriter,
     lock_wait,
@@ -114,10 +112,18 @@ def _wait_ms(wait_until: float | None) -> int:
     return max(0, min(most, int((wait_until - time.monotonic()) * 1000)))
 
 
+# Ingest writes each file inside a savepoint, and SQLite keeps the pages a savepoint changes
+# (to undo it) in a statement journal, a temporary file once it passes 64 KiB: a cold ingest of
+# the 5x Claude Code replica wrote 160 MB to it in 41,000 writes, more than the store's own
+# WAL. In memory (one file's pages at a time, freed at its release) that cost a tenth of the
+# ingest's CPU less (2.24 -> 1.96 s), the same peak memory. What is committed is as safe: the
+# journal only ever undoes a savepoint of a transaction still open.
+TEMP_STORE = "MEMORY"
+
+
 def _on_sqlite_connect(dbapi_conn, _record, wait_until: float | None = None) -> None:
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout={_wait_ms(wait_until)}")  # first: the next ones may wait
-    cur.execute(f"PRAGMA page_size={PAGE_SIZE}")  # before WAL: only a new file takes it
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA synchronous=NORMAL")

@@ -30,18 +30,6 @@ from ..errors import DatabaseError
 Params = Mapping[str, Any] | list[Mapping[str, Any]] | None
 LOCK_WAIT_VAR = "AUDITOR_LOCK_WAIT"
 DEFAULT_LOCK_WAIT = 30.0
-# The page size of a new SQLite store (an existing one keeps the size it was made with: in WAL
-# mode not even VACUUM changes it). A cold ingest writes each page to the WAL, then again to
-# the store; at 16 KiB, in a quarter as many writes, the 5x replica of the Claude Code corpus
-# took 0.05-0.08 s less CPU (of 2.0 s), peak memory 4 MB lower, the same rows.
-PAGE_SIZE = 16384
-# Ingest writes each file inside a savepoint, and SQLite keeps the pages a savepoint changes
-# (to undo it) in a statement journal, a temporary file once it passes 64 KiB: a cold ingest of
-# the 5x replica wrote 160 MB to it in 41,000 writes, more than the store's own WAL. In memory
-# (one file's pages at a time, dropped at its release) that cost a tenth of the ingest's CPU
-# less (2.24 -> 1.96 s), the same peak memory. What is committed is as safe: the journal only
-# ever undoes a savepoint of a transaction still open.
-TEMP_STORE = "MEMORY"
 
 
 def lock_wait() -> float:
@@ -211,12 +199,11 @@ class SqliteConnection:
         self.driver_connection = sqlite3.connect(path, timeout=wait)
         for pragma in (
             f"busy_timeout={int(wait * 1000)}",  # first: the next ones may wait
-            f"page_size={PAGE_SIZE}",  # before WAL: a new file takes it, an old one keeps its own
             "journal_mode=WAL",
             "foreign_keys=ON",
             "synchronous=NORMAL",
             "cache_size=-65536",  # 64 MiB: index inserts stay in memory on big stores
-            f"temp_store={TEMP_STORE}",
+            "temp_store=MEMORY",  # savepoints' undo pages: see `TEMP_STORE` in db.py
         ):
             self.driver_connection.execute(f"PRAGMA {pragma}")
         self._savepoints = 0
