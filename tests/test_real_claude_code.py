@@ -294,6 +294,11 @@ class Claude:
     def session(self) -> str:
         return next(e["session_id"] for e in self.out if e.get("session_id"))
 
+    def worker_log(self) -> str:
+        """The session's worker log, or a line saying there is none."""
+        path = self.sdir / "worker.log"
+        return path.read_text() if path.exists() else "(no worker.log)"
+
     @property
     def sdir(self) -> Path:
         return Path(session_dir(state_root(), "claude-code", self.session))
@@ -445,7 +450,8 @@ def test_the_real_claude_code_runs_every_hook_and_is_handed_each_correction_once
         # One audit per checkpoint shown (none after the re-wake, which would show B's end
         # again); the tool rounds of B and C are audited unless their turn had ended first.
         marks = [shown(b) for b in observer.log]
-        assert len(marks) == len(set(marks)), marks
+        checkpoints = [r.checkpoint_id for r in verdicts]
+        assert len(marks) == len(set(marks)), (marks, checkpoints, claude.worker_log())
         assert [m for m in marks if "ROUND" not in (m or "")] == [
             "MARK-A-FAIL",
             "MARK-B-END",
