@@ -19,9 +19,10 @@ SESSION = "claude-code/marot-spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
 SUBAGENT = "claude-code/marot-spotter/subagent.jsonl"
 
 
-def aggregates(engine) -> dict:
+def columns() -> tuple:
+    """A thread's native id and the aggregates ingest keeps for it."""
     t = s.Thread.__table__
-    cols = (
+    return (
         t.c.native_id,
         t.c.message_count,
         t.c.tool_call_count,
@@ -30,8 +31,11 @@ def aggregates(engine) -> dict:
         t.c.ended_at,
         t.c.models,
     )
+
+
+def aggregates(engine) -> dict:
     with engine.connect() as conn:
-        return {row[0]: tuple(row[1:]) for row in conn.execute(select(*cols))}
+        return {row[0]: tuple(row[1:]) for row in conn.execute(select(*columns()))}
 
 
 def recounted(engine) -> dict:
@@ -40,18 +44,7 @@ def recounted(engine) -> dict:
         ids = [i for (i,) in conn.execute(select(s.Thread.id))]
         if ids:
             refresh_threads(conn, ids)
-        t = s.Thread.__table__
-        rows = conn.execute(
-            select(
-                t.c.native_id,
-                t.c.message_count,
-                t.c.tool_call_count,
-                t.c.file_edit_count,
-                t.c.started_at,
-                t.c.ended_at,
-                t.c.models,
-            )
-        )
+        rows = conn.execute(select(*columns()))
         found = {row[0]: tuple(row[1:]) for row in rows}
         conn.rollback()
     return found

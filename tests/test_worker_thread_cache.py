@@ -22,12 +22,18 @@ def thread_id(engine) -> int:
         return conn.execute(select(s.Thread.id).where(s.Thread.agent == "claude-code")).scalar_one()
 
 
-def test_worker_loads_a_growing_thread_the_same_as_a_whole_load(corpus, tmp_path, engine, plugins):
+def worker_on(corpus, tmp_path, engine, plugins, lines: int):
+    """A worker that has read the first `lines` lines of the session's transcript: the
+    transcript's source, its copy, the worker and the thread's id."""
     src = corpus / CC_SESSION
-    path = copy_lines(src, tmp_path / "s.jsonl", 10)
+    path = copy_lines(src, tmp_path / "s.jsonl", lines)
     worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
     worker._ingest(str(path))
-    tid = thread_id(engine)
+    return src, path, worker, thread_id(engine)
+
+
+def test_worker_loads_a_growing_thread_the_same_as_a_whole_load(corpus, tmp_path, engine, plugins):
+    src, path, worker, tid = worker_on(corpus, tmp_path, engine, plugins, 10)
     first = worker._messages(tid)
     assert first == load_messages(engine, tid) and first
     for start, stop in ((10, 20), (20, 29)):
@@ -40,11 +46,7 @@ def test_worker_loads_a_growing_thread_the_same_as_a_whole_load(corpus, tmp_path
 
 
 def test_worker_reloads_a_thread_whose_transcript_was_rewritten(corpus, tmp_path, engine, plugins):
-    src = corpus / CC_SESSION
-    path = copy_lines(src, tmp_path / "s.jsonl", 20)
-    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
-    worker._ingest(str(path))
-    tid = thread_id(engine)
+    src, path, worker, tid = worker_on(corpus, tmp_path, engine, plugins, 20)
     before = worker._messages(tid)
     copy_lines(src, path, 12)  # the file rewritten shorter: read again from its start
     append_lines(path, src, 14, 25)
@@ -59,11 +61,7 @@ def test_worker_reloads_a_thread_another_ingest_rewrote(corpus, tmp_path, engine
     # the worker learns it only from the stored rows, not from its own ingest's result.
     from auditor.ingest.ingester import ingest
 
-    src = corpus / CC_SESSION
-    path = copy_lines(src, tmp_path / "s.jsonl", 20)
-    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
-    worker._ingest(str(path))
-    tid = thread_id(engine)
+    src, path, worker, tid = worker_on(corpus, tmp_path, engine, plugins, 20)
     before = worker._messages(tid)
     copy_lines(src, path, 8)
     append_lines(path, src, 14, 30)
