@@ -200,6 +200,31 @@ def test_a_file_rewritten_in_place_is_reingested_without_duplicates(engine, toy,
     assert ids == ["m1", "m2x"]
 
 
+def test_a_rewritten_file_read_in_parts_keeps_every_threads_count(
+    engine, toy, tmp_path, monkeypatch
+):
+    # One file feeding two threads, the second one's lines last. Read again in parts of a few
+    # records, each written in its own transaction: the first part deletes what the file gave
+    # (both threads' rows) but brings only t1's back; t2's come in later parts.
+    f = tmp_path / "a.jsonl"
+    f.write_text(lines("m1", "m2", "m3") + lines("s1", "s2", "s3", thread="t2"))
+    ingest(engine, toy, [f])
+    f.write_text(lines("m1x", "m2", "m3") + lines("s1", "s2", "s3", thread="t2"))
+    monkeypatch.setattr("auditor.ingest.ingester.PENDING_RECORDS", 4)
+    summary = ingest(engine, toy, [f])
+    assert summary.rewritten == 1
+    with engine.connect() as conn:
+        stored = dict(conn.execute(select(s.Thread.native_id, s.Thread.message_count)).all())
+        rows = dict(
+            conn.execute(
+                select(s.Thread.native_id, func.count(s.Message.id))
+                .join(s.Message, s.Message.thread_id == s.Thread.id)
+                .group_by(s.Thread.native_id)
+            ).all()
+        )
+    assert stored == rows == {"t1": 3, "t2": 3}
+
+
 def test_a_malformed_line_is_reported_and_the_rest_is_kept(engine, toy, tmp_path):
     f = tmp_path / "a.jsonl"
     f.write_text(lines("m1") + "{not json\n" + lines("m2"))

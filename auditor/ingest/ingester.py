@@ -749,6 +749,10 @@ class Ingester:
                         )
                         r.before.update(tid for (tid,) in found)
                         db.execute(f"DELETE FROM {table} WHERE source_file_id = ?", fed)
+                    # Recounted whole in this group: a later group of a file read in parts
+                    # only adds what it writes to their counts, which must not still hold the
+                    # rows deleted here.
+                    self._group_threads |= r.before
             file_id = r.file_id
             assert file_id is not None  # set by the first part
             self._file_threads = r.threads
