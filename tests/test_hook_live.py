@@ -5,6 +5,7 @@ for it: a hook that did could not return until the answer is let go."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -29,7 +30,14 @@ from helpers.live import (
 from helpers.wire import Reply, Stub, anthropic_response
 
 from auditor.live.delivery import CORRECTION_MARKER
-from auditor.live.fast_path import DELIVER, note, session_dir, state_root, worker_alive
+from auditor.live.fast_path import (
+    DELIVER,
+    env_mark,
+    note,
+    session_dir,
+    state_root,
+    worker_alive,
+)
 from auditor.store import schema as s
 from auditor.store.db import open_db
 
@@ -354,6 +362,14 @@ def test_a_changed_key_reaches_the_audits_of_a_running_session(cc, tmp_path):
     assert no_key_in_spool(cc.sdir)
 
 
+def test_the_environment_digest_is_sha256_whichever_module_computes_it():
+    """The hooks take SHA-256 from Python's own module, not hashlib's OpenSSL; the digest a
+    worker compares must be the one hashlib gives."""
+    env = {"ANTHROPIC_API_KEY": "sk-ant-TEST", "AUDITOR_DB": "/tmp/a.db", "HOME": "/home/u"}
+    items = "ANTHROPIC_API_KEY=sk-ant-TEST\0AUDITOR_DB=/tmp/a.db"
+    assert env_mark(env) == hashlib.sha256(items.encode()).hexdigest()[:16]
+
+
 def no_key_in_spool(sdir: Path) -> bool:
     """No key is written into the spool: the events carry a digest of the environment."""
     return not any(
@@ -460,6 +476,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_hook_event_with_nothing_due_imports_neither_click_nor_sqlalchemy(tmp_path):
+    """Nor `typing` (with the `re` it brings) or `hashlib` (which loads OpenSSL): each was a
+    fifth or more of what an event cost beyond a bare interpreter start."""
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import sys, io, json\n"
@@ -467,7 +485,8 @@ def test_a_hook_event_with_nothing_due_imports_neither_click_nor_sqlalchemy(tmp_
         "sys.stdin = io.StringIO(json.dumps({'session_id': 's', 'hook_event_name': 'UserPromptSubmit'}))\n"
         "import os\n"
         "os._exit = lambda code: (print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('click', 'sqlalchemy', 'pluggy', 'orjson'))), sys.exit(code))\n"
+        "('click', 'sqlalchemy', 'pluggy', 'orjson', 'typing', 'hashlib', '_hashlib'))), "
+        "sys.exit(code))\n"
         "from auditor.entry import main\n"
         "main()\n"
     )

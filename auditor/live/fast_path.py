@@ -117,13 +117,25 @@ def env_mark(environ=None) -> str:
     events file is no place for a key). A hook event whose digest differs from its worker's
     means the user changed a key or the store: that worker finishes and a new one, started
     by the event with the new environment, takes the session over."""
-    import hashlib
-
     env = os.environ if environ is None else environ
     items = sorted(
         f"{k}={v}" for k, v in env.items() if k.startswith(ENV_PREFIXES) and k not in ENV_OWN
     )
-    return hashlib.sha256("\0".join(items).encode()).hexdigest()[:16]
+    return _sha256("\0".join(items).encode()).hexdigest()[:16]
+
+
+def _sha256(data: bytes):
+    """SHA-256 from Python's own implementation where it has one: `hashlib` loads OpenSSL,
+    which is a fifth of what a hook event costs beyond a bare interpreter start; the digest
+    is the same (a test compares them)."""
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found]  # Python 3.12 on
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found]  # 3.11
+        except ImportError:  # a Python built without them
+            from hashlib import sha256
+    return sha256(data)
 
 
 def split_argv(
