@@ -311,6 +311,7 @@ PATH_KEYS = frozenset(
     ]
 )
 COMMAND_KEYS = frozenset(("command", "cmd", "script", "commands"))
+RUN_IN = frozenset(("workdir", "cwd"))  # the directory a command runs in
 
 
 def value_text(value: Any) -> str:
@@ -333,11 +334,14 @@ def _todos(value: Any) -> str | None:
     return "\n".join(f"{marks.get(t.get('status'), '[ ]')} {t.get('content')}" for t in value)
 
 
-def render_tool_input(tool_input: Any, level: Level, focus: tuple[str, ...] = ()) -> str:
+def render_tool_input(
+    tool_input: Any, level: Level, focus: tuple[str, ...] = (), cwd: str | None = None
+) -> str:
     """Render a tool call's input as `key: value` lines, abbreviated to `level`.
 
     A long value keeps the lines naming files of a patch first, then those around a `focus`
-    string (what the checkpoint is about), then its head and tail.
+    string (what the checkpoint is about), then its head and tail. A directory to run in that
+    is `cwd`, the session's own (which the prompt's header names), is left out.
     """
     if tool_input is None or tool_input == {}:
         return ""
@@ -345,7 +349,7 @@ def render_tool_input(tool_input: Any, level: Level, focus: tuple[str, ...] = ()
         return abbreviate(clean(value_text(tool_input)), level.command, _FILE_HEADER, focus)
     out: list[str] = []
     for key, value in tool_input.items():
-        if value is None or value == "" or value == []:
+        if value is None or value == "" or value == [] or (key in RUN_IN and value == cwd):
             continue
         if (
             key in COMMAND_KEYS
