@@ -124,18 +124,23 @@ def env_mark(environ=None) -> str:
     return _sha256("\0".join(items).encode()).hexdigest()[:16]
 
 
+_SHA256: list = []  # the function `_sha256` found
+
+
 def _sha256(data: bytes):
     """SHA-256 from Python's own implementation where it has one: `hashlib` loads OpenSSL,
     which is a fifth of what a hook event costs beyond a bare interpreter start; the digest
-    is the same (a test compares them)."""
-    try:
-        from _sha2 import sha256  # type: ignore[import-not-found]  # Python 3.12 on
-    except ImportError:
+    is the same (a test compares them). Looked up once: a failed import is not remembered."""
+    if not _SHA256:
         try:
-            from _sha256 import sha256  # type: ignore[import-not-found]  # 3.11
-        except ImportError:  # a Python built without them
-            from hashlib import sha256
-    return sha256(data)
+            from _sha2 import sha256  # type: ignore[import-not-found]  # Python 3.12 on
+        except ImportError:
+            try:
+                from _sha256 import sha256  # type: ignore[import-not-found]  # 3.11
+            except ImportError:  # a Python built without them
+                from hashlib import sha256
+        _SHA256.append(sha256)
+    return _SHA256[0](data)
 
 
 def split_argv(
@@ -517,7 +522,7 @@ def _handle(
         record["agent_event"] = native
     record["thread"] = thread
     record["t"] = time.time()
-    record["env"] = env_mark()
+    record["env"] = mark = env_mark()
     if event == PROMPT:
         given = data.get("prompt")
         prompt = given if isinstance(given, str) else ""
@@ -534,7 +539,7 @@ def _handle(
         did = f"{PROMPT}: {n} correction(s) taken back" if n else f"{PROMPT}: recorded"
         # The worker starts with the turn, so that it is ready when the turn's first round or
         # its end is audited (Codex's Stop handler waits for that audit).
-        return "", did + _ensure_worker(sdir, head, agent, rest), {}
+        return "", did + _ensure_worker(sdir, head, agent, rest, mark), {}
     if event == SESSION_END:
         _append(os.path.join(sdir, EVENTS), line)  # the worker finishes and exits
         return "", f"{SESSION_END}: recorded", {}
@@ -549,7 +554,7 @@ def _handle(
             printed = answer(agent, event, entry["message"])
             did = f"{native}: handed over verdict {entry.get('verdict_id')}"
     end = _append(os.path.join(sdir, EVENTS), line) + len(line)
-    did += _ensure_worker(sdir, head, agent, rest)
+    did += _ensure_worker(sdir, head, agent, rest, mark)
     active = event in STOPS and data.get("stop_hook_active") is True
     return (
         printed,
@@ -558,8 +563,9 @@ def _handle(
     )
 
 
-def _ensure_worker(sdir: str, head: list[str], agent: str, rest: list[str]) -> str:
-    """Start the session's worker unless one lives or is starting; say what was done.
+def _ensure_worker(sdir: str, head: list[str], agent: str, rest: list[str], mark: str) -> str:
+    """Start the session's worker unless one lives or is starting; say what was done. `mark`:
+    this event's `env_mark`.
 
     One start attempt per session while a worker lives or is starting: whoever takes the lock
     starts the worker and hands the lock over; the others see it held."""
@@ -567,15 +573,14 @@ def _ensure_worker(sdir: str, head: list[str], agent: str, rest: list[str]) -> s
     if lock is None and worker_dying(sdir):
         lock = take_lock(sdir)
     if lock is None:
-        return _take_over(sdir, head, agent, rest)
+        return _take_over(sdir, head, agent, rest, mark)
     return f"; worker {start_worker(sdir, head, agent, rest, lock)} started"
 
 
-def _take_over(sdir: str, head: list[str], agent: str, rest: list[str]) -> str:
+def _take_over(sdir: str, head: list[str], agent: str, rest: list[str], mark: str) -> str:
     """The worker that holds the session runs with another environment (a key or the store
     changed since it started): start one with this event's, which waits for the lock while
     the outgoing worker finishes what it has under way. One per new environment."""
-    mark = env_mark()
     try:
         with open(os.path.join(sdir, "worker.env")) as fh:
             serving = fh.read().split()
