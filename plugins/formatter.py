@@ -16,9 +16,10 @@ result attached. Tool inputs and outputs are abbreviated, keeping first the line
 head and the tail, with a marker saying how much was cut. File paths and commands stay visible.
 A result carrying the user's own words (an answer, a rejected call's reason) is shown whole.
 What the prompt already says is not said again: a harness note the harness repeats word for
-word (Aider's banner after each commit), a harness reminder an earlier tool result carried (the
-one Claude Code appends to every file read), a call's working directory when it is the
-session's, which the header names.
+word (Aider's banner after each commit) or one that hands the agent a guidance file the prompt
+shows (Codex's AGENTS.md message), a harness reminder an earlier tool result carried (the one
+Claude Code appends to every file read), a call's working directory when it is the session's,
+which the header names.
 
 Nothing taken from the transcript can pass for the prompt's own structure: what a person or
 the agent wrote is quoted (`> ` before every line, see `quote`), tool inputs and outputs are
@@ -644,8 +645,9 @@ class ThreadUnits:
     changed. The units are what `build_units` gives for the same messages from nothing (tests
     hold the two the same, checkpoint after checkpoint of real sessions)."""
 
-    def __init__(self, cwd: str | None = None) -> None:
+    def __init__(self, cwd: str | None = None, guidance: tuple[str, ...] = ()) -> None:
         self.cwd = cwd or None  # the session's working directory, which the header names
+        self.guidance = guidance  # the texts of the guidance files the prompt shows
         self.messages: list = []
         self.by_message: list[list[Unit]] = []
         self.instructions: list[bool] = []
@@ -870,6 +872,8 @@ class ThreadUnits:
             units.append(Unit("", i, _note("the agent's client reported an error", text)))
         elif st == SOURCE_META and self.first_meta.get(hash(text), i) < i:
             pass  # the same harness text as an earlier message: said once is enough
+        elif st == SOURCE_META and any(g in text for g in self.guidance):
+            pass  # the harness handing the agent a guidance file the prompt shows (Codex)
         elif text.strip() and "<local-command-caveat>" not in text:
             # Harness text (reminders, environment context...) and anything unknown: one line.
             units.append(
@@ -903,12 +907,18 @@ THREADS_KEPT = 4
 _THREADS_LOCK = threading.Lock()
 
 
-def _thread_units(messages: list, cwd: str | None = None) -> ThreadUnits:
+def _thread_units(
+    messages: list, cwd: str | None = None, guidance: tuple[str, ...] = ()
+) -> ThreadUnits:
     """The units of `messages`, made from those of the same thread rendered before if any."""
     key = id(messages[0]) if messages else 0
     state = _THREADS.get(key)
-    if state is None or state.cwd != (cwd or None) or not state.follows(messages):
-        state = ThreadUnits(cwd)
+    if (
+        state is None
+        or (state.cwd, state.guidance) != (cwd or None, guidance)
+        or not state.follows(messages)
+    ):
+        state = ThreadUnits(cwd, guidance)
     _THREADS[key] = state
     _THREADS.move_to_end(key)
     while len(_THREADS) > THREADS_KEPT:
@@ -1116,7 +1126,8 @@ def _header(thread) -> str:
     return "\n".join(lines)
 
 
-def _guidance(thread, budget: int) -> str:
+def _guidance_files(thread) -> list[tuple[str, str, str | None]]:
+    """The guidance files the prompt shows: (name, text, source), each with some text."""
     # `guidance_files` (auditor.ingest.guidance.GuidanceText: path, text, source), else a name -> text map
     listed = getattr(thread, "guidance_files", None)
     if not listed:
@@ -1125,7 +1136,11 @@ def _guidance(thread, budget: int) -> str:
         ]
     else:
         listed = [(g.path, g.text, g.source) for g in listed]
-    files = [(name, text, source) for name, text, source in listed if text and text.strip()]
+    return [(name, text, source) for name, text, source in listed if text and text.strip()]
+
+
+def _guidance(thread, budget: int) -> str:
+    files = _guidance_files(thread)
     if not files:
         return ""
     share = max(budget // len(files), 800)  # a quarter of the token budget, in characters
@@ -1161,7 +1176,8 @@ def render(checkpoint, thread, messages: list, config: dict | None = None) -> st
     """Render `messages` (the thread up to the checkpoint) as the observer's user content."""
     with _THREADS_LOCK:
         cwd = getattr(thread, "cwd", None)
-        state = _thread_units(messages, cwd if isinstance(cwd, str) else None)
+        guidance = tuple(text.strip() for _, text, _ in _guidance_files(thread))
+        state = _thread_units(messages, cwd if isinstance(cwd, str) else None, guidance)
         return _render(checkpoint, thread, state, config or {})
 
 

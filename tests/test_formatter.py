@@ -425,6 +425,22 @@ def test_what_the_prompt_already_says_is_not_said_again():
     assert render(end_turn(t), info(), t.messages, {}) == out
 
 
+def test_a_guidance_file_the_harness_handed_over_is_shown_once():
+    rules = "Always run `make lint` before you finish.\nNever add dependencies."
+    handed = (
+        f"# AGENTS.md instructions for /home/ada/shop\n\n<INSTRUCTIONS>\n{rules}\n</INSTRUCTIONS>"
+    )
+    t = Thread().meta(handed).user(TASK).says("On it.")
+    out = render(end_turn(t), info(agent="codex", guidance={"AGENTS.md": rules}), t.messages, {})
+    assert out.count("Never add dependencies.") == 1
+    assert out.index("Never add dependencies.") < out.index("## Conversation")
+    # Without the file among the guidance, the harness's note is all there is: it stays.
+    alone = render(end_turn(t), info(agent="codex"), t.messages, {})
+    assert (
+        "_(harness note: # AGENTS.md instructions" in alone and "Never add dependencies." in alone
+    )
+
+
 def test_a_longer_thread_is_cut_though_it_would_fit_the_budget_whole():
     game = "\n".join(f"+    line {i} of the new file" for i in range(600))  # ~18,000 characters
     t = Thread().user("Write the game.").calls("Write", game, file_path="/w/game.py")
