@@ -52,11 +52,20 @@ class Block:
 
     def as_json(self) -> dict[str, Any]:
         """Return the block as a compact dict (empty fields left out)."""
+        # Field by field rather than a loop over their names: called for every block ingested.
         out: dict[str, Any] = {"kind": self.kind}
-        for name in ("text", "tool_name", "tool_use_id", "tool_input", "is_error", "edited_paths"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
+        if self.text is not None:
+            out["text"] = self.text
+        if self.tool_name is not None:
+            out["tool_name"] = self.tool_name
+        if self.tool_use_id is not None:
+            out["tool_use_id"] = self.tool_use_id
+        if self.tool_input is not None:
+            out["tool_input"] = self.tool_input
+        if self.is_error is not None:
+            out["is_error"] = self.is_error
+        if self.edited_paths is not None:
+            out["edited_paths"] = self.edited_paths
         if self.is_file_edit:
             out["is_file_edit"] = True
         return out
