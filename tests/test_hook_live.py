@@ -22,7 +22,6 @@ from helpers.live import (
     append_lines,
     auditor_argv,
     copy_lines,
-    last_record,
     rows,
     store_locked,
     stored,
@@ -49,6 +48,7 @@ END = "The Write call was denied, so CLAUDE.md does not exist; say so instead of
 # Lines of the session (1-based, inclusive): 23 ends a tool round without an edit, 26 the round of
 # the Write call (11 tool calls, one edit: the gate passes), 28 the last round, 29 the final claim.
 NO_EDIT, WRITE, LAST_ROUND, FINAL = 23, 26, 28, 29
+NEXT_ANSWER = 27  # the model's next answer: the Write call's answer is over (its round complete)
 WRITE_CALL = "toolu_01LM7vfs6eMdhHJokVajzJA1"  # the tool_use id of the Write call (line 25)
 # What Claude Code 2.1.328 submits as a prompt when a background command finishes.
 NOTIFICATION = (
@@ -294,9 +294,11 @@ def test_the_worker_waits_for_the_result_of_the_call_the_event_names(cc, tmp_pat
     assert cc.event("PostToolUse", tool_use_id=WRITE_CALL) == ""
     time.sleep(1.0)
     cc.grow(WRITE)  # the Write call's result comes in late
+    cc.grow(NEXT_ANSWER)
     cc.wait_until(cc.staged, why="the audit of the Write call's round")
     [entry] = [json.loads(p.read_text()) for p in (cc.sdir / "outbox").glob("*.json")]
-    assert entry["checkpoint"] == last_record(cc.path)["uuid"]
+    result = json.loads(cc.path.read_text().splitlines()[WRITE - 1])
+    assert entry["checkpoint"] == result["uuid"]
 
 
 def test_a_task_notification_neither_cancels_nor_takes_back_nor_resets_the_guard(cc, tmp_path):

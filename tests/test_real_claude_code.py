@@ -74,9 +74,8 @@ def write(tag: str, path: Path, content: str) -> ToolUse:
 class Model:
     """The scripted model: what it answers depends on what the request ends with."""
 
-    def __init__(self, project: Path, staged):
+    def __init__(self, project: Path):
         self.project = project
-        self.staged = staged
         self.usages: dict[str, Usage] = {}  # message id -> usage reported
         self.seen: list[str] = []  # which step answered each request
         n = iter(range(1, 100))
@@ -86,6 +85,10 @@ class Model:
             return Usage(1000 + i, 20 + i, 100 * i, 500 + i)
 
         p = project
+        outbox = f"{state_root()}/claude-code/*/outbox/*.json"
+        wait_for_outbox = (
+            f"for i in $(seq 400); do ls {outbox} >/dev/null 2>&1 && break; sleep 0.1; done"
+        )
         self.steps = {
             "A1": Turn(
                 [
@@ -98,7 +101,10 @@ class Model:
                 u(),
             ),
             "A2": Turn([bash("a5", FAIL)], u()),
-            "A3": Turn([bash("a6", FAIL)], u()),
+            # The failed call's round is over once the model's next answer is written; the
+            # run it asks for fails again once the correction is ready, so that the correction
+            # is handed over at that run's event.
+            "A3": Turn([bash("a6", f"{wait_for_outbox}; {FAIL}")], u()),
             "A4": Turn([Text("Fixed; the tests pass.")], u()),
             "B1": Turn(
                 [
@@ -131,8 +137,6 @@ class Model:
     def __call__(self, body: dict) -> Turn:
         step = self.route(body)
         self.seen.append(step)
-        if step == "A3":
-            wait_for(self.staged, "the failed call's correction to be ready", 40)
         turn = self.steps.get(step) or Turn([Text("Done.")])
         return turn
 
@@ -361,7 +365,7 @@ def observer():
 def test_the_real_claude_code_runs_every_hook_and_is_handed_each_correction_once(
     tmp_path, observer
 ):
-    brain = Model(tmp_path / "project", staged)
+    brain = Model(tmp_path / "project")
     model = AnthropicServer(brain, side=lambda body: False)
     claude = Claude(tmp_path, model.url, observer.url)
     installed = claude.install()
@@ -415,7 +419,7 @@ def test_the_real_claude_code_runs_every_hook_and_is_handed_each_correction_once
         calls = [
             b for r in model.requests if r.turn for b in r.turn.blocks if isinstance(b, ToolUse)
         ]
-        failed = [c for c in calls if c.input.get("command") == FAIL]
+        failed = [c for c in calls if c.input.get("command", "").endswith(FAIL)]
         assert by_name.get("PostToolUseFailure") == len(failed) == 2, by_name
         assert by_name.get("PostToolUse") == len(calls) - len(failed), by_name
         typed = [e for e in events if e["hook_event_name"] == "UserPromptSubmit" and e["typed"]]

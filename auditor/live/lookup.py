@@ -108,6 +108,37 @@ def round_answered(messages: list, tool_use_id) -> str | None:
 
     if not isinstance(tool_use_id, str) or not tool_use_id:
         return messages[-1].native_id if messages and is_tool_result(messages[-1]) else None
+    return _tool_round(messages, tool_use_id)[0]
+
+
+def response_open(messages: list, tool_use_id) -> bool:
+    """True when every call the transcript holds of the model answer that made `tool_use_id`
+    is answered, but nothing written after that answer shows it is over: more of its calls
+    may still come (see `_tool_round`). The round is complete once the next answer starts."""
+    if not isinstance(tool_use_id, str) or not tool_use_id:
+        return False
+    return _tool_round(messages, tool_use_id)[1]
+
+
+def _tool_round(messages: list, tool_use_id: str) -> tuple[str | None, bool]:
+    """(the message completing the round, None while it is not complete; whether only the
+    end of its model answer is missing).
+
+    A round is every call of one model answer. Claude Code writes an answer as one line per
+    content block, all with the answer's message id (`usage_key`), and runs a call as soon as
+    its block has arrived: a result is often written before the answer's next call, and
+    results come back in the order the calls finish. So the round is found from the lines
+    sharing the answer's id, before and after the event's call, whatever results lie between
+    them; and it is complete only once every call is answered and a line of something else
+    follows (the next answer, or the user's next message). Until then a result answering every
+    call written so far may be followed by another call of the same answer. The `stop_reason`
+    on those lines is no sign: it is written on early lines as often as it is missing from the
+    last (real transcripts of 2.1.x both ways). An agent that gives its messages no answer id
+    writes a round's calls together: there, the round is the calls written next to each other,
+    complete when all are answered."""
+    from ..audit.checkpoints import is_tool_result, is_typed_user
+    from ..model import SOURCE_COURSE_CORRECTION
+
     # The call is looked for from the end: a live event is about the latest rounds.
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
@@ -116,21 +147,44 @@ def round_answered(messages: list, tool_use_id) -> str | None:
         ):
             break
     else:
-        return None
-    calls = {b.tool_use_id for b in messages[i].blocks if b.kind == "tool_use" and b.tool_use_id}
-    answered: set[str] = set()
-    for later in messages[i + 1 :]:
-        if not is_tool_result(later):
-            if (
-                later.role == "assistant"
-                and later.blocks
-                and all(b.kind == "tool_use" for b in later.blocks)
-            ):
-                # Claude Code writes each parallel call as a message of its own.
-                calls |= {b.tool_use_id for b in later.blocks if b.tool_use_id}
-                continue
+        return None, False
+    call = messages[i]
+    key = getattr(call, "usage_key", None)
+
+    def of_answer(m) -> bool:
+        if m is call:
+            return True
+        if m.role != "assistant":
+            return False
+        if key:
+            return getattr(m, "usage_key", None) == key
+        return bool(m.blocks) and all(b.kind == "tool_use" for b in m.blocks)
+
+    def other(m) -> bool:  # a line that is not of this answer: the next one, or the user's
+        if m.role == "assistant":
+            return not of_answer(m)
+        return is_typed_user(m) or m.source_type == SOURCE_COURSE_CORRECTION
+
+    first = i  # the answer's first line, across what was written between its lines
+    for j in range(i - 1, -1, -1):
+        if of_answer(messages[j]):
+            first = j
+        elif not key or other(messages[j]):
             break
-        answered |= {b.tool_use_id for b in later.blocks if b.kind == "tool_result"}
-        if calls <= answered:
-            return later.native_id
-    return None
+    calls: set[str] = set()
+    answered: set[str] = set()
+    last = None  # the round's last result so far
+    for m in messages[first:]:
+        if of_answer(m):
+            calls |= {b.tool_use_id for b in m.blocks if b.kind == "tool_use" and b.tool_use_id}
+        elif is_tool_result(m):
+            answered |= {b.tool_use_id for b in m.blocks if b.kind == "tool_result"}
+            last = m
+            if not key and calls <= answered:
+                return m.native_id, False
+        elif other(m):
+            if key and last is not None and calls <= answered:
+                return last.native_id, False
+            return None, False
+        # else: the client's own notes (meta lines) say nothing of the answer
+    return None, bool(key) and last is not None and calls <= answered

@@ -340,9 +340,10 @@ class Worker:
 
     # -- one audit ------------------------------------------------------------------------
     def _audit_ceiling(self) -> float:
-        """The longest one audit may take: the wait for the transcript, the observer's call
-        with its retries (as `Caller.call` bounds it), and room for the store."""
-        return self.options.lag + self.options.deadline * 4 + 60
+        """The longest one audit may take: the wait for the transcript (and for a tool
+        round's answer to end), the observer's call with its retries (as `Caller.call` bounds
+        it), and room for the store."""
+        return self.options.lag + self.options.deadline * 5 + 60
 
     async def _audit(self, thread: str, t: _Thread, audit: _Audit) -> None:
         audit.running = True
@@ -450,7 +451,9 @@ class Worker:
         when it does not within `lag` seconds.
 
         A tool event names its call (`tool_use_id`): the checkpoint is the tool round holding
-        its result, once every call of that round is answered. A stop names the final message
+        its result, once every call of that round is answered and the model's answer is over
+        (`lookup.response_open`: its next answer shows it, which may come after `lag`; that
+        wait is bounded by the observer's `deadline`). A stop names the final message
         (`last_assistant_message`): the checkpoint is the end of turn, once the thread ends
         with that message. The file is read again only when it grew."""
         from . import lookup
@@ -472,7 +475,10 @@ class Worker:
                         last = event.get("last_assistant_message")
                         cp = lookup.end_of_turn(thread.id, messages, last)
                     else:
-                        cp = lookup.tool_round(thread.id, messages, event.get("tool_use_id"))
+                        call = event.get("tool_use_id")
+                        cp = lookup.tool_round(thread.id, messages, call)
+                        if cp is None and lookup.response_open(messages, call):
+                            until = began + self.options.lag + self.options.deadline
                     if cp is not None:
                         if looks:  # how far the transcript lagged the hook (docs/live-hooks.md)
                             waited = (time.monotonic() - began) * 1000

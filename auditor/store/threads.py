@@ -299,6 +299,9 @@ class StoredMessage:
     model: str | None
     seq: int
     blocks: list[Block]
+    # The model call the message came from (`Message.usage_key`): the lines one answer was
+    # written as share it, which is how the live hooks tell a tool round's calls apart.
+    usage_key: str | None = None
 
     @property
     def text(self) -> str:
@@ -334,7 +337,9 @@ def load_messages(
     from . import schema as s
 
     m = s.Message
-    q = select(m.id, m.native_id, m.role, m.source_type, m.timestamp, m.model, m.seq, m.blocks)
+    q = select(
+        m.id, m.native_id, m.role, m.source_type, m.timestamp, m.model, m.seq, m.blocks, m.usage_key
+    )
     if after_id is None:
         q = q.where(m.thread_id == thread_id)
     else:
@@ -353,6 +358,7 @@ def load_messages(
             r.model,
             r.seq,
             [Block.from_json(b) for b in (r.blocks or [])],
+            r.usage_key,
         )
         for r in rows
     ]
