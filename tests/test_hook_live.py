@@ -5,6 +5,7 @@ for it: a hook that did could not return until the answer is let go."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -494,6 +495,49 @@ def test_a_hook_event_with_nothing_due_imports_neither_click_nor_sqlalchemy(tmp_
     )
     done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, check=False)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_the_auditor_command_imports_only_what_a_tool_event_needs(tmp_path, monkeypatch):
+    """The `auditor` command as installed (bin/auditor) given a PostToolUse while the session's
+    worker runs, the commonest event: besides the interpreter's own start it imports neither
+    `re` (pip's wrapper for an entry point did; so does the `json` package) nor `json`,
+    `typing` or `hashlib`, and nothing of the command line. Run without site-packages, so that
+    what the interpreter's start imports (an editable install's finder imports `re`) does not
+    hide what the command does."""
+    root = Path(__file__).resolve().parent.parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root),
+        "AUDITOR_STATE_DIR": str(tmp_path / "state"),
+        "AUDITOR_DB": str(tmp_path / "a.db"),
+    }
+    for key in ("AUDITOR_STATE_DIR", "AUDITOR_DB"):
+        monkeypatch.setenv(key, env[key])
+    sdir = Path(session_dir(state_root(), "claude-code", "s1"))
+    sdir.mkdir(parents=True)
+    held = os.open(sdir / "worker.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)  # as the session's running worker holds it
+    os.write(held, f"{os.getpid()}\n".encode())
+    payload = {"session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": "Bash"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-S", "-X", "importtime", str(root / "bin" / "auditor")]
+            + ["hook", "claude-code"],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+    finally:
+        os.close(held)
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "auditor.live.fast_path" in imported
+    heavy = {"re", "json", "typing", "hashlib", "_hashlib", "click", "sqlalchemy", "pluggy"}
+    assert imported & heavy == set()
+    [event] = (sdir / "events.jsonl").read_text().splitlines()
+    assert json.loads(event)["hook_event_name"] == "PostToolUse"
+    assert not (sdir / "worker.log").exists()  # the running worker serves it: none started
 
 
 def test_the_rewake_handler_wakes_claude_with_the_end_of_turn_correction(cc, tmp_path):

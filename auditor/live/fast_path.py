@@ -49,12 +49,12 @@ Python and click report as 2) never wakes Claude and never erases a prompt.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
 from ..client_texts import written_by_client
+from .hook_json import dumps, loads
 from .transcript_places import refusal
 
 STATE_ENV = "AUDITOR_STATE_DIR"
@@ -249,7 +249,7 @@ def prompt_since(sdir: str, offset: int, thread: str | None = None) -> bool:
     for line in tail.splitlines():
         if PROMPT.encode() in line:
             try:
-                if typed(json.loads(line)):
+                if typed(loads(line)):
                     return True
             except ValueError:
                 continue
@@ -271,7 +271,7 @@ def claim(sdir: str, thread: str, event: str) -> dict | None:
         path = os.path.join(outbox, name)
         try:
             with open(path, "rb") as fh:
-                entry = json.loads(fh.read())
+                entry = loads(fh.read())
         except (OSError, ValueError):
             continue
         owner = str(entry.get("thread"))
@@ -332,7 +332,7 @@ class SessionSpool:
         for name in names:
             try:
                 with open(os.path.join(outbox, name), "rb") as fh:
-                    entry = json.loads(fh.read())
+                    entry = loads(fh.read())
             except (OSError, ValueError):
                 continue
             if isinstance(entry, dict):
@@ -345,7 +345,7 @@ class SessionSpool:
         os.makedirs(outbox, exist_ok=True)
         tmp = os.path.join(outbox, f".{name}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry, ensure_ascii=False))
+            fh.write(dumps(entry, ensure_ascii=False))
         path = os.path.join(outbox, name)
         os.replace(tmp, path)
         return path
@@ -475,7 +475,7 @@ def answer(agent: str, event: str, message: str) -> str:
         out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
     else:
         out = {"decision": "block", "reason": text}
-    return json.dumps(out, ensure_ascii=False)
+    return dumps(out, ensure_ascii=False)
 
 
 def handle(
@@ -493,7 +493,7 @@ def _handle(
     """`handle`, also returning what `--wait` needs: the session's spool, the thread, the
     event and where its line ends in the events (empty when the event was ignored)."""
     try:
-        data = json.loads(raw)
+        data = loads(raw)
     except ValueError as exc:
         return "", f"ignored: the hook input on stdin is not JSON ({exc})", {}
     if not isinstance(data, dict) or not data.get("session_id"):
@@ -530,7 +530,7 @@ def _handle(
         # Gemini CLI sends an AfterAgent block's reason back as the next prompt: auditor's own.
         ours = agent == "gemini-cli" and prompt.lstrip().startswith(CORRECTION_MARKER)
         record["typed"] = not (ours or written_by_client(agent, prompt))
-    line = json.dumps(record).encode() + b"\n"
+    line = dumps(record).encode() + b"\n"
     if event == PROMPT:
         _append(os.path.join(sdir, EVENTS), line)  # first, so that a late correction sees it
         if not record["typed"]:
@@ -638,7 +638,7 @@ def rewake(agent: str, raw: str, head: list[str], rest: list[str]) -> tuple[int,
     DELIVER into 2). Return (DELIVER, the note) when a correction is due and nobody wrote since
     the Stop, else (0, what happened).
     """
-    data = json.loads(raw)
+    data = loads(raw)
     if not isinstance(data, dict) or not data.get("session_id"):
         return 0, "ignored: the hook input has no session_id"
     if data.get("stop_hook_active") is True:
@@ -724,7 +724,7 @@ def _find_stop(events: str, since: int, thread: str, data: dict) -> int | None:
         if not line.endswith(b"\n") or b"Stop" not in line:
             continue
         try:
-            e = json.loads(line)
+            e = loads(line)
         except ValueError:
             continue
         if (
@@ -740,7 +740,7 @@ def _done(sdir: str, thread: str) -> int:
     """How far into the events the worker has finished the audits of `thread`."""
     try:
         with open(os.path.join(sdir, "done.json"), "rb") as fh:
-            return int(json.loads(fh.read()).get(thread, 0))
+            return int(loads(fh.read()).get(thread, 0))
     except (OSError, ValueError, TypeError, AttributeError):
         return 0
 
