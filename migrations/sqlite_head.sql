@@ -1,6 +1,6 @@
--- The schema the migrations give a new SQLite store, up to revision 0021.
+-- The schema the migrations give a new SQLite store, up to revision 0022.
 -- Written by `python -m auditor_migrations.write_sqlite_head`: do not edit.
--- revision: 0021
+-- revision: 0022
 
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -123,8 +123,8 @@ CREATE TABLE "token_usage" (
 	reasoning_tokens BIGINT NOT NULL, 
 	source_file_id INTEGER, 
 	CONSTRAINT pk_token_usage PRIMARY KEY (id), 
-	CONSTRAINT uq_token_usage_thread_id_key UNIQUE (thread_id, "key"), 
 	CONSTRAINT fk_token_usage_thread_id_threads FOREIGN KEY(thread_id) REFERENCES threads (id) ON DELETE CASCADE, 
+	CONSTRAINT uq_token_usage_thread_id_key UNIQUE (thread_id, "key"), 
 	CONSTRAINT fk_token_usage_source_file_id_source_files FOREIGN KEY(source_file_id) REFERENCES source_files (id) ON DELETE SET NULL
 );
 
@@ -140,8 +140,8 @@ CREATE TABLE "tool_calls" (
 	edited_paths JSON, 
 	source_file_id INTEGER, 
 	CONSTRAINT pk_tool_calls PRIMARY KEY (id), 
-	CONSTRAINT uq_tool_calls_thread_id_call_id UNIQUE (thread_id, call_id), 
 	CONSTRAINT fk_tool_calls_thread_id_threads FOREIGN KEY(thread_id) REFERENCES threads (id) ON DELETE CASCADE, 
+	CONSTRAINT uq_tool_calls_thread_id_call_id UNIQUE (thread_id, call_id), 
 	CONSTRAINT fk_tool_calls_source_file_id_source_files FOREIGN KEY(source_file_id) REFERENCES source_files (id) ON DELETE SET NULL
 );
 
@@ -233,8 +233,8 @@ CREATE TABLE "threads" (
 	models TEXT, 
 	rollup_dirty BOOLEAN DEFAULT 1 NOT NULL, 
 	CONSTRAINT pk_threads PRIMARY KEY (id), 
-	CONSTRAINT uq_threads_agent_native_id UNIQUE (agent, native_id), 
 	CONSTRAINT fk_threads_parent_id_threads FOREIGN KEY(parent_id) REFERENCES threads (id) ON DELETE SET NULL, 
+	CONSTRAINT uq_threads_agent_native_id UNIQUE (agent, native_id), 
 	CONSTRAINT fk_threads_source_file_id_source_files FOREIGN KEY(source_file_id) REFERENCES source_files (id) ON DELETE SET NULL
 );
 
@@ -387,15 +387,6 @@ CREATE TABLE forgotten_threads (
 	CONSTRAINT uq_forgotten_threads_agent_native_id UNIQUE (agent, native_id)
 );
 
-CREATE TABLE search_texts (
-	message_id INTEGER NOT NULL, 
-	body TEXT NOT NULL, 
-	CONSTRAINT pk_search_texts PRIMARY KEY (message_id), 
-	CONSTRAINT fk_search_texts_message_id_messages FOREIGN KEY(message_id) REFERENCES messages (id) ON DELETE CASCADE
-);
-
-CREATE VIRTUAL TABLE search_fts USING fts5(body, content='search_texts', content_rowid='message_id');
-
 CREATE TABLE labels (
 	id INTEGER NOT NULL, 
 	thread_id INTEGER NOT NULL, 
@@ -408,6 +399,8 @@ CREATE TABLE labels (
 	CONSTRAINT fk_labels_verdict_id_verdicts FOREIGN KEY(verdict_id) REFERENCES verdicts (id) ON DELETE SET NULL, 
 	CONSTRAINT uq_labels_thread_id_message_native_id UNIQUE (thread_id, message_native_id)
 );
+
+CREATE VIRTUAL TABLE search_fts USING fts5(body, content='');
 
 CREATE INDEX ix_messages_source_file_id ON messages (source_file_id);
 
@@ -560,7 +553,3 @@ CREATE TRIGGER usage_daily_add AFTER INSERT ON usage_rollup BEGIN INSERT INTO us
 CREATE TRIGGER usage_daily_remove AFTER DELETE ON usage_rollup BEGIN UPDATE usage_daily SET calls = calls - OLD.calls, input_tokens = input_tokens - OLD.input_tokens, output_tokens = output_tokens - OLD.output_tokens, cache_read_tokens = cache_read_tokens - OLD.cache_read_tokens, cache_write_tokens = cache_write_tokens - OLD.cache_write_tokens WHERE day = coalesce(OLD.day, '') AND model = coalesce(OLD.model, '') AND band = OLD.band; DELETE FROM usage_daily WHERE day = coalesce(OLD.day, '') AND model = coalesce(OLD.model, '') AND band = OLD.band AND calls <= 0; END;
 
 CREATE TRIGGER usage_daily_change AFTER UPDATE ON usage_rollup BEGIN UPDATE usage_daily SET calls = calls - OLD.calls, input_tokens = input_tokens - OLD.input_tokens, output_tokens = output_tokens - OLD.output_tokens, cache_read_tokens = cache_read_tokens - OLD.cache_read_tokens, cache_write_tokens = cache_write_tokens - OLD.cache_write_tokens WHERE day = coalesce(OLD.day, '') AND model = coalesce(OLD.model, '') AND band = OLD.band; DELETE FROM usage_daily WHERE day = coalesce(OLD.day, '') AND model = coalesce(OLD.model, '') AND band = OLD.band AND calls <= 0; INSERT INTO usage_daily (day, model, band, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens) VALUES (coalesce(NEW.day, ''), coalesce(NEW.model, ''), NEW.band, NEW.calls, NEW.input_tokens, NEW.output_tokens, NEW.cache_read_tokens, NEW.cache_write_tokens) ON CONFLICT (day, model, band) DO UPDATE SET calls = calls + excluded.calls, input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens; END;
-
-CREATE TRIGGER search_texts_ad AFTER DELETE ON search_texts BEGIN INSERT INTO search_fts(search_fts, rowid, body) VALUES ('delete', old.message_id, old.body); END;
-
-CREATE TRIGGER search_texts_au AFTER UPDATE ON search_texts BEGIN INSERT INTO search_fts(search_fts, rowid, body) VALUES ('delete', old.message_id, old.body); INSERT INTO search_fts(rowid, body) VALUES (new.message_id, new.body); END;

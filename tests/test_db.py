@@ -43,7 +43,10 @@ def test_there_is_exactly_one_head():
 def _declared(obj, name, kind, reflected, compare_to) -> bool:
     """Leave out the full-text index of `auditor search`: the migration makes it in each
     store's own form (an FTS5 table and its shadow tables, a tsvector GIN index), which the
-    models cannot declare (see auditor.store.search)."""
+    models cannot declare, and the table of texts PostgreSQL's index needs, which a SQLite
+    store has not (see auditor.store.search)."""
+    if kind == "table" and name == "search_texts" and not reflected and compare_to is None:
+        return False  # declared, and not in this store: a SQLite store
     return not (name or "").startswith(("search_fts", "ix_search_texts_body_tsv"))
 
 
@@ -188,6 +191,44 @@ def test_keying_files_by_source_keeps_what_points_at_them(tmp_path):
         assert conn.exec_driver_sql("SELECT source_file_id FROM messages").all() == [(7,)]
         assert conn.exec_driver_sql("SELECT source_file_id FROM threads").all() == [(7,)]
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_messages_stored_before_the_text_was_kept_once_are_found(tmp_path):
+    """0022 drops SQLite's second copy of each message's text: what a store held is indexed
+    from the messages' blocks, those ingest had indexed and those it had not alike."""
+    from alembic import command
+
+    from auditor.store.search import search
+
+    path = tmp_path / "old.db"
+    command.upgrade(db.alembic_config("sqlite:///" + str(path)), "0021")
+    said = [
+        '[{"kind": "text", "text": "the ledger balances"}]',
+        '[{"kind": "tool_use", "tool_name": "Bash", "tool_input": {"command": "ledger"}}, '
+        '{"kind": "tool_result", "text": "ledger: 3 rows"}]',
+    ]
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO threads (id, agent, native_id, is_sidechain, message_count,"
+            " tool_call_count, file_edit_count) VALUES (1, 'claude-code', 't', 0, 2, 0, 0)"
+        )
+        for n, blocks in enumerate(said, 1):
+            conn.execute(
+                "INSERT INTO messages (id, thread_id, native_id, seq, role, is_sidechain,"
+                " tool_use_count, file_edit_count, blocks) VALUES (?, 1, ?, ?, 'user', 0, 0, 0, ?)",
+                (n, f"m{n}", n, blocks),
+            )
+        # Only the first was indexed by the ingest of that time.
+        conn.execute("INSERT INTO search_texts VALUES (1, 'the ledger balances')")
+        conn.execute("INSERT INTO search_fts (rowid, body) VALUES (1, 'the ledger balances')")
+    engine = db.open_db(path)
+    assert [h["message_native_id"] for h in search(engine, "ledger")] == ["m2", "m1"]
+    assert [h["body"] for h in search(engine, "rows")] == ["ledger: 3 rows"]
+    assert search(engine, "Bash") == []  # a tool's input is not searched
+    with engine.connect() as conn:
+        tables = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master")}
+    assert "search_texts" not in tables
+    engine.dispose()
 
 
 def test_gate_decisions_recorded_before_codes_get_the_reason_without_its_particulars(tmp_path):

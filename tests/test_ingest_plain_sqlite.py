@@ -24,7 +24,7 @@ TABLES = {
     "messages": "thread_id, native_id, seq, role, timestamp, model, blocks",
     "tool_calls": "thread_id, call_id, name, result_message_id, is_error, edited_paths",
     "token_usage": "thread_id, key, model, timestamp, input_tokens, output_tokens",
-    "search_texts": "message_id, body",
+    "search_fts_docsize": "id, sz",  # the messages indexed, and the words of each
     "source_files": 'path, format, size, mtime_ns, "offset", lines, parser_state',
     "events": "type, subject, data",
 }
@@ -81,5 +81,5 @@ def test_the_rows_are_those_the_engine_writes(tmp_path):
     Ingester(engine, get_plugin_manager(), source="laptop").run([SAMPLES])
     engine.dispose()
     plain, through_engine = rows(tmp_path / "plain.db"), rows(tmp_path / "engine.db")
-    assert all(plain[table] for table in ("threads", "messages", "search_texts", "events"))
+    assert all(plain[table] for table in ("threads", "messages", "search_fts_docsize", "events"))
     assert plain == through_engine

@@ -125,16 +125,17 @@ def test_the_snippet_is_around_the_whole_word_matched():
 
 
 def test_each_message_keeps_its_own_searchable_text_across_ingests(tmp_path, engine):
-    """The text ingest writes with each message belongs to that message, whatever ids the
+    """The text ingest indexes with each message belongs to that message, whatever ids the
     store gives (rows of earlier ingests, a grown file, a second file of new threads): each
-    stored text is the one read back from its own message's blocks."""
+    message's own word finds it, with the text read back from its own blocks."""
     from sqlalchemy import text
 
     from auditor.store.search import searchable
 
     def said(session: str, numbers, day: str) -> str:
         return "".join(
-            line(session, n, f"{day}T09:3{n}:00Z", f"{session} word{n}") for n in numbers
+            line(session, n, f"{day}T09:3{n}:00Z", f"{session} word{n} only{session[2:]}{n}")
+            for n in numbers
         )
 
     first = tmp_path / "a.jsonl"
@@ -145,17 +146,68 @@ def test_each_message_keeps_its_own_searchable_text_across_ingests(tmp_path, eng
     (tmp_path / "b.jsonl").write_text(said("s-b", (1, 2, 3), "2026-11-03"))
     invoke("ingest", str(tmp_path), ok=True)
     with engine.connect() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT m.native_id, m.blocks, t.body FROM messages m "
-                "JOIN search_texts t ON t.message_id = m.id ORDER BY m.id"
-            )
-        ).all()
-    assert [native for native, _, _ in rows] == [f"s-a-{n}" for n in (1, 2, 3, 4)] + [
+        rows = conn.execute(text("SELECT native_id, blocks FROM messages ORDER BY id")).all()
+    assert [native for native, _ in rows] == [f"s-a-{n}" for n in (1, 2, 3, 4)] + [
         f"s-b-{n}" for n in (1, 2, 3)
     ]
-    for native, blocks, body in rows:
+    for native, blocks in rows:
         blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
-        assert body == searchable(blocks) != "", native
+        (found,) = hits("only" + native[2:].replace("-", ""))
+        assert found["snippet"] == searchable(blocks) != "", native
     assert [h["thread"] for h in hits("word3")] == ["s-b", "s-a"]
-    assert [h["snippet"] for h in hits("word4")] == ["s-a word4"]
+    assert [h["snippet"] for h in hits("word4")] == ["s-a word4 onlya4"]
+
+
+def _index_rows(conn) -> list[tuple]:
+    """Every (word, message id, place) SQLite's full-text index holds."""
+    conn.exec_driver_sql(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.held USING fts5vocab(main, search_fts, instance)"
+    )
+    rows = conn.exec_driver_sql("SELECT term, doc, offset FROM temp.held ORDER BY 1, 2, 3").all()
+    conn.exec_driver_sql("DROP TABLE temp.held")
+    return [tuple(r) for r in rows]
+
+
+def _index_made_again(conn) -> list[tuple]:
+    """What the index would hold were it made now from the messages stored."""
+    from auditor.store.search import searchable
+
+    stored = conn.exec_driver_sql("SELECT id, blocks FROM messages").all()
+    conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.fresh USING fts5(body, content='')")
+    conn.exec_driver_sql(
+        "INSERT INTO temp.fresh (rowid, body) VALUES (?, ?)",
+        [(i, searchable(json.loads(b))) for i, b in stored],
+    )
+    conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.held USING fts5vocab(temp, fresh, instance)")
+    rows = conn.exec_driver_sql("SELECT term, doc, offset FROM temp.held ORDER BY 1, 2, 3").all()
+    conn.exec_driver_sql("DROP TABLE temp.held")
+    conn.exec_driver_sql("DROP TABLE temp.fresh")
+    return [tuple(r) for r in rows]
+
+
+@pytest.mark.sqlite_only
+def test_rewritten_and_forgotten_messages_leave_the_index_as_if_never_there(tmp_path, engine):
+    """SQLite's index keeps no text: a message's words are taken out with the text made again
+    from its blocks. After a file is rewritten and a thread forgotten (text with a NUL byte,
+    accents, an emoji and a word repeated), the index holds exactly what it would if made
+    from the messages left, and their words only."""
+    odd = "caf\u00e9 \u00fcber NUL\x00byte \U0001f389 party party"
+    kept, gone = tmp_path / "kept.jsonl", tmp_path / "gone.jsonl"
+    kept.write_text(
+        line("s-kept", 1, "2026-11-02T09:30:00Z", "first draft of the ledger")
+        + line("s-kept", 2, "2026-11-02T09:31:00Z", "ledger drafted")
+    )
+    gone.write_text(line("s-gone", 1, "2026-11-03T09:30:00Z", odd))
+    invoke("ingest", str(tmp_path), ok=True)
+    assert [h["thread"] for h in hits("party")] == ["s-gone"]
+    assert [h["thread"] for h in hits("byte")] == ["s-gone"]
+    # Rewritten in place (not grown): its old messages are deleted and read again.
+    kept.write_text(line("s-kept", 1, "2026-11-02T09:30:00Z", "second version of the books"))
+    invoke("ingest", str(tmp_path), ok=True)
+    assert hits("ledger") == [] and [h["thread"] for h in hits("books")] == ["s-kept"]
+    invoke("forget", "s-gone", ok=True)
+    assert hits("party") == [] and hits("über") == []
+    with engine.begin() as conn:
+        held = _index_rows(conn)
+        assert held == _index_made_again(conn)
+        assert {word for word, *_ in held} == {"second", "version", "of", "the", "books"}

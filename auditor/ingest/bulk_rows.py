@@ -201,11 +201,10 @@ _NAMED = tuple(name.encode() for name in BASENAMES)
 class RowBatch:
     """Rows waiting to be written, flushed with executemany.
 
-    Each message's searchable text is written with it, from the blocks in hand (reading them
-    back from the store would decode every message's JSON again). `indexed_ids` (by id) and
-    `indexed` (by thread and native id, where the ids are not known) gather the messages whose
-    text was written, for the full-text index; `unindexed` the threads where
-    some message was stored already, whose texts `search.index_new` then reads from the store.
+    Each new message's searchable text is made from the blocks in hand (reading it back from the
+    store would decode every message's JSON again): on SQLite it is gathered in `indexed` with
+    the message's id, for the full-text index; on PostgreSQL written to `search_texts` with the
+    message (see `auditor.store.search`).
     """
 
     def __init__(self, dialect: str = "sqlite") -> None:
@@ -213,10 +212,8 @@ class RowBatch:
         self.calls: list[tuple] = []
         self.results: list[tuple] = []
         self.usage: list[tuple] = []
-        self.texts: dict[int, list[tuple[str, int, str]]] = {}
+        self.texts: dict[int, list[tuple[str, str]]] = {}
         self.indexed: list[tuple[int, str]] = []
-        self.indexed_ids: list[int] = []
-        self.unindexed: set[int] = set()
         # The messages naming an instruction file (by native id), told while their JSON is in
         # hand: the guidance search then reads these, not every message's text again.
         self.named: list[str] = []
@@ -286,7 +283,7 @@ class RowBatch:
         self.calls += calls
         self.results += results
         self.messages.append(row)
-        text = (search.searchable(as_json), thread_id, msg.native_id)
+        text = (msg.native_id, search.searchable(as_json))
         self.texts.setdefault(thread_id, []).append(text)
 
     def add_usage(self, thread_id: int, file_id: int, u: Usage) -> None:
@@ -306,20 +303,20 @@ class RowBatch:
         )
 
     @staticmethod
-    def _new_ids(db: DriverSql, thread_id: int, count: int) -> range | None:
+    def _new_ids(db: DriverSql, thread_id: int, count: int, before: int) -> dict[str, int]:
         """The ids of the `count` message rows of `thread_id` the last executemany inserted
-        (SQLite, all of them new), or None when that cannot be told for certain.
+        (SQLite), by native id.
 
-        SQLite gives a new row the largest id there is plus one, so one statement's rows, all
-        inserted, hold the ids that end at `last_insert_rowid()`, in order; checked all the same
-        (a table whose largest id is the largest there can be takes ids at random)."""
-        last = db.scalar("SELECT last_insert_rowid()") or 0
-        ids = range(last - count + 1, last + 1)
-        held = db.scalar(
-            "SELECT count(*) FROM messages WHERE id BETWEEN ? AND ? AND thread_id = ?",
-            (ids.start, last, thread_id),
+        SQLite gives a new row the largest id there is plus one, so the rows it inserted are
+        the thread's rows above `before`, the largest id before it; when all of them were new,
+        one statement's rows hold the ids that end at `last_insert_rowid()`, in order. A table
+        whose largest id is the largest there can be takes ids at random: its rows are then
+        not found here, and not indexed."""
+        rows = db.all(
+            "SELECT native_id, id FROM messages WHERE id > ? AND thread_id = ?",
+            (before, thread_id),
         )
-        return ids if held == count else None
+        return dict(rows) if len(rows) == count else {}
 
     def flush(self, conn: Connection) -> dict[int, int]:
         """Write the queued rows; return the messages each thread gained (id -> count).
@@ -332,22 +329,31 @@ class RowBatch:
         by_thread: dict[int, list[tuple]] = {}
         for row in self.messages:
             by_thread.setdefault(row[0], []).append(row)
+        messages_sql = _MESSAGES_SQL_SQLITE if db.sqlite else _MESSAGES_SQL
         for thread_id, rows in by_thread.items():
+            before = (db.scalar("SELECT max(id) FROM messages") or 0) if db.sqlite else 0
             # Both drivers sum the rows an executemany inserted; DO NOTHING rows count 0.
-            count = db.many(_MESSAGES_SQL_SQLITE if db.sqlite else _MESSAGES_SQL, rows)
-            if count:
-                added[thread_id] = count
+            count = db.many(messages_sql, rows)
+            if not count:
+                continue
+            added[thread_id] = count
             texts = self.texts.get(thread_id, [])
-            if count == len(rows):  # every one of them new: their texts are the ones in hand
-                ids = self._new_ids(db, thread_id, count) if db.sqlite else None
-                if ids is not None:
-                    search.add_texts_by_id(db, [(i, body) for i, (body, *_) in zip(ids, texts)])
-                    self.indexed_ids += ids
-                else:
-                    search.add_texts(db, texts)
-                    self.indexed += [(tid, native) for _, tid, native in texts]
-            elif count:
-                self.unindexed.add(thread_id)
+            if not db.sqlite:
+                # Kept in `search_texts`, found by key; a message stored already keeps its own.
+                search.add_texts(db, [(text, thread_id, native) for native, text in texts])
+                continue
+            last = db.scalar("SELECT last_insert_rowid()") or 0
+            if count == len(rows) and last - count == before:
+                # Every one of them new, with the ids that follow `before`: no lookup.
+                self.indexed += zip(range(before + 1, last + 1), (t for _, t in texts))
+            else:
+                # Some were stored already (a record repeated, a file copied): the new ones
+                # are found by id. A native id met twice was stored with its first blocks.
+                ids = self._new_ids(db, thread_id, count, before)
+                first: dict[str, str] = {}
+                for native, text in texts:
+                    first.setdefault(native, text)
+                self.indexed += [(i, first[native]) for native, i in ids.items()]
         calls, results = self.calls, self.results
         calls_sql = _CALLS_SQL
         if calls and results:

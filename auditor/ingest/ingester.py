@@ -236,12 +236,10 @@ class Ingester:
         # may be below `_group_since` on SQLite, and its threads are recounted whole.
         self._group_deleted = False
         self._file_threads: set[int] = set()  # the threads the file being read feeds
-        # The group's messages whose searchable text was written with them, and the threads
-        # whose texts are read back from the store instead: indexed when the group commits.
+        # The group's new messages and their searchable texts (SQLite), indexed when the group
+        # commits.
         self._group_indexed: list[tuple[int, str]] = []
-        self._group_indexed_ids: list[int] = []
         self._group_named: list[str] = []
-        self._group_unindexed: set[int] = set()
         self._thread_stmts: dict[tuple, str] = {}
         # Writes waiting for the next transaction, in order; what they hold; the results to
         # report once it commits; files to read again because their row changed meanwhile.
@@ -302,8 +300,7 @@ class Ingester:
                     # different orders (a deadlock).
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({INGEST_LOCK})")
                 self._group_threads = set()
-                self._group_indexed, self._group_unindexed = [], set()
-                self._group_indexed_ids = []
+                self._group_indexed = []
                 self._group_named = []
                 self._group_deleted = False
                 self._group_since = DriverSql(conn).scalar("SELECT max(id) FROM messages") or 0
@@ -742,6 +739,10 @@ class Ingester:
                     self._group_deleted = True
                     found = db.all("SELECT id FROM threads WHERE source_file_id = ?", fed)
                     r.before.update(tid for (tid,) in found)
+                    if db.sqlite:  # the index is told the texts it is to forget
+                        self._group_indexed = search.unindex(
+                            db, "source_file_id = ?", fed, self._group_indexed
+                        )
                     for table in ("messages", "tool_calls", "token_usage"):
                         found = db.all(
                             f"SELECT DISTINCT thread_id FROM {table} WHERE source_file_id = ?",
@@ -788,9 +789,7 @@ class Ingester:
                 return  # undone: nothing of it to index
             # Its messages are found by `auditor search` once the group commits.
             self._group_indexed += batch.indexed
-            self._group_indexed_ids += batch.indexed_ids
             self._group_named += batch.named
-            self._group_unindexed |= batch.unindexed
         except Exception as exc:  # noqa: BLE001 - the store refused the file (disk full, locked...): undo it alone
             if connection_lost(exc):
                 raise  # the whole group is undone: the command says so in one line
@@ -896,10 +895,8 @@ class Ingester:
         )
         ids = sorted(self._group_threads)
         # What they gained, found by `auditor search` now.
-        search.index_ids(conn, self._group_indexed_ids)
-        search.index_texts(conn, self._group_indexed)
-        if self._group_unindexed & self._group_threads:
-            search.index_new(conn, sorted(self._group_unindexed & self._group_threads))
+        search.index(db, self._group_indexed)
+        self._group_indexed = []
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             # Rows only added since `_group_since`: the aggregates take what they add.

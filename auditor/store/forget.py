@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from . import search
 from .db import utcnow
 from .sql_text import DriverSql, marks
 
@@ -108,6 +109,8 @@ def forget(engine: Engine, thread_ids: list[int]) -> Forgotten:
                 )
             # The parent link first: a sub-agent's parent may go in another chunk.
             conn.execute(t.__table__.update().where(t.parent_id.in_(chunk)).values(parent_id=None))
+            if conn.dialect.name == "sqlite":  # its messages' words out of the index first
+                search.unindex(DriverSql(conn), f"thread_id IN ({marks(len(chunk))})", chunk)
             conn.execute(delete(t).where(t.id.in_(chunk)))
             done.threads += len(rows)
     return done

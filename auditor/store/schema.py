@@ -325,10 +325,11 @@ class ForgottenThread(Base):
 
 
 class SearchText(Base):
-    """A message's searchable text (its text blocks and tool results), for `auditor search`.
+    """A message's searchable text (its text blocks and tool results), for `auditor search` on
+    PostgreSQL, whose full-text index (a GIN index on its tsvector) needs the text in a column.
 
-    The full-text index over `body` is the store's own (see `auditor.store.search`): made by the
-    migration, not declared here, as SQLAlchemy has no form for an FTS5 table.
+    A SQLite store has no such table: its FTS5 index keeps no text, which stays in the blocks
+    (see `auditor.store.search`). Both indexes are made by the migrations, not declared here.
     """
 
     __tablename__ = "search_texts"

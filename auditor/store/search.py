@@ -1,37 +1,34 @@
 """Full-text search over stored transcripts: what was said and what tools answered.
 
-Each message's searchable text (its text blocks and its tool results) is kept in
-`search_texts`, one row per message. Ingest writes it with the message rows, from the blocks it
-already holds (`add_texts`), and indexes a group's texts when the group is committed
-(`index_texts`); `index_new` catches up what is left (a store filled before this table existed,
-messages whose text ingest could not tell apart) before each search. A message whose thread
-is forgotten goes with it through the foreign key's cascade. Each store indexes the rows its
-own way, made by the migrations: SQLite an FTS5 table over `search_texts`, PostgreSQL a GIN
-index on `to_tsvector('simple', body)`. Both match whole words, any case, every word of the
-query.
+A message's searchable text is its text blocks and tool results, in order (`searchable`). Each
+store indexes it its own way, made by the migrations: SQLite an FTS5 table that keeps no text
+of its own (the text is in the message's blocks, once), PostgreSQL a GIN index on
+`to_tsvector('simple', body)` of the table `search_texts`, one row per message, written by
+ingest with the message (`add_texts`; `index_new` catches up what is left: a store filled
+before that table existed). Both match whole words, any case, every word of the query.
 
-SQLite's index is fed by these functions, not by a trigger on insert: FTS5 writes out what it
-holds in memory at every savepoint, and a trigger (or any INSERT ... SELECT) runs in one, so a
-trigger made one index segment per message: three times the CPU of the same rows indexed in
-one statement. Deletes
-still reach the index through a trigger: they are rare (a rewritten file, `auditor forget`).
+SQLite's index is fed by ingest with the texts it has in hand (`index`), for a whole group of
+files when the group is committed: FTS5 writes out what it holds in memory at every savepoint,
+and each file is written in one, so feeding it file by file made one index segment per file.
+Such an index takes a message's words out only when told the text it was given
+(`unindex`, before any message is deleted: a rewritten file, `auditor forget`); the text is
+made again from the stored blocks by `searchable`, the function that made it. A hit's text is
+made from its blocks too.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from .sql_text import DriverSql, store_failed
+from .sql_text import DriverSql, read_json, store_failed
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
 CHUNK = 500
-INDEX_CHUNK = 10000
 
 
 def searchable(blocks: list | None) -> str:
@@ -49,14 +46,6 @@ _ADD_TEXT = (
     "INSERT INTO search_texts (message_id, body) SELECT id, ? FROM messages "
     "WHERE thread_id = ? AND native_id = ? ON CONFLICT (message_id) DO NOTHING"
 )
-# The keys go in as one JSON array, so that a whole group is one statement: an INSERT ...
-# SELECT run once per row would open a savepoint, and a segment, per row (see above).
-_INDEX_TEXTS = (
-    "INSERT INTO search_fts (rowid, body) SELECT t.message_id, t.body FROM json_each(?) k "
-    "JOIN messages m ON m.thread_id = json_extract(k.value, '$[0]') "
-    "AND m.native_id = json_extract(k.value, '$[1]') "
-    "JOIN search_texts t ON t.message_id = m.id"
-)
 
 
 def _driver_sql(conn: Connection, sql: str) -> str:
@@ -64,17 +53,10 @@ def _driver_sql(conn: Connection, sql: str) -> str:
 
 
 def add_texts(db: DriverSql, rows: list[tuple[str, int, str]]) -> None:
-    """Store the searchable text of messages just inserted: (body, thread_id, native_id) rows.
-
-    SQLite's index is not fed here but by `index_texts`, once for a whole group of files."""
+    """Store the searchable text of messages just inserted: (body, thread_id, native_id) rows
+    (PostgreSQL)."""
     if rows:
         db.many(_ADD_TEXT, rows)
-
-
-def add_texts_by_id(db: DriverSql, rows: list[tuple[int, str]]) -> None:
-    """`add_texts` for messages whose ids are known: (message_id, body) rows, no lookup."""
-    if rows:
-        db.many("INSERT INTO search_texts (message_id, body) VALUES (?, ?)", rows)
 
 
 # FTS5 holds what it indexes in memory up to this size before writing it out as a segment, and
@@ -98,36 +80,36 @@ def _hold_more(db: DriverSql) -> None:
             raise
 
 
-def index_texts(conn: Connection, keys: list[tuple[int, str]]) -> None:
-    """Add the texts `add_texts` stored for these (thread_id, native_id) messages to SQLite's
-    full-text index (PostgreSQL's index keeps itself)."""
-    if conn.dialect.name != "sqlite" or not keys:
-        return
-    _hold_more(DriverSql(conn))
-    for start in range(0, len(keys), INDEX_CHUNK):
-        chunk = orjson.dumps(keys[start : start + INDEX_CHUNK]).decode()
-        DriverSql(conn).execute(_INDEX_TEXTS, (chunk,))
+def index(db: DriverSql, texts: list[tuple[int, str]]) -> None:
+    """Add these (message id, searchable text) rows, messages just stored, to SQLite's index.
+    One statement run for every row: a plain INSERT into the index opens no savepoint, so its
+    rows stay in memory until the commit."""
+    if texts:
+        _hold_more(db)
+        db.many("INSERT INTO search_fts (rowid, body) VALUES (?, ?)", texts)
 
 
-# Messages whose ids are known (all of a group's on SQLite, as a rule): no lookup by key.
-_INDEX_IDS = (
-    "INSERT INTO search_fts (rowid, body) SELECT message_id, body FROM search_texts "
-    "WHERE message_id IN (SELECT value FROM json_each(?))"
-)
-
-
-def index_ids(conn: Connection, ids: list[int]) -> None:
-    """`index_texts` for messages whose ids are known."""
-    if conn.dialect.name != "sqlite" or not ids:
-        return
-    _hold_more(DriverSql(conn))
-    for start in range(0, len(ids), INDEX_CHUNK):
-        chunk = orjson.dumps(ids[start : start + INDEX_CHUNK]).decode()
-        DriverSql(conn).execute(_INDEX_IDS, (chunk,))
+def unindex(
+    db: DriverSql, where: str, params: Sequence, pending: list[tuple[int, str]] | None = None
+) -> list[tuple[int, str]]:
+    """Take the messages `where` (SQL on `messages`) out of SQLite's index, before they are
+    deleted; return `pending` (texts to index at the group's commit) less theirs, which the
+    index was never given."""
+    waiting = {i for i, _ in pending or []}
+    gone, dropped = [], set()
+    for mid, blocks in db.all(f"SELECT id, blocks FROM messages WHERE {where}", params):
+        if mid in waiting:
+            dropped.add(mid)
+        else:
+            gone.append(("delete", mid, searchable(read_json(blocks))))
+    if gone:
+        db.many("INSERT INTO search_fts (search_fts, rowid, body) VALUES (?, ?, ?)", gone)
+    return [p for p in pending or [] if p[0] not in dropped]
 
 
 def index_new(conn: Connection, thread_ids: list[int] | None = None) -> int:
-    """Add the messages not indexed yet (of `thread_ids`, or all); return how many."""
+    """Add the messages not in `search_texts` yet (of `thread_ids`, or all) to it, PostgreSQL's
+    searchable texts; return how many."""
     from sqlalchemy import select
 
     from . import schema as s  # here: an ingest that needs no catching up never loads the models
@@ -148,8 +130,6 @@ def index_new(conn: Connection, thread_ids: list[int] | None = None) -> int:
         conn.exec_driver_sql(
             _driver_sql(conn, "INSERT INTO search_texts (message_id, body) VALUES (?, ?)"), chunk
         )
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql("INSERT INTO search_fts (rowid, body) VALUES (?, ?)", chunk)
         added += len(chunk)
     return added
 
@@ -179,7 +159,7 @@ def search(
 
     m, t, st = s.Message, s.Thread, s.SearchText
     with engine.begin() as conn:
-        index_new(conn)
+        sqlite = conn.dialect.name == "sqlite"
         q = select(
             m.id,
             m.native_id.label("message_native_id"),
@@ -189,14 +169,20 @@ def search(
             t.native_id,
             t.agent,
             t.cwd,
-            st.body,
-        ).select_from(st.__table__.join(m, m.id == st.message_id).join(t, t.id == m.thread_id))
-        if conn.dialect.name == "sqlite":
+            m.blocks if sqlite else st.body,
+        )
+        if sqlite:
             hits = text("SELECT rowid FROM search_fts WHERE search_fts MATCH :q").bindparams(
                 q=_fts_query(words)
             )
-            q = q.where(st.message_id.in_(hits.columns(rowid=st.message_id.type)))
+            q = q.select_from(m.__table__.join(t, t.id == m.thread_id)).where(
+                m.id.in_(hits.columns(rowid=m.id.type))
+            )
         else:
+            index_new(conn)
+            q = q.select_from(
+                st.__table__.join(m, m.id == st.message_id).join(t, t.id == m.thread_id)
+            )
             tsq = func.plainto_tsquery("simple", " ".join(words))
             q = q.where(func.to_tsvector("simple", st.body).op("@@")(tsq))
         if agent:
@@ -220,7 +206,7 @@ def search(
             "project": r.cwd,
             "role": r.role,
             "time": r.timestamp.replace(tzinfo=UTC).isoformat() if r.timestamp else None,
-            "body": r.body,
+            "body": searchable(r.blocks) if sqlite else r.body,
         }
         for r in rows
     ]
