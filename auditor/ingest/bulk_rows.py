@@ -217,6 +217,7 @@ class RowBatch:
         # The messages naming an instruction file (by native id), told while their JSON is in
         # hand: the guidance search then reads these, not every message's text again.
         self.named: list[str] = []
+        self.answered: list[str] = []  # the call ids of its results (for the same search)
         self.sqlite = dialect == "sqlite"
         # The last time written, as stored: a model's bill and its message share one datetime.
         self._last_time: tuple[datetime | None, object] = (None, None)
@@ -262,6 +263,7 @@ class RowBatch:
                 results.append(
                     (thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False)
                 )
+                self.answered.append(b.tool_use_id)
         row = (
             thread_id,
             file_id,

@@ -355,6 +355,7 @@ def reads_in_threads(
     cwds: dict[int, str | None],
     since_message: int = 0,
     named: Collection[str] | None = None,
+    answered: Collection[str] | None = None,
 ) -> dict[int, list[GuidanceText]]:
     """The instruction files the agent of each thread (id -> its cwd) read with its tool calls,
     results stored after row `since_message` of `messages` (all when 0), leaving out files it
@@ -362,41 +363,53 @@ def reads_in_threads(
 
     `named`, on SQLite: the native ids of the messages stored after that row whose text names
     an instruction file, when the caller knows them all (ingest, which wrote them): the text
-    of only the earlier messages is searched."""
+    of only the earlier messages is searched, those of the calls whose ids are in `answered`
+    (the calls whose results were stored after the row; with `named`, all of them)."""
     db, threads = DriverSql(conn), list(cwds)
     if named is not None and not db.sqlite:
         named = None  # the list is read with SQLite's json_each
     if named is not None and not named and not since_message:
         return {}  # no message names a file
     listed = marks(len(threads))
-    scope = f"m.thread_id IN ({listed})"
-    params: list[Any] = [*threads]
-    if since_message:
-        # Only the calls stored after the row, and those whose result was: a thread's earlier
-        # messages are not searched again at every ingest of its new tail (a live session's).
-        scope += (
-            " AND (m.id > ? OR m.native_id IN (SELECT tc.call_message_id FROM tool_calls tc "
-            "JOIN messages a ON a.thread_id = tc.thread_id AND a.native_id = tc.result_message_id "
-            f"WHERE tc.thread_id IN ({listed}) AND a.id > ?))"
-        )
-        params += [since_message, *threads, since_message]
     names = sorted(BASENAMES)
     naming = f"({' OR '.join(['CAST(m.blocks AS TEXT) LIKE ?'] * len(names))})"
     likes = [f"%{n}%" for n in names]
-    if named is None:
-        params += likes
-    else:  # the text of the messages stored before the row alone is searched
-        naming = (
-            "(m.id > ? AND m.native_id IN (SELECT value FROM json_each(?)) "
-            f"OR m.id <= ? AND {naming})"
+    cols = "SELECT m.id, m.thread_id, m.native_id, m.blocks FROM messages m"
+    if named is not None:
+        # SQLite, the new rows naming a file known: those rows, found by id, and the earlier
+        # calls a new row answered, found by their ids: neither walks the thread, however
+        # long (a live session's).
+        naming_rows = (
+            f"{cols} WHERE m.id > ? AND m.thread_id IN ({listed}) "
+            "AND m.native_id IN (SELECT value FROM json_each(?)) "
+            f"UNION ALL {cols} WHERE m.thread_id IN ({listed}) AND m.id <= ? "
+            "AND m.native_id IN (SELECT tc.call_message_id FROM tool_calls tc "
+            f"WHERE tc.thread_id IN ({listed}) AND tc.call_id IN (SELECT value FROM json_each(?))) "
+            f"AND {naming}"
         )
         listed_named = orjson.dumps(sorted(set(named))).decode()
-        params += [since_message, listed_named, since_message, *likes]
+        listed_answered = orjson.dumps(sorted(set(answered or ()))).decode()
+        params: list[Any] = [since_message, *threads, listed_named, *threads, since_message]
+        params += [*threads, listed_answered, *likes]
+    else:
+        scope = f"m.thread_id IN ({listed})"
+        params = [*threads]
+        if since_message:
+            # Only the calls stored after the row, and those whose result was: a thread's
+            # earlier messages are not searched again at every ingest of its new tail.
+            scope += (
+                " AND (m.id > ? OR m.native_id IN (SELECT tc.call_message_id FROM tool_calls tc "
+                "JOIN messages a ON a.thread_id = tc.thread_id "
+                "AND a.native_id = tc.result_message_id "
+                f"WHERE tc.thread_id IN ({listed}) AND a.id > ?))"
+            )
+            params += [since_message, *threads, since_message]
+        naming_rows = f"{cols} WHERE {scope} AND {naming}"
+        params += likes
     # The messages naming an instruction file, looked for once each (materialized: without it
     # PostgreSQL may scan every message's text again for every tool call).
     rows = db.all(
-        "WITH c AS MATERIALIZED (SELECT m.id, m.thread_id, m.native_id, m.blocks FROM messages m "
-        f"WHERE {scope} AND {naming}) "
+        f"WITH c AS MATERIALIZED ({naming_rows}) "
         "SELECT tc.thread_id, tc.call_id, tc.name, c.blocks, r.blocks, r.native_id, "
         "r.timestamp, r.seq FROM tool_calls tc "
         "JOIN c ON c.thread_id = tc.thread_id AND c.native_id = tc.call_message_id "
@@ -486,9 +499,10 @@ def collect(
     thread_ids: Iterable[int],
     since_message: int = 0,
     named: Collection[str] | None = None,
+    answered: Collection[str] | None = None,
 ) -> None:
     """Find and keep the guidance of `thread_ids`: the agent's reads in messages stored after
-    row `since_message` (`named`: see `reads_in_threads`), and the files on disk where the
+    row `since_message` (`named`, `answered`: see `reads_in_threads`), and the files on disk where the
     thread's directory exists."""
     db = DriverSql(conn)
     ids = sorted(set(thread_ids))
@@ -504,7 +518,7 @@ def collect(
             )
         ]
         cwds = {tid: cwd for tid, _, cwd, _, _ in threads}
-        reads = reads_in_threads(conn, cwds, since_message, named)
+        reads = reads_in_threads(conn, cwds, since_message, named, answered)
         for tid, agent, cwd, meta, started in threads:
             texts = reads.get(tid, [])
             if cwd:

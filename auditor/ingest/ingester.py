@@ -240,6 +240,7 @@ class Ingester:
         # commits.
         self._group_indexed: list[tuple[int, str]] = []
         self._group_named: list[str] = []
+        self._group_answered: list[str] = []
         self._thread_stmts: dict[tuple, str] = {}
         # Writes waiting for the next transaction, in order; what they hold; the results to
         # report once it commits; files to read again because their row changed meanwhile.
@@ -302,6 +303,7 @@ class Ingester:
                 self._group_threads = set()
                 self._group_indexed = []
                 self._group_named = []
+                self._group_answered = []
                 self._group_deleted = False
                 self._group_since = DriverSql(conn).scalar("SELECT max(id) FROM messages") or 0
                 for write in writes:
@@ -790,6 +792,7 @@ class Ingester:
             # Its messages are found by `auditor search` once the group commits.
             self._group_indexed += batch.indexed
             self._group_named += batch.named
+            self._group_answered += batch.answered
         except Exception as exc:  # noqa: BLE001 - the store refused the file (disk full, locked...): undo it alone
             if connection_lost(exc):
                 raise  # the whole group is undone: the command says so in one line
@@ -911,9 +914,10 @@ class Ingester:
             )
         # After the refresh: a thread's start (`started_at`) dates the rules it was given.
         # On SQLite the group holds the write lock: every message stored after
-        # `_group_since` is one of its own, and those naming a file are known.
+        # `_group_since` is one of its own: those naming a file and the calls whose results
+        # it wrote are known.
         named = self._group_named if conn.dialect.name == "sqlite" else None
-        guidance.collect(conn, ids, self._group_since, named)
+        guidance.collect(conn, ids, self._group_since, named, self._group_answered)
 
 
 def _why(exc: BaseException) -> str:
