@@ -205,6 +205,7 @@ def get_plugin_manager(extra: list[object] | None = None) -> Plugins:
     disabled = _disabled()
     failures: list[PluginFailure] = []
     dists: dict[str, tuple[str, str]] = {}
+    named: dict[int, tuple[str, str]] = {}
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in disabled or pm.get_plugin(ep.name) is not None:
             continue
@@ -221,7 +222,13 @@ def get_plugin_manager(extra: list[object] | None = None) -> Plugins:
             )
             continue
         if ep.dist is not None:
-            dists[ep.name] = (ep.dist.metadata["name"], ep.dist.version)
+            # Each entry point of a package names the same one; its metadata file is read and
+            # parsed at each `metadata` or `version`, twice per plugin otherwise.
+            known = named.get(id(ep.dist))
+            if known is None:
+                meta = ep.dist.metadata
+                known = named[id(ep.dist)] = (meta["name"], meta["version"])
+            dists[ep.name] = known
     for plugin in extra or []:
         pm.register(plugin)
     pm.check_pending()
