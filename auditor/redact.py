@@ -60,8 +60,7 @@ def _rule(
 def _compiled() -> list[tuple[tuple[str, ...], re.Pattern[str], Replacement]]:
     """The rules, their patterns compiled, in their order."""
     return [
-        (triggers, re.compile(pattern, flags), repl)
-        for _, triggers, pattern, flags, repl in _RULES
+        (triggers, re.compile(pattern, flags), repl) for _, triggers, pattern, flags, repl in _RULES
     ]
 
 
@@ -562,9 +561,7 @@ KINDS = sorted(
 # str search on text that is not all ASCII (every trigger is ASCII).
 _TRIGGERS = [
     (t, t.encode())
-    for t in sorted(
-        {t for _, triggers, *_ in _RULES for t in triggers} | set(_ASSIGNMENT_TRIGGERS)
-    )
+    for t in sorted({t for _, triggers, *_ in _RULES for t in triggers} | set(_ASSIGNMENT_TRIGGERS))
 ]
 
 
