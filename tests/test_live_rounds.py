@@ -15,6 +15,7 @@ import json
 import uuid
 from pathlib import Path
 
+from auditor.audit.checkpoints import INFERENCE, find_checkpoints
 from auditor.live import lookup
 from auditor.store.threads import load_messages
 
@@ -207,6 +208,19 @@ def test_on_the_corpus_a_round_read_early_is_the_round_of_the_whole_thread(corpu
             if call in answer_of:
                 by_answer.setdefault(answer_of[call], set()).add(end)
         assert all(len(ends) == 1 for ends in by_answer.values()), by_answer
+        # Batch planning (every-inference mode) has the same rounds: a checkpoint where the
+        # model's next answer follows a round, none inside an answer.
+        followed = {
+            m.native_id
+            for m, nxt in zip(messages, messages[1:], strict=False)
+            if nxt.role == "assistant"
+        }
+        planned = {
+            cp.message_id
+            for cp in find_checkpoints(tid, messages, "every-inference")
+            if cp.kind == INFERENCE
+        }
+        assert planned == {end for end in whole.values() if end in followed}
         for i, call in calls:
             # From the call's result on, up to 40 lines: what the worker may read at its event.
             for k in range(i + 1, min(i + 41, len(messages) + 1)):

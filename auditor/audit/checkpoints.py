@@ -116,12 +116,22 @@ def find_checkpoints(thread_id: int, messages: list, mode: str = END_TURN) -> li
     An end of turn is the last agent message before the next message from the user (typed or
     a correction) or the end of the thread, when that message does not wait on a tool. In
     `every-inference` mode, the last tool result of each round that the agent answers is a
-    checkpoint too (the moment before the next model call).
+    checkpoint too (the moment before the next model call); a round is every call of one
+    model answer, whose lines share a `usage_key` when the format says it.
     """
     out: list[Checkpoint] = []
     tool_calls = edits = 0
     after_correction = False
     pending_end: int | None = None  # index of the latest agent message of the current turn
+
+    def _same_answer(at: int | None, nxt) -> bool:
+        # A result followed by another line of the model answer it belongs to is not the
+        # moment before the next model call: Claude Code runs a call, and writes its result,
+        # before the rest of the answer (the lines of one answer share its `usage_key`).
+        key = getattr(nxt, "usage_key", None)
+        return (
+            at is not None and key is not None and getattr(messages[at], "usage_key", None) == key
+        )
 
     def close_turn(user_wrote_after: bool) -> None:
         nonlocal pending_end
@@ -157,7 +167,7 @@ def find_checkpoints(thread_id: int, messages: list, mode: str = END_TURN) -> li
             continue
         if mode != END_TURN and is_tool_result(m):
             nxt = messages[i + 1] if i + 1 < len(messages) else None
-            if nxt is not None and nxt.role == "assistant":
+            if nxt is not None and nxt.role == "assistant" and not _same_answer(pending_end, nxt):
                 out.append(
                     Checkpoint(
                         thread_id, i, m.native_id, INFERENCE, tool_calls, edits, after_correction
