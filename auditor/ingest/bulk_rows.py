@@ -216,8 +216,9 @@ class RowBatch:
         self.indexed: list[tuple[int, str]] = []
         # The messages naming an instruction file (by native id), told while their JSON is in
         # hand: the guidance search then reads these, not every message's text again.
-        self.named: list[str] = []
-        self.answered: list[str] = []  # the call ids of its results (for the same search)
+        self.named: list[tuple[int, str]] = []  # (thread id, native id)
+        # The calls its results answer, (thread id, call id), for the same search.
+        self.answered: list[tuple[int, str]] = []
         self.sqlite = dialect == "sqlite"
         # The last time written, as stored: a model's bill and its message share one datetime.
         self._last_time: tuple[datetime | None, object] = (None, None)
@@ -240,7 +241,7 @@ class RowBatch:
         # Raises on what JSON cannot hold.
         encoded = orjson.dumps(as_json, option=orjson.OPT_NON_STR_KEYS)
         if b".md" in encoded and any(name in encoded for name in _NAMED):
-            self.named.append(msg.native_id)
+            self.named.append((thread_id, msg.native_id))
         blocks = encoded if self.sqlite else encoded.decode()
         uses = edits = 0
         calls, results = [], []
@@ -263,7 +264,7 @@ class RowBatch:
                 results.append(
                     (thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False)
                 )
-                self.answered.append(b.tool_use_id)
+                self.answered.append((thread_id, b.tool_use_id))
         row = (
             thread_id,
             file_id,

@@ -354,43 +354,47 @@ def reads_in_threads(
     conn: Connection,
     cwds: dict[int, str | None],
     since_message: int = 0,
-    named: Collection[str] | None = None,
-    answered: Collection[str] | None = None,
+    named: Collection[tuple[int, str]] | None = None,
+    answered: Collection[tuple[int, str]] | None = None,
 ) -> dict[int, list[GuidanceText]]:
     """The instruction files the agent of each thread (id -> its cwd) read with its tool calls,
     results stored after row `since_message` of `messages` (all when 0), leaving out files it
     had changed before reading them.
 
-    `named`, on SQLite: the native ids of the messages stored after that row whose text names
-    an instruction file, when the caller knows them all (ingest, which wrote them): the text
-    of only the earlier messages is searched, those of the calls whose ids are in `answered`
-    (the calls whose results were stored after the row; with `named`, all of them)."""
+    `named`, on SQLite: the (thread id, native id) of the messages stored after that row whose
+    text names an instruction file, when the caller knows them all (ingest, which wrote them):
+    the text of only the earlier messages is searched, those of the calls in `answered`
+    ((thread id, call id): the calls whose results were stored after the row; with `named`,
+    all of them)."""
     db, threads = DriverSql(conn), list(cwds)
     if named is not None and not db.sqlite:
         named = None  # the list is read with SQLite's json_each
+    if named is not None:
+        named = sorted({k for k in named if k[0] in cwds})
     if named is not None and not named and not since_message:
         return {}  # no message names a file
     listed = marks(len(threads))
     names = sorted(BASENAMES)
     naming = f"({' OR '.join(['CAST(m.blocks AS TEXT) LIKE ?'] * len(names))})"
     likes = [f"%{n}%" for n in names]
-    cols = "SELECT m.id, m.thread_id, m.native_id, m.blocks FROM messages m"
+    cols = "SELECT m.id, m.thread_id, m.native_id, m.blocks"
     if named is not None:
-        # SQLite, the new rows naming a file known: those rows, found by id, and the earlier
-        # calls a new row answered, found by their ids: neither walks the thread, however
-        # long (a live session's).
+        # SQLite, the new rows naming a file known: those rows, and the earlier calls a new
+        # row answered, each found by its thread and id through a unique index: neither walks
+        # the thread, however long (a live session's), nor tries every thread of a group
+        # with every id (a cold ingest's).
+        key = "json_extract(k.value, '$[0]')", "json_extract(k.value, '$[1]')"
         naming_rows = (
-            f"{cols} WHERE m.id > ? AND m.thread_id IN ({listed}) "
-            "AND m.native_id IN (SELECT value FROM json_each(?)) "
-            f"UNION ALL {cols} WHERE m.thread_id IN ({listed}) AND m.id <= ? "
-            "AND m.native_id IN (SELECT tc.call_message_id FROM tool_calls tc "
-            f"WHERE tc.thread_id IN ({listed}) AND tc.call_id IN (SELECT value FROM json_each(?))) "
-            f"AND {naming}"
+            f"{cols} FROM json_each(?) k JOIN messages m "
+            f"ON m.thread_id = {key[0]} AND m.native_id = {key[1]} WHERE m.id > ? "
+            f"UNION {cols} FROM json_each(?) k JOIN tool_calls tc "
+            f"ON tc.thread_id = {key[0]} AND tc.call_id = {key[1]} "
+            "JOIN messages m ON m.thread_id = tc.thread_id AND m.native_id = tc.call_message_id "
+            f"WHERE m.id <= ? AND {naming}"
         )
-        listed_named = orjson.dumps(sorted(set(named))).decode()
-        listed_answered = orjson.dumps(sorted(set(answered or ()))).decode()
-        params: list[Any] = [since_message, *threads, listed_named, *threads, since_message]
-        params += [*threads, listed_answered, *likes]
+        mine = sorted({k for k in answered or () if k[0] in cwds})
+        params: list[Any] = [orjson.dumps(named).decode(), since_message]
+        params += [orjson.dumps(mine).decode(), since_message, *likes]
     else:
         scope = f"m.thread_id IN ({listed})"
         params = [*threads]
@@ -404,7 +408,7 @@ def reads_in_threads(
                 f"WHERE tc.thread_id IN ({listed}) AND a.id > ?))"
             )
             params += [since_message, *threads, since_message]
-        naming_rows = f"{cols} WHERE {scope} AND {naming}"
+        naming_rows = f"{cols} FROM messages m WHERE {scope} AND {naming}"
         params += likes
     # The messages naming an instruction file, looked for once each (materialized: without it
     # PostgreSQL may scan every message's text again for every tool call).
@@ -498,8 +502,8 @@ def collect(
     conn: Connection,
     thread_ids: Iterable[int],
     since_message: int = 0,
-    named: Collection[str] | None = None,
-    answered: Collection[str] | None = None,
+    named: Collection[tuple[int, str]] | None = None,
+    answered: Collection[tuple[int, str]] | None = None,
 ) -> None:
     """Find and keep the guidance of `thread_ids`: the agent's reads in messages stored after
     row `since_message` (`named`, `answered`: see `reads_in_threads`), and the files on disk where the
@@ -526,8 +530,8 @@ def collect(
                 if key not in on_disk:
                     on_disk[key] = discover(cwd, agent, as_of=started)
                 texts = on_disk[key] + texts
-            named = (meta or {}).get("guidance_paths") if isinstance(meta, dict) else None
-            store(conn, tid, read_paths(named or []) + texts)
+            paths = (meta or {}).get("guidance_paths") if isinstance(meta, dict) else None
+            store(conn, tid, read_paths(paths or []) + texts)
 
 
 def collect_disk(conn: Connection, thread_id: int, cwd: str | None, agent: str | None) -> int:

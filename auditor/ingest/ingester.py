@@ -239,8 +239,8 @@ class Ingester:
         # The group's new messages and their searchable texts (SQLite), indexed when the group
         # commits.
         self._group_indexed: list[tuple[int, str]] = []
-        self._group_named: list[str] = []
-        self._group_answered: list[str] = []
+        self._group_named: list[tuple[int, str]] = []
+        self._group_answered: list[tuple[int, str]] = []
         self._thread_stmts: dict[tuple, str] = {}
         # Writes waiting for the next transaction, in order; what they hold; the results to
         # report once it commits; files to read again because their row changed meanwhile.
