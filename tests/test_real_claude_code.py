@@ -16,8 +16,10 @@ C. a round and a final answer whose audit is slow; the user types again (D) befo
    the audit is cancelled and nothing reaches the model.
 
 Then the transcript the client wrote is read from the store: tool calls, and the four token
-counts of every model call as the server reported them. A second test breaks the install in
-the ways it breaks in the field and checks the client is never woken by it.
+counts of every model call as the server reported them. Another test streams one answer of two
+calls slowly, as the API does, so that the client writes the first call's result between the
+calls: the round is audited once, whole. A last one breaks the install in the ways it breaks in
+the field and checks the client is never woken by it.
 """
 
 from __future__ import annotations
@@ -512,6 +514,73 @@ def test_the_real_claude_code_runs_every_hook_and_is_handed_each_correction_once
         print(f"audits that waited for the transcript: {lagged}")
     finally:
         engine.dispose()
+
+
+def test_an_answer_streamed_slowly_is_one_tool_round_however_its_lines_interleave(
+    tmp_path, observer
+):
+    """A real API streams an answer over seconds, and the client runs each call as soon as its
+    block has arrived: its transcript then holds call, result, call, result of one answer (it
+    writes the answer's lines and results together once the answer is in). The worker audits
+    that answer's round once, both calls answered, never the first call alone."""
+    script = [
+        Turn([bash("s1", "echo MARK-S-ONE"), bash("s2", "echo MARK-S-TWO")], pause=(1, 2.0)),
+        Turn([bash("s3", "sleep 1; echo MARK-S-THREE")]),
+        Turn([Text("All three ran.")]),
+    ]
+    model = AnthropicServer(script, side=lambda body: False)
+    claude = Claude(tmp_path, model.url, observer.url)
+    # Every tool round is audited (the live hooks' default without the busy-turn policy).
+    Path(claude.env["AUDITOR_CONFIG"]).write_text("[gate]\nmin_tool_calls = 0\n")
+    claude.install()
+    try:
+        done = subprocess.run(
+            claude.argv("Run the three checks."),
+            cwd=claude.project,
+            env=claude.env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    finally:
+        model.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    session = json.loads(done.stdout.splitlines()[-1])["session_id"]
+    [transcript] = (claude.home / ".claude" / "projects").glob(f"*/{session}.jsonl")
+    lines = [json.loads(x) for x in transcript.read_text().splitlines()]
+    order = [
+        (r["type"], b.get("id") or b.get("tool_use_id") or b["type"])
+        for r in lines
+        if r["type"] in ("assistant", "user") and isinstance(r["message"]["content"], list)
+        for b in r["message"]["content"]
+    ]
+    # What makes a round look complete too early: the first result before the second call.
+    assert order[:4] == [
+        ("assistant", "toolu_s1"),
+        ("user", "toolu_s1"),
+        ("assistant", "toolu_s2"),
+        ("user", "toolu_s2"),
+    ], order
+    sdir = Path(session_dir(state_root(), "claude-code", session))
+    wait_for(lambda: not worker_alive(str(sdir)), "the worker to exit", 60)
+    engine = open_db(os.environ["AUDITOR_DB"])
+    try:
+        checkpoints = {c.id: c for c in rows(engine, s.Checkpoint)}
+        audited = [checkpoints[v.checkpoint_id] for v in rows(engine, s.Verdict)]
+    finally:
+        engine.dispose()
+    uuid = {
+        b["tool_use_id"]: r["uuid"]
+        for r in lines
+        if r["type"] == "user" and isinstance(r["message"]["content"], list)
+        for b in r["message"]["content"]
+        if b.get("type") == "tool_result"
+    }
+    first = [(c.message_native_id, c.tool_calls) for c in audited if c.kind == "inference"]
+    first = [c for c in first if c[0] in (uuid["toolu_s1"], uuid["toolu_s2"])]
+    log = (sdir / "worker.log").read_text()
+    assert first == [(uuid["toolu_s2"], 2)], (first, log)
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -75,6 +76,9 @@ class Turn:
     blocks: list[Text | ToolUse]
     usage: Usage = field(default_factory=Usage)
     delay: float = 0.0  # seconds before the answer starts
+    # (n, seconds): a pause after the first n blocks, as the API streams an answer over time
+    # (the client runs a call as soon as its block has arrived)
+    pause: tuple[int, float] | None = None
 
     @property
     def stop_reason(self) -> str:
@@ -223,8 +227,6 @@ class AnthropicServer:
                 server._record(Request(self.path, headers, body, turn, message_id))
                 answer = turn or Turn([Text(server.side_reply)], Usage(200, 8))
                 if answer.delay:
-                    import time
-
                     time.sleep(answer.delay)
                 model = str(body.get("model") or "claude-sonnet-4-6")
                 if not body.get("stream"):
@@ -253,7 +255,19 @@ class AnthropicServer:
                     self.send_header("request-id", f"req_{message_id[4:]}")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
-                    self.wfile.write(data)
+                    if answer.pause is None:
+                        self.wfile.write(data)
+                    else:
+                        blocks, seconds = answer.pause
+                        events = stream_events(answer, model, message_id)
+                        stops = [
+                            i
+                            for i, e in enumerate(events)
+                            if e.startswith(b"event: content_block_stop")
+                        ]
+                        self.wfile.write(b"".join(events[: stops[blocks - 1] + 1]))
+                        time.sleep(seconds)
+                        self.wfile.write(b"".join(events[stops[blocks - 1] + 1 :]))
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
