@@ -69,6 +69,9 @@ def _too_long(size: int) -> str:
     return f"line over {LINE_LIMIT >> 20} MB ({size:,} bytes): skipped"
 
 
+_NOT_READ = object()
+
+
 def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem]:
     """Yield `(line_number, object)` for each JSON line from `cursor`, or a `Problem`.
 
@@ -117,16 +120,24 @@ def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem
                 yield Problem(_too_long(size), line_no)
                 continue
             complete = raw.endswith(b"\n")
-            body = raw.strip()
-            if line_no == 1:
-                body = body.removeprefix(BOM)
-            if not body:
-                if complete:
-                    cursor.offset += len(raw)
-                    cursor.line = line_no
-                continue
             try:
-                obj = orjson.loads(body)
+                # The line as read: JSON allows the whitespace around it, and stripping would
+                # copy every line. A first line may begin with a byte order mark.
+                obj = orjson.loads(raw if line_no != 1 else raw.strip().removeprefix(BOM))
+            except orjson.JSONDecodeError:
+                obj = _NOT_READ
+            if obj is _NOT_READ:
+                body = raw.strip()
+                if line_no == 1:
+                    body = body.removeprefix(BOM)
+                if not body:
+                    if complete:
+                        cursor.offset += len(raw)
+                        cursor.line = line_no
+                    continue
+            try:
+                if obj is _NOT_READ:  # read again as it was, for the error it gives
+                    obj = orjson.loads(body)
             except orjson.JSONDecodeError as exc:
                 if not complete:
                     yield Problem(

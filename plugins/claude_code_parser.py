@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,12 @@ KEEP_SIDECHAIN = 32  # inline-sidechain uuid -> root entries carried in cursor.s
 KEEP_SKIPPED = 16  # skipped-record uuid -> parent entries carried in cursor.state
 KEEP_TASKS = 8  # pending Task prompts carried in cursor.state
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _then_raise(given: list[Record], exc: Exception) -> Iterator[Record]:
+    """The records a failing record gave, then its error."""
+    yield from given
+    raise exc
 
 
 class Parser:
@@ -224,9 +230,10 @@ class Parser:
             "attachment": self._attachment,
         }
 
-        def read(line: int, rec: dict) -> Iterator[Record]:
-            # The handlers put what a record gives in `out`; a record that fails keeps what it
-            # gave before failing, reported after it.
+        def read(line: int, rec: dict) -> Iterable[Record]:
+            # The handlers put what a record gives in `out`, handed on as a list (a generator
+            # per record cost more); a record that fails keeps what it gave before failing,
+            # reported after it.
             kind = rec.get("type")
             handler = handlers.get(kind) if type(kind) is str else None
             try:
@@ -234,13 +241,13 @@ class Parser:
                     handler(rec, line)
                 else:
                     self._metadata(rec)
-            except Exception:
+            except Exception as exc:  # noqa: BLE001 - raised again, after what it gave
                 given = out[:]
                 out.clear()
-                yield from given
-                raise
-            yield from out
+                return _then_raise(given, exc)
+            given = out[:]
             out.clear()
+            return given
 
         try:
             yield from each_record(read_jsonl(self.path, self.cursor), read, "Claude Code record")

@@ -244,9 +244,13 @@ class RowBatch:
             self.named.append((thread_id, msg.native_id))
         blocks = encoded if self.sqlite else encoded.decode()
         uses = edits = 0
-        calls, results = [], []
+        calls, results, said = [], [], []
         for b in msg.blocks:
-            if b.kind == "tool_use" and b.tool_use_id:
+            kind = b.kind
+            # What `search.searchable` takes of the blocks' JSON, from the blocks themselves.
+            if (kind == "text" or kind == "tool_result") and b.text:
+                said.append(b.text)
+            if kind == "tool_use" and b.tool_use_id:
                 uses += 1
                 edits += bool(b.is_file_edit)
                 calls.append(
@@ -260,7 +264,7 @@ class RowBatch:
                         _dumps(b.edited_paths),
                     )
                 )
-            elif b.kind == "tool_result" and b.tool_use_id:
+            elif kind == "tool_result" and b.tool_use_id:
                 results.append(
                     (thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False)
                 )
@@ -286,8 +290,7 @@ class RowBatch:
         self.calls += calls
         self.results += results
         self.messages.append(row)
-        text = (msg.native_id, search.searchable(as_json))
-        self.texts.setdefault(thread_id, []).append(text)
+        self.texts.setdefault(thread_id, []).append((msg.native_id, "\n".join(said)))
 
     def add_usage(self, thread_id: int, file_id: int, u: Usage) -> None:
         self.usage.append(
