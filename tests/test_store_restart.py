@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -40,7 +41,8 @@ def test_workers_go_on_or_stop_in_one_line_when_the_server_restarts(corpus, tmp_
         shutil.copy(corpus / rel, tmp_path / os.path.basename(rel))
     own_server.admin().execute("CREATE DATABASE store")
     db = own_server.url_base + "store"
-    base = [sys.executable, "-m", "auditor", "--db", db]
+    # A worker that hangs says where: faulthandler prints every thread's stack on SIGABRT.
+    base = [sys.executable, "-X", "faulthandler", "-m", "auditor", "--db", db]
     subprocess.run([*base, "ingest", "-q", str(tmp_path)], check=True, timeout=300)
     env = {**os.environ, "GEMINI_API_KEY": "AIza-TEST-dummy"}
     stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": None}), delay=0.3))
@@ -57,7 +59,7 @@ def test_workers_go_on_or_stop_in_one_line_when_the_server_restarts(corpus, tmp_
         while len(verdicts(db)) < 4 and time.monotonic() < deadline:
             time.sleep(0.05)
         own_server.restart()
-        ended = [w.communicate(timeout=300) for w in workers]
+        ended = [ended_or_stacks(w, timeout=300) for w in workers]
         codes = [w.returncode for w in workers]
         # What a worker that stopped says to do: run the same command again.
         again = subprocess.run(
@@ -82,6 +84,20 @@ def test_workers_go_on_or_stop_in_one_line_when_the_server_restarts(corpus, tmp_
     print(f"calls {len(stub.log)}, paid twice {resent}, exit codes {codes}")
     for _, err in ended:
         print(err.strip().splitlines()[-1])
+
+
+def ended_or_stacks(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """`proc`'s output once it ends; if it is still running after `timeout` seconds, the
+    test fails with the stacks of its threads (started with `-X faulthandler`)."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=60)
+        what = " ".join(map(str, proc.args[7:9]))  # after python -X faulthandler -m auditor --db X
+        pytest.fail(
+            f"`auditor {what}` still ran {timeout:.0f} s after the restart:\n{err[-12000:]}"
+        )
 
 
 INGESTERS, RUN_WORKERS = 4, 3
@@ -115,7 +131,7 @@ def test_ingesters_and_workers_at_the_issues_scale_survive_a_restart(corpus, tmp
     fresh_copies(corpus, more, 8)
     own_server.admin().execute("CREATE DATABASE store")
     db = own_server.url_base + "store"
-    base = [sys.executable, "-m", "auditor", "--db", db]
+    base = [sys.executable, "-X", "faulthandler", "-m", "auditor", "--db", db]
     subprocess.run([*base, "ingest", "-q", str(sessions)], check=True, timeout=300)
     env = {**os.environ, "GEMINI_API_KEY": "AIza-TEST-dummy"}
     stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": None}), delay=0.3))
@@ -138,7 +154,7 @@ def test_ingesters_and_workers_at_the_issues_scale_survive_a_restart(corpus, tmp
             time.sleep(0.05)
         under_way = [p.poll() is None for p in procs]
         own_server.restart()
-        ended = [p.communicate(timeout=600) for p in procs]
+        ended = [ended_or_stacks(p, timeout=600) for p in procs]
         codes = [p.returncode for p in procs]
         # What a process that stopped says to do: run the same command again.
         again = [
