@@ -244,8 +244,10 @@ def events_benchmark(corpus: Path, runs: int, work: Path) -> None:
     text = next(b["text"] for b in final if b.get("type") == "text")
     db = work / "events" / "a.db"
     state = work / "events" / "state"
+    # Bytecode written, as an installed package has it: with PYTHONDONTWRITEBYTECODE every
+    # event would compile the checkout's code again.
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "AUDITOR_DB": str(db),
         "AUDITOR_STATE_DIR": str(state),
         "ANTHROPIC_API_KEY": "sk-ant-bench",

@@ -206,8 +206,10 @@ class Side:
         self.stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": ""})))
         self.state = work / "state"
         # Where Claude Code keeps it (HOME is `work`): the hook reads transcripts only there.
+        # Bytecode written, as an installed package has it: with PYTHONDONTWRITEBYTECODE every
+        # event would compile the checkout's code again.
         self.env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
             "AUDITOR_DB": str(work / "a.db"),
             "AUDITOR_STATE_DIR": str(self.state),
             "AUDITOR_CONFIG": str(work / "none.toml"),
