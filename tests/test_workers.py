@@ -113,3 +113,37 @@ def test_claims_older_than_a_day_that_nobody_holds_are_dropped(pg_server):
     assert kept == ["new-done", "old-held"]
     leases.let_go(holder, "old-held")
     engine.dispose()
+
+
+def test_a_run_that_is_over_stops_waiting_for_a_thread_another_worker_holds(pg_server):
+    """A run whose calls failed ends: its planning thread, waiting for a thread another worker
+    holds (which may itself wait for this run's leases), is told to stop."""
+    import threading
+    from types import SimpleNamespace
+
+    from auditor.audit.run_types import RunSummary
+    from auditor.audit.sharing import WAIT_FOR_THREADS, LeasedSharing
+    from auditor.store import leases
+
+    engine = open_db(pg_server.new_database())
+    observing = SimpleNamespace(name="gemini", model="m", prompt=SimpleNamespace(sha256="p"))
+    sharing = LeasedSharing(engine, observing, RunSummary(None, "gemini", "m"), "host:1:me", 60)
+    thread = SimpleNamespace(id=1, message_count=3, ended_at=None)
+    planner = SimpleNamespace(
+        threads=lambda busiest_first: [thread],
+        checkpoints=SimpleNamespace(gate_config={"mode": "end-turn"}),
+    )
+    key = sharing._thread_key(thread)
+    other = leases.hold(engine, key, None, "host:2:other")  # another worker's thread
+    assert other is not None
+    ended = threading.Event()
+    planning = threading.Thread(target=lambda: (list(sharing.jobs(planner)), ended.set()))
+    planning.start()
+    try:
+        assert not ended.wait(3 * WAIT_FOR_THREADS)  # it waits for the other worker...
+        sharing.stop()
+        assert ended.wait(60)  # ...until the run is over
+    finally:
+        leases.let_go(other, key)
+        planning.join(60)
+        engine.dispose()

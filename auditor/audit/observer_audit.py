@@ -161,7 +161,13 @@ class Auditor:
                 if progress:
                     progress(self.summary)
 
-        await asyncio.gather(produce(), *(work() for _ in range(workers_n)))
+        try:
+            await asyncio.gather(produce(), *(work() for _ in range(workers_n)))
+        except BaseException:
+            # The planning thread must end for the run to end (asyncio waits for it): it
+            # stops waiting for other workers' threads.
+            self.sharing.stop()
+            raise
         # Calls other workers held (PostgreSQL): once they let go, each is answered (nothing
         # to do) or free again because its worker died (made here, so that none is lost).
         limit = asyncio.Semaphore(workers_n)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -71,6 +70,11 @@ class WorkSharing(Protocol):
 
     def let_go_all(self) -> None:
         """Give back every lease still held (a run stopped early)."""
+        ...
+
+    def stop(self) -> None:
+        """The run is over (it failed or was stopped): `jobs` waits for nothing more. Called
+        from another thread than the one running `jobs`."""
         ...
 
     def held_elsewhere(self) -> list[Job]:
@@ -126,6 +130,9 @@ class LocalSharing:
     def let_go_all(self) -> None:
         pass
 
+    def stop(self) -> None:
+        pass  # its jobs never wait for another run
+
     def held_elsewhere(self) -> list[Job]:
         return []  # a call another run holds is left to it
 
@@ -146,6 +153,11 @@ class LeasedSharing:
         self._open: dict[str, int] = {}  # thread lease -> calls not yet made
         self._lock = threading.Lock()
         self._started = utcnow()  # threads other workers finish from now on are theirs
+        # Set when the run is over: `jobs` stops waiting for threads other workers hold. A
+        # run whose calls failed would otherwise never end: asyncio waits for the thread that
+        # runs `jobs`, and that thread would wait for the other workers, which may wait for
+        # the leases this run still holds.
+        self._stopped = threading.Event()
         # Rows no worker started in the last day can need.
         leases.forget_old(engine, datetime.now(UTC) - CLAIMS_KEPT)
 
@@ -164,8 +176,7 @@ class LeasedSharing:
                 yield from self._thread_jobs(planner, thread)
         for thread in waiting:
             yield from self._help(planner, thread)
-        while waiting:
-            time.sleep(WAIT_FOR_THREADS)
+        while waiting and not self._stopped.wait(WAIT_FOR_THREADS):
             keys = {self._thread_key(t): t for t in waiting}
             gone, free = self.leases.unheld(list(keys))
             waiting = [t for key, t in keys.items() if key not in gone and key not in free]
@@ -359,6 +370,9 @@ class LeasedSharing:
             self.leases.give_back(job.claim_key)
             return
         self.leases.let_go(conn, job.claim_key)
+
+    def stop(self) -> None:
+        self._stopped.set()
 
     def held_elsewhere(self) -> list[Job]:
         waiting, self._waiting = self._waiting, []
