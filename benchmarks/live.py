@@ -238,16 +238,21 @@ class Side:
             tuple
         ] = []  # per event: (kind, worker cpu s, rss kB, peak kB, hook cpu s, hook wall s)
 
-    def event(self, lines: list[bytes], upto: int, name: str, payload: dict) -> None:
-        """Write the transcript up to line `upto`, run the hook, wait for the worker's audit."""
+    def write(self, lines: list[bytes], upto: int) -> None:
         if upto > self.written:
             self.out.write(b"".join(lines[self.written : upto]))
             self.out.flush()
             self.written = upto
+
+    def event(self, lines: list[bytes], upto: int, name: str, payload: dict, then: int = 0) -> None:
+        """Write the transcript up to line `upto`, run the hook, write it up to line `then`
+        (what the agent writes next, while the worker looks), wait for the worker's audit."""
+        self.write(lines, upto)
         payload = {**payload, "transcript_path": str(self.transcript)}
         before, t0 = child_cpu(), time.perf_counter()
         subprocess.run(self.hook, input=json.dumps(payload), text=True, env=self.env, check=True)
         hook_wall, hook_cpu = time.perf_counter() - t0, child_cpu() - before
+        self.write(lines, then)
         if self.sdir is None:
             self.sdir = next(self.state.rglob("events.jsonl")).parent
         size = (self.sdir / "events.jsonl").stat().st_size
@@ -277,6 +282,15 @@ def replay(
 ) -> None:
     session_id = json.loads(next(x for x in lines if b'"sessionId"' in x))["sessionId"]
     events = plan_events(lines)
+    # A tool round is audited once the model's answer is known to be over (the worker waits
+    # for the next answer's first line): after a tool event the agent writes on up to the next
+    # event, as it does while the model answers.
+    thens = [
+        (events[n + 1][0] - 1 if n + 1 < len(events) else len(lines))
+        if name == "PostToolUse"
+        else 0
+        for n, (_, name, _) in enumerate(events)
+    ]
     if limit:
         events = events[:limit]
     pythons = {"this": sys.executable, **({"against": against} if against else {})}
@@ -297,7 +311,7 @@ def replay(
             payload["stop_hook_active"] = False
         # Paired: the sides take each event in turn, first one then the other.
         for side in sides if n % 2 == 0 else sides[::-1]:
-            side.event(lines, upto, name, payload)
+            side.event(lines, upto, name, payload, thens[n])
         if n % 10 == 0:  # the bare interpreter, between the same events
             before, t0 = child_cpu(), time.perf_counter()
             subprocess.run([sys.executable, "-c", "pass"], check=True)
