@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -64,6 +66,22 @@ def test_refuses_what_json_refuses(text):
         json.loads(text)
     with pytest.raises(ValueError):
         hook_json.loads(text)
+
+
+def test_refuses_bad_input_in_a_process_that_never_imported_json():
+    # As a hook event runs: the C scanner's own errors need the json package, not loaded yet.
+    code = (
+        "import sys; from auditor.live import hook_json\n"
+        "assert 'json' not in sys.modules\n"
+        f"for text in {BAD!r}:\n"
+        "    try:\n"
+        "        hook_json.loads(text)\n"
+        "    except ValueError:\n"
+        "        print('refused')\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert ran.stderr == ""
+    assert ran.stdout.split() == ["refused"] * len(BAD)
 
 
 def test_refuses_to_write_what_json_cannot():

@@ -63,8 +63,13 @@ def loads(text: str | bytes):
     start = len(text) - len(text.lstrip(_JSON_WS))
     try:
         obj, end = _scan(text, start)
-    except StopIteration as stop:
-        raise ValueError(f"Expecting value: char {stop.value}") from None
+    except (StopIteration, ValueError, SystemError):
+        # Bad input. The scanner raises `json.decoder`'s error class, which it only finds
+        # once the json package was imported (before that it fails with a SystemError): the
+        # package then reads the text again and says what is wrong, as `json.loads` does.
+        import json
+
+        return json.loads(text)
     if text[end:].strip(_JSON_WS):
         raise ValueError(f"Extra data: char {end}")
     return obj
