@@ -29,9 +29,10 @@ markers and the closing checkpoint line.
 
 The whole text fits a budget where it can: `config["min_tokens"]` (default 7850) plus
 `config["tokens_per_call"]` (60) for each tool call of the turn being judged, at most
-`config["max_tokens"]` (24000), since a 150-call turn needs more room than a 5-call one. A
-short thread (3000 tokens whole, within the budget) whose cut would abbreviate the turn being
-judged is shown whole. Else what tells the
+`config["max_tokens"]` (24000), since a 150-call turn needs more room than a 5-call one. In
+a short thread (3000 tokens whole, within the budget) what the agent wrote in the turn being
+judged (the inputs of its tool calls: the code of an edit, a script) is shown whole; what it
+read stays as at the first level. Else what tells the
 observer most per token is cut last: tool output of earlier turns goes first, then the
 output of the turn being judged (results before the calls' inputs, keeping the head, the tail,
 failure lines and summary lines such as `3 passed`), then whole tool calls, marked `[... N tool
@@ -80,6 +81,7 @@ from .formatter_text import (
     PATH_KEYS,
     RESULTS_ONLY,
     UNCUT,
+    WRITTEN,
     Level,
     abbreviate,
     clean,
@@ -129,13 +131,13 @@ class Unit:
     call: _Call | None = None
     own_late: bool = False  # `late` as the unit's message made it (see `ThreadUnits`)
     _cache: dict[int, tuple[str | None, int]] = field(default_factory=dict)
-    # Its size at each level (the last: uncut), as `fit` reads them.
-    sizes: list[int | None] = field(default_factory=lambda: [None] * (len(LEVELS) + 1))
+    # Its size at each level (the last two: inputs whole, uncut), as `fit` reads them.
+    sizes: list[int | None] = field(default_factory=lambda: [None] * (len(LEVELS) + 2))
 
     def forget(self) -> None:
         """Forget the renderings: what they depend on changed."""
         self._cache.clear()
-        self.sizes = [None] * (len(LEVELS) + 1)
+        self.sizes = [None] * (len(LEVELS) + 2)
 
     def text(self, level: int | None = None) -> str:
         level = self.level if level is None else level
@@ -143,7 +145,7 @@ class Unit:
         if body is None:  # a call's body, rendered again when it is shown (see `_Call`)
             assert self.call is not None
             level = min(level, 0) if self.protected else level
-            body = self.call.text(LEVELS[level] if level >= 0 else UNCUT)
+            body = self.call.text(_detail(level))
         return body
 
     def tokens(self, level: int | None = None) -> int:
@@ -157,7 +159,7 @@ class Unit:
         if self.protected:
             level = min(level, 0)
         if level not in self._cache:
-            detail = LEVELS[level] if level >= 0 else UNCUT
+            detail = _detail(level)
             body: str | None
             if self.call is not None:
                 body, tokens = None, self.call.tokens(detail)
@@ -166,6 +168,11 @@ class Unit:
                 tokens = _text_tokens(body)
             self._cache[level] = (body, _text_tokens(self.heading) + tokens + 1)
         return self._cache[level]
+
+
+def _detail(level: int) -> Level:
+    """The detail of a unit's level: LEVELS, -1 uncut, -2 its input whole (see `_fits_whole`)."""
+    return LEVELS[level] if level >= 0 else UNCUT if level == -1 else WRITTEN
 
 
 # The same headings and quoted texts are sized again at every checkpoint of a thread.
@@ -956,14 +963,15 @@ COMMAND_PROMPT_CHARS = 3000  # a slash command's expanded prompt is shown up to 
 # short thread). On the development part of the evidence labels (164 of them) 8000 keeps no
 # evidence string more and adds 224 tokens to the median prompt.
 DEFAULT_MIN_TOKENS = 7850
-# A thread whose whole render takes at most this many tokens is sent whole, nothing abbreviated,
-# when cutting it would abbreviate the turn being judged: what cutting it would save is too
-# little to matter. Sending whole every thread that fits the budget kept, on the development
-# labels, one evidence string more than cutting them all (of 599), from a thread of 2,163 tokens
-# (the middle of the file its last turn wrote), and cost 104 tokens of median prompt and 355 of
-# mean; bounded here it keeps that string for 38 tokens of mean and none of median. Of the six
-# development threads it sent whole, two were cut in earlier turns only (2,768 and 2,373 tokens
-# whole, 740 and 1,891 cut): those are cut again, keeping every string.
+# In a thread whose whole render takes at most this many tokens, the tool inputs of the turn
+# being judged are shown whole: what cutting them would save is too little to matter, and what
+# the agent wrote is what the checkpoint judges. Sending whole every thread that fits the budget
+# kept, on the development labels, one evidence string more than cutting them all (of 599): the
+# middle of the file the last turn of a 2,163-token thread wrote, in the call's input. The
+# thread's other text (what the agent read: a file, a fetched page, a skill's instructions)
+# stays as at level 0: showing that whole too kept no development string more and made four
+# short prompts 300 to 2,000 tokens longer (624 rather than 2,651 tokens for one whose skill
+# text was its bulk).
 WHOLE_TOKENS = 3000
 DEFAULT_TOKENS_PER_CALL = 60  # added for each tool call of the turn being judged
 DEFAULT_MAX_TOKENS = 24000  # the most a prompt may take
@@ -1225,8 +1233,9 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
 
 
 def _fits_whole(messages: list, units: list[Unit], budget: int) -> bool:
-    """Show the thread whole when it fits `budget` whole (at most WHOLE_TOKENS) and the cut
-    would abbreviate the turn being judged (what is after the user's last message).
+    """When the thread fits `budget` whole (at most WHOLE_TOKENS) and the first level would
+    abbreviate what the agent wrote in the turn being judged (a tool call's input after the
+    user's last message), show those inputs whole and the rest at the first level; True then.
 
     Its characters are counted first (a quarter of them is fewer tokens than its render takes),
     so that a long thread is never rendered whole only to be found too long.
@@ -1241,10 +1250,11 @@ def _fits_whole(messages: list, units: list[Unit], budget: int) -> bool:
             return False
     if sum(u.tokens(-1) for u in units) > budget:
         return False
-    if all(u.tokens(-1) == u.tokens(0) for u in units if u.current):
-        return False  # the cut leaves that turn as it is: earlier turns' outputs stay cut
-    for u in units:
-        u.level = -1
+    written = [u for u in units if u.current and u.kind == TOOL and u.tokens(-2) != u.tokens(0)]
+    if not written:
+        return False  # the first level leaves what it wrote as it is: earlier turns stay cut
+    for u in written:
+        u.level = -2
     return True
 
 

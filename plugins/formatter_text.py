@@ -290,6 +290,8 @@ LEVELS = (
 )
 RESULTS_ONLY = 3  # levels below this one cut tool results and nothing else
 UNCUT = Level(result=2**31, value=2**31, command=2**31, text=None, note=2**31)  # level -1
+# Level -2: what the agent wrote (a tool call's input) whole, everything else as at level 0.
+WRITTEN = Level(result=LEVELS[0].result, value=2**31, command=2**31, text=None, note=LEVELS[0].note)
 
 
 # Input keys shown in full (paths) or with a larger allowance (commands) at every level.

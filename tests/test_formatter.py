@@ -375,29 +375,48 @@ def test_without_pressure_nothing_is_omitted():
     assert "omitted" not in render(end_turn(t), info(), t.messages, {"max_tokens": 24000})
 
 
-def test_a_short_thread_that_fits_the_budget_is_shown_whole():
-    game = "\n".join(f"+    line {i} of the new file" for i in range(300))  # ~9,000 characters
-    t = Thread().user("Write the game.").calls("Write", game, file_path="/w/game.py")
+def test_a_short_thread_shows_what_the_agent_wrote_in_the_turn_whole():
+    game = "\n".join(f"    line {i} of the new file" for i in range(300))  # ~8,000 characters
+    t = (
+        Thread()
+        .user("Write the game.")
+        .calls("Write", "File created.", file_path="/w/game.py", content=game)
+    )
     t.says("Written.")
     whole = render(end_turn(t), info(), t.messages, {"uncut": True})
     assert estimate_tokens(whole) <= formatter.WHOLE_TOKENS
     assert render(end_turn(t), info(), t.messages, {}) == whole
-    assert "+    line 150 of the new file" in whole  # the middle a cut output would lose
+    assert "    line 150 of the new file" in whole  # the middle a cut input would lose
     # With less room than the whole takes, it is cut as before.
-    assert "+    line 150 of the new file" not in render(
+    assert "    line 150 of the new file" not in render(
         end_turn(t), info(), t.messages, {"max_tokens": 1500}
     )
 
 
+def test_what_the_agent_read_in_a_short_thread_stays_cut():
+    page = "\n".join(f"line {i} of the fetched page" for i in range(300))  # ~8,000 characters
+    t = Thread().user("What does the page say?").calls("WebFetch", page, url="https://example.org")
+    t.says("It lists 300 lines.")
+    whole = render(end_turn(t), info(), t.messages, {"uncut": True})
+    assert estimate_tokens(whole) <= formatter.WHOLE_TOKENS
+    out = render(end_turn(t), info(), t.messages, {})
+    assert "line 150 of the fetched page" not in out and "lines cut" in out
+    assert "line 299 of the fetched page" in out and "> It lists 300 lines." in out
+
+
 def test_a_short_thread_cut_in_earlier_turns_only_is_not_sent_whole():
-    game = "\n".join(f"+    line {i} of the new file" for i in range(300))  # ~9,000 characters
-    t = Thread().user("Write the game.").calls("Write", game, file_path="/w/game.py")
+    game = "\n".join(f"    line {i} of the new file" for i in range(300))  # ~8,000 characters
+    t = (
+        Thread()
+        .user("Write the game.")
+        .calls("Write", "File created.", file_path="/w/game.py", content=game)
+    )
     t.says("Written.").user("Thanks, that is all.").says("Glad it helps.")
     whole = render(end_turn(t), info(), t.messages, {"uncut": True})
     assert estimate_tokens(whole) <= formatter.WHOLE_TOKENS
-    # The turn being judged is whole either way: the earlier turn's output is cut as usual.
+    # The turn being judged is whole either way: the earlier turn's input is cut as usual.
     out = render(end_turn(t), info(), t.messages, {})
-    assert "+    line 150 of the new file" not in out and "lines cut" in out
+    assert "    line 150 of the new file" not in out and "lines cut" in out
     assert "> Glad it helps." in out
 
 
