@@ -27,7 +27,7 @@ fenced with more backticks than they contain, and names, paths and notes are put
 Only unquoted lines outside fences are the prompt's own: headings, tool-call lines, `[... ...]`
 markers and the closing checkpoint line.
 
-The whole text fits a budget where it can: `config["min_tokens"]` (default 7850) plus
+The whole text fits a budget where it can: `config["min_tokens"]` (default 7500) plus
 `config["tokens_per_call"]` (60) for each tool call of the turn being judged, at most
 `config["max_tokens"]` (24000), since a 150-call turn needs more room than a 5-call one. In
 a short thread (3000 tokens whole, within the budget) what the agent wrote in the turn being
@@ -958,11 +958,13 @@ COMMAND_PROMPT_CHARS = 3000  # a slash command's expanded prompt is shown up to 
 
 # -- fitting the budget --------------------------------------------------------------------------------
 # The budget grows with the turn being judged: a 150-call turn needs more room than a 5-call one.
-# The budget of a turn without tool calls. 7850 rather than 8000 pays for what is kept whole
-# (a slash command's prompt, the user's words in a rejected call, errors at twice the room, a
-# short thread). On the development part of the evidence labels (164 of them) 8000 keeps no
-# evidence string more and adds 224 tokens to the median prompt.
-DEFAULT_MIN_TOKENS = 7850
+# The budget of a turn without tool calls. What the prompt no longer says twice (reminders,
+# guidance handed over again, a session's working directory) and no longer shows whole (what a
+# short thread's agent read) left room: on the development part of the evidence labels (168)
+# floors of 7300, 7400, 7500, 7600 and 7850 keep the same evidence strings, 7200 loses two (a
+# test's name in a long output, a commit's file list). 7500 keeps 300 tokens above that edge and takes
+# 195 tokens off the median prompt (6,716 rather than 6,911.5).
+DEFAULT_MIN_TOKENS = 7500
 # In a thread whose whole render takes at most this many tokens, the tool inputs of the turn
 # being judged are shown whole: what cutting them would save is too little to matter, and what
 # the agent wrote is what the checkpoint judges. Sending whole every thread that fits the budget
@@ -981,7 +983,7 @@ ROOM = 0.35  # share of the budget kept for the rest when what is never cut fill
 def budget_for(messages: list, config: dict) -> int:
     """Return the token budget for rendering `messages`, from the formatter `config`.
 
-    `min_tokens` (default 7850) plus `tokens_per_call` (default 60) for each tool call since
+    `min_tokens` (default 7500) plus `tokens_per_call` (default 60) for each tool call since
     the last message the user typed, at most `max_tokens` (default 24000). A `max_tokens` below
     `min_tokens` is the budget.
     """

@@ -99,7 +99,7 @@ def test_a_session_prefix_names_the_session_not_its_subagents(tmp_path):
 def test_prompt_budget_grows_with_the_turn_within_the_given_floor_and_cap(corpus):
     from auditor_plugins.formatter_text import estimate_tokens
 
-    # A 148-call turn: the default budget is 7850 + 60 a call; the options move floor and cap.
+    # A 148-call turn: the default budget is 7500 + 60 a call; the options move floor and cap.
     path = corpus / "claude-code/marot-spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
     assert invoke("ingest", str(path)).exit_code == 0
 
@@ -112,7 +112,7 @@ def test_prompt_budget_grows_with_the_turn_within_the_given_floor_and_cap(corpus
     capped = size("--max-prompt-tokens", "6000")
     grown = size()
     raised = size("--min-prompt-tokens", "20000", "--max-prompt-tokens", "40000")
-    assert capped <= 6000 and 8000 < grown <= 8000 + 60 * 148 < raised <= 20000 + 60 * 148
+    assert capped <= 6000 and 8000 < grown <= 7500 + 60 * 148 < raised <= 20000 + 60 * 148
     # As the embedded model gets it: sized to its window, beside the system prompt.
     from auditor_plugins.embedded import EmbeddedObserver
 

@@ -359,8 +359,8 @@ def test_the_budget_grows_with_the_turn_between_a_floor_and_a_cap():
     for i in range(400):
         long.calls("Bash", f"step {i}\n" * 200, command=f"make step{i}", text=f"Now step {i}.")
     long.says("Done.")
-    assert formatter.DEFAULT_MIN_TOKENS == 7850 and formatter.DEFAULT_MAX_TOKENS == 24000
-    assert budget_for(short.messages, {}) == 7850 + formatter.DEFAULT_TOKENS_PER_CALL
+    assert formatter.DEFAULT_MIN_TOKENS == 7500 and formatter.DEFAULT_MAX_TOKENS == 24000
+    assert budget_for(short.messages, {}) == 7500 + formatter.DEFAULT_TOKENS_PER_CALL
     assert budget_for(long.messages, {}) == 24000  # capped
     assert budget_for(long.messages, {"max_tokens": 3000}) == 3000  # a cap below the floor
     assert budget_for(long.messages, {"min_tokens": 2000, "tokens_per_call": 10}) == 6000

@@ -336,7 +336,7 @@ def prompt_token_options(fn):
                 "--min-prompt-tokens",
                 type=int,
                 default=None,
-                help="Formatter: token budget of a turn without tool calls (default 7850); it grows by 60 tokens for each tool call of the turn being judged.",
+                help="Formatter: token budget of a turn without tool calls (default 7500); it grows by 60 tokens for each tool call of the turn being judged.",
             ),
             click.option(
                 "--max-prompt-tokens",
