@@ -19,7 +19,8 @@ What the prompt already says is not said again: a harness note the harness repea
 word (Aider's banner after each commit) or one that hands the agent a guidance file the prompt
 shows (Codex's AGENTS.md message), a harness reminder an earlier tool result carried (the one
 Claude Code appends to every file read), a call's working directory when it is the session's,
-which the header names.
+which the header names, and a long tool output a later call got back word for word (a file read
+twice, the same status run again): it is shown with the later call, where the agent last saw it.
 
 Nothing taken from the transcript can pass for the prompt's own structure: what a person or
 the agent wrote is quoted (`> ` before every line, see `quote`), tool inputs and outputs are
@@ -235,6 +236,8 @@ class _Said:
 
     cwd: str | None = None
     reminders: frozenset[str] = frozenset()
+    # Its result is word for word that of a later call, which shows it.
+    repeated: bool = False
 
     def strip(self, text: str) -> str:
         if not self.reminders or "<system-reminder>" not in text:
@@ -269,6 +272,9 @@ def _render_call(
     text = said.strip(result.text or "") if result is not None else ""
     if result is None:
         parts.append("Result: (none recorded)")
+    elif said.repeated and level is not UNCUT:
+        state = " (error)" if result.is_error else ""
+        parts.append(f"Result{state}: (word for word what a later call's result shows)")
     elif _user_reply(text):  # the user's own words: shown whole, as typed
         output = abbreviate(clean(text), USER_REPLY_CHARS, NOTHING)
         state = " (error)" if result.is_error else ""
@@ -432,6 +438,14 @@ class _Call:
 
     def hide(self) -> None:
         self._body = None
+
+
+REPEATED_CHARS = 400  # a result this long, word for word a later one's, is shown once
+
+
+def _repeatable(text: str | None) -> bool:
+    """True for a result long enough to be shown once when a later one says the same."""
+    return text is not None and len(text) >= REPEATED_CHARS and not _user_reply(text)
 
 
 def _tool_key(block) -> str:
@@ -671,6 +685,9 @@ class ThreadUnits:
         self.first_meta: dict[int, int] = {}
         # The result block each harness reminder came with first (by its text's hash).
         self.first_reminder: dict[int, int] = {}
+        # The call whose result last had each long text (by the text's hash): an earlier
+        # result with the same text is shown once, there.
+        self.last_output: dict[int, str] = {}
         self.focus = Focus()
         self.last_instruction = self.last_user = self.original = -1
         self.last_text = -1  # the agent's last message with text
@@ -710,6 +727,12 @@ class ThreadUnits:
                     dirty.update(self.calls.get(b.tool_use_id, ()))
                     for reminder in _reminders(b.text or ""):
                         self.first_reminder.setdefault(hash(reminder), id(b))
+                    if _repeatable(b.text):
+                        key = hash(b.text)
+                        earlier = self.last_output.get(key)
+                        if earlier is not None and earlier != b.tool_use_id:
+                            dirty.update(self.calls.get(earlier, ()))
+                        self.last_output[key] = b.tool_use_id
             if m.role == "assistant" and m.text:
                 self.last_text = i
             elif m.source_type == SOURCE_META and m.text:
@@ -804,12 +827,22 @@ class ThreadUnits:
     def _call(self, block) -> _Call:
         result = self.results.get(block.tool_use_id or "")
         found = self.records.get(id(block))
-        if found is None or found.block is not block or found.result is not result:
-            said = _Said(self.cwd)
+        repeated = (
+            result is not None
+            and _repeatable(result.text)
+            and self.last_output[hash(result.text)] != result.tool_use_id
+        )
+        if (
+            found is None
+            or found.block is not block
+            or found.result is not result
+            or found.said.repeated != repeated
+        ):
+            said = _Said(self.cwd, repeated=repeated)
             if result is not None:
                 first = self.first_reminder
                 again = {r for r in _reminders(result.text or "") if first[hash(r)] != id(result)}
-                said = _Said(self.cwd, frozenset(again))
+                said = _Said(self.cwd, frozenset(again), repeated)
             found = self.records[id(block)] = _Call(block, result, said)
         return found
 

@@ -444,6 +444,29 @@ def test_what_the_prompt_already_says_is_not_said_again():
     assert render(end_turn(t), info(), t.messages, {}) == out
 
 
+def test_an_output_repeated_word_for_word_is_shown_once_where_it_came_last():
+    settings = "\n".join(f"{i}\tDISCOUNTS[{i!r}] = {i}" for i in range(40))
+    t = Thread().user(TASK)
+    t.calls("Read", settings, file_path="/home/ada/shop/settings.py")
+    t.calls("Edit", "The file was not changed.", error=True, file_path="/home/ada/shop/settings.py")
+    t.calls("Read", settings, file_path="/home/ada/shop/settings.py")
+    t.says("DISCOUNTS is unchanged.")
+    out = render(end_turn(t), info(), t.messages, {})
+    assert out.count("DISCOUNTS[7] = 7") == 1
+    first, second = (i for i in range(len(out)) if out.startswith("**Tool call: Read**", i))
+    assert "word for word what a later call's result shows" in out[first:second]
+    assert "DISCOUNTS[7] = 7" in out[second:]
+    # A short output is shown again: its marker would save nothing.
+    short = Thread().user(TASK).calls("Bash", "3 passed", command="pytest")
+    short.calls("Bash", "3 passed", command="pytest").says("Tests pass.")
+    assert render(end_turn(short), info(), short.messages, {}).count("3 passed") == 2
+    # Rendered before the repeat came, the first read shows the file; after it, as from nothing.
+    formatter.forget()
+    before = render(Checkpoint(1, 4, t.messages[4].native_id, END_TURN), info(), t.messages[:5], {})
+    assert "DISCOUNTS[7] = 7" in before
+    assert render(end_turn(t), info(), t.messages, {}) == out
+
+
 def test_a_guidance_file_the_harness_handed_over_is_shown_once():
     rules = "Always run `make lint` before you finish.\nNever add dependencies."
     handed = (
@@ -501,7 +524,7 @@ def test_a_command_run_again_gives_way_before_its_last_run_and_failures_stay():
         error=True,
     )
     for i in range(20):
-        t.calls("Read", "x = 1\n" * 300, file_path=f"/home/ada/shop/m{i}.py")
+        t.calls("Read", f"x = {i}\n" * 300, file_path=f"/home/ada/shop/m{i}.py")
     t.calls("Bash", pytest_output("noise 8", tail="=== run 8: 3 passed ==="), command="pytest")
     t.says("Done.")
     out = render(end_turn(t), info(), t.messages, {"max_tokens": 1000})
