@@ -21,8 +21,12 @@ from pathlib import Path
 
 MAX_PATHS = 20
 
-# Cheap pre-filter: a command without any of these cannot be an edit.
+# Cheap pre-filter: a command without any of these cannot be an edit...
 _HINTS = (">", "sed", "tee", "perl", "apply", "patch")
+# ...once these redirections, never an edit, are left out: stderr sent to stdout (its `2` a word
+# of its own: in `x2>&1y` the word is `x2` and the output goes to the file `1y`), and output sent
+# to /dev/null (a third of the shell commands agents run have one of them).
+_NO_EDITS = (" 2>&1", ">/dev/null")
 _SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "fish"}
 # Where writing is not editing the project: devices, process files, temporary directories.
 _SCRATCH = ("/dev/", "/proc/", "/tmp/", "/var/tmp/", "$TMPDIR/", "${TMPDIR}/")
@@ -48,6 +52,9 @@ def patch_paths(patch: str) -> list[str]:
 def shell_edits(command: str | list) -> tuple[bool, list[str] | None]:
     """Return (is_file_edit, edited paths or None) for a shell command string or argv list."""
     raw = command if isinstance(command, str) else " ".join(map(str, command))
+    if ">" in raw:
+        for redirect in _NO_EDITS:
+            raw = raw.replace(redirect, " ")
     if not any(h in raw for h in _HINTS):
         return False, None  # the common case, decided without tokenising
     script, patch = _script(command)

@@ -39,6 +39,11 @@ from auditor.store import schema as s
         ),
         ("perl -pi -e 's/a/b/' one.txt two.txt", (True, ["one.txt", "two.txt"])),
         ("make 2>&1 | tee build.log", (True, ["build.log"])),
+        # Redirections passed over before tokenising, beside an edit or inside a word
+        ("make 2>&1 > build.log", (True, ["build.log"])),
+        ("ls >/dev/null 2>&1 && echo ok >> status.txt", (True, ["status.txt"])),
+        ("echo x2>&1y", (True, ["1y"])),
+        ("echo hi >/dev/null.d", (False, None)),
         ('echo x >> "my notes.md"', (True, ["my notes.md"])),
         ("git apply fix.patch", (True, None)),
         ("patch -p1 < fix.diff", (True, None)),

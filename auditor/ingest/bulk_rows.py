@@ -214,8 +214,8 @@ class RowBatch:
         self.usage: list[tuple] = []
         self.texts: dict[int, list[tuple[str, str]]] = {}
         self.indexed: list[tuple[int, str]] = []
-        # The messages naming an instruction file (by native id), told while their JSON is in
-        # hand: the guidance search then reads these, not every message's text again.
+        # The messages with calls naming an instruction file (by native id), told while their
+        # JSON is in hand: the guidance search then reads these, not every message's text again.
         self.named: list[tuple[int, str]] = []  # (thread id, native id)
         # The calls its results answer, (thread id, call id), for the same search.
         self.answered: list[tuple[int, str]] = []
@@ -237,60 +237,82 @@ class RowBatch:
 
     def add_message(self, thread_id: int, file_id: int, msg: Message) -> None:
         """Queue the message and its tool calls; nothing is queued if it cannot be stored."""
-        as_json = [b.as_json() for b in msg.blocks]
-        # Raises on what JSON cannot hold.
-        encoded = orjson.dumps(as_json, option=orjson.OPT_NON_STR_KEYS)
-        if b".md" in encoded and any(name in encoded for name in _NAMED):
-            self.named.append((thread_id, msg.native_id))
-        blocks = encoded if self.sqlite else encoded.decode()
+        # One pass over the blocks: their stored form, what `search.searchable` would take of
+        # it, and the calls and results they hold (the hot path of ingest: once per message).
+        native = msg.native_id
+        as_json = []
+        said = []
+        calls = results = None
         uses = edits = 0
-        calls, results, said = [], [], []
         for b in msg.blocks:
+            as_json.append(b.as_json())
             kind = b.kind
-            # What `search.searchable` takes of the blocks' JSON, from the blocks themselves.
-            if (kind == "text" or kind == "tool_result") and b.text:
-                said.append(b.text)
-            if kind == "tool_use" and b.tool_use_id:
-                uses += 1
-                edits += bool(b.is_file_edit)
-                calls.append(
-                    (
+            if kind == "text":
+                if b.text:
+                    said.append(b.text)
+            elif kind == "tool_use":
+                if b.tool_use_id:
+                    uses += 1
+                    edit = bool(b.is_file_edit)
+                    edits += edit
+                    paths = b.edited_paths
+                    call = (
                         thread_id,
                         b.tool_use_id,
                         file_id,
                         b.tool_name,
-                        msg.native_id,
-                        bool(b.is_file_edit),
-                        _dumps(b.edited_paths),
+                        native,
+                        edit,
+                        None if paths is None else orjson.dumps(paths).decode(),
                     )
-                )
-            elif kind == "tool_result" and b.tool_use_id:
-                results.append(
-                    (thread_id, b.tool_use_id, file_id, msg.native_id, b.is_error, False)
-                )
-                self.answered.append((thread_id, b.tool_use_id))
-        row = (
-            thread_id,
-            file_id,
-            msg.native_id,
-            msg.parent_id,
-            msg.seq,
-            msg.line,
-            msg.role,
-            msg.source_type,
-            self._time(msg.timestamp),
-            msg.model,
-            msg.usage_key,
-            msg.stop_reason,
-            bool(msg.is_sidechain),
-            uses,
-            edits,
-            blocks,
+                    if calls is None:
+                        calls = [call]
+                    else:
+                        calls.append(call)
+            elif kind == "tool_result":
+                if b.text:
+                    said.append(b.text)
+                if b.tool_use_id:
+                    result = (thread_id, b.tool_use_id, file_id, native, b.is_error, False)
+                    if results is None:
+                        results = [result]
+                    else:
+                        results.append(result)
+        # Raises on what JSON cannot hold.
+        encoded = orjson.dumps(as_json, option=orjson.OPT_NON_STR_KEYS)
+        # Only a message with calls can name the file a call read (the guidance search joins
+        # the messages named here with their calls): the others' text is not searched.
+        if uses and b".md" in encoded and any(name in encoded for name in _NAMED):
+            self.named.append((thread_id, native))
+        self.messages.append(
+            (
+                thread_id,
+                file_id,
+                native,
+                msg.parent_id,
+                msg.seq,
+                msg.line,
+                msg.role,
+                msg.source_type,
+                self._time(msg.timestamp),
+                msg.model,
+                msg.usage_key,
+                msg.stop_reason,
+                bool(msg.is_sidechain),
+                uses,
+                edits,
+                encoded if self.sqlite else encoded.decode(),
+            )
         )
-        self.calls += calls
-        self.results += results
-        self.messages.append(row)
-        self.texts.setdefault(thread_id, []).append((msg.native_id, "\n".join(said)))
+        if calls is not None:
+            self.calls += calls
+        if results is not None:
+            self.results += results
+            self.answered += [(thread_id, r[1]) for r in results]
+        texts = self.texts.get(thread_id)
+        if texts is None:
+            texts = self.texts[thread_id] = []
+        texts.append((native, "\n".join(said)))
 
     def add_usage(self, thread_id: int, file_id: int, u: Usage) -> None:
         self.usage.append(
