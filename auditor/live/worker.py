@@ -112,8 +112,13 @@ class Worker:
         self.env_mark = live.env_mark()
         # Each thread's stored messages as last loaded: an event loads only the rows stored
         # since (see `_messages`), so that its cost does not grow with the session; with the
-        # message of the largest row id among them.
+        # message of the largest row id among them. Their long bodies stay in the store and
+        # are read back when used (`auditor.store.kept_bodies`), so that what the worker holds
+        # does not grow with the session's tool outputs.
         self._loaded: dict[int, tuple[list, Any]] = {}
+        from ..store.kept_bodies import StoredBodies
+
+        self.bodies = StoredBodies(engine)
 
     # What the agent's format declares (`LiveHooks`), looked up at first use: the formats are
     # loaded while the observer's SDK is (`warm_up`), not before.
@@ -399,6 +404,7 @@ class Worker:
 
     async def _audit_inner(self, thread_native: str, t: _Thread, audit: _Audit) -> None:
         from ..audit.observer_audit import CheckpointNow
+        from ..store.kept_bodies import BodyChanged
 
         event = audit.event
         name = event.get("hook_event_name")
@@ -413,19 +419,33 @@ class Worker:
         path = event.get("transcript_path")
         if name == "SubagentStop" and event.get("agent_transcript_path"):
             path = event["agent_transcript_path"]
-        found = await self._wait_for(thread_native, event, path)
-        if found is not None and name not in live.STOPS and _stop_waiting(t):
-            # The turn has ended meanwhile: its stop's audit covers this round, and the agent
-            # (Codex's Stop handler) may be waiting for that one.
-            self.log(f"{name}: the turn ended meanwhile; its end is audited instead")
-            return
-        if found is None:
-            self.log(f"{name}: nothing to audit (the transcript has no matching checkpoint)")
-            return
-        thread, messages, cp = found
-        now = audit.now = CheckpointNow(self.engine, self.plugins, self.run_config)
-        note = {"hook": {"agent": self.agent, "live": True, **_trigger(event)}}
-        checked = await now.audit(cp, thread, messages, note, lambda: self.options.deadline)
+        for again in (False, True):
+            found = await self._wait_for(thread_native, event, path)
+            if found is not None and name not in live.STOPS and _stop_waiting(t):
+                # The turn has ended meanwhile: its stop's audit covers this round, and the
+                # agent (Codex's Stop handler) may be waiting for that one.
+                self.log(f"{name}: the turn ended meanwhile; its end is audited instead")
+                return
+            if found is None:
+                self.log(f"{name}: nothing to audit (the transcript has no matching checkpoint)")
+                return
+            thread, messages, cp = found
+            now = audit.now = CheckpointNow(self.engine, self.plugins, self.run_config)
+            note = {"hook": {"agent": self.agent, "live": True, **_trigger(event)}}
+            try:
+                checked = await now.audit(cp, thread, messages, note, lambda: self.options.deadline)
+            except BodyChanged as exc:
+                # A body read back is no longer in the store as loaded (another process
+                # stored the transcript again): the thread is loaded again, as the store holds
+                # it now, and the checkpoint looked for in it once more.
+                now.auditor.recorder.finish_run("failed", str(exc))
+                self._loaded.clear()
+                self.bodies.clear()
+                if again:
+                    raise
+                self.log(f"{name}: {exc}; loading the thread again")
+                continue
+            break
         if checked.verdict_id is None:
             self.log(f"{name}: {checked.why}")
             return
@@ -494,8 +514,8 @@ class Worker:
         """The thread's stored messages, in order: those loaded before and the rows stored
         since. Everything is loaded again when the earlier rows changed (a rewritten file is
         read again under new row ids) or a new row sorts before the last one kept."""
+        from ..store.kept_bodies import load_messages
         from ..store.sql_text import DriverSql
-        from ..store.threads import load_messages
 
         if thread_id in self._loaded:
             kept, last = self._loaded[thread_id]
@@ -513,12 +533,12 @@ class Worker:
                     (thread_id, last.id, thread_id, last.id, thread_id),
                 )[0]
             if count == len(kept) + since and native == last.native_id:
-                new = load_messages(self.engine, thread_id, after_id=last.id)
+                new = load_messages(self.engine, thread_id, self.bodies, after_id=last.id)
                 if not new or new[0].seq >= kept[-1].seq:  # (seq, id) order: they come after
                     kept = kept + new
                     self._loaded[thread_id] = (kept, max([last, *new], key=_row_id))
                     return kept
-        kept = load_messages(self.engine, thread_id)
+        kept = load_messages(self.engine, thread_id, self.bodies)
         if kept:
             self._loaded[thread_id] = (kept, max(kept, key=_row_id))
         return kept
@@ -529,6 +549,7 @@ class Worker:
         done = lookup.ingest(self.engine, self.plugins, self.format_name, path)
         if done is not None and (done.rewritten or done.failed):
             self._loaded.clear()  # rows were read again under new ids: load them whole
+            self.bodies.clear()
         for f in done.files if done is not None else ():
             if f.unread:
                 self.log(
@@ -672,7 +693,10 @@ def run_worker(sdir: str, agent: str, engine_factory, plugins_factory, run_confi
         )
 
     worker = Worker(sdir, agent, engine_factory(), plugins_factory(), run_config, options, log)
-    asyncio.run(worker.serve())
+    try:
+        asyncio.run(worker.serve())
+    finally:
+        worker.bodies.close()
     log(f"{worker.ending}: exiting" if worker.ending else "idle: exiting")
     pruned = prune(os.path.dirname(sdir))
     if pruned:

@@ -1,0 +1,160 @@
+"""The live worker holds a long session's tool outputs and large inputs in the store, not in
+memory (issue 26): what it renders is byte for byte what the thread loaded whole renders, and
+a body read back after the store changed is the one loaded, or the thread is loaded again.
+
+Real sessions grow here as they did for the agent (their transcript written out a few lines at
+a time, the worker reading each new part), as in `test_formatter_growing_thread`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from auditor_plugins import formatter
+from helpers.live import CC_SESSION, CODEX_ROLLOUT
+from sqlalchemy import select
+
+from auditor.audit.checkpoints import find_checkpoints
+from auditor.audit.run_types import RunConfig
+from auditor.live import lookup
+from auditor.live.worker import Worker
+from auditor.model import Block
+from auditor.store import kept_bodies
+from auditor.store import schema as s
+from auditor.store.threads import load_messages
+
+pytestmark = pytest.mark.corpus
+
+SESSIONS = [
+    ("claude-code", "claude-code/marot-spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"),
+    ("codex", CODEX_ROLLOUT),
+]
+STEPS = 40  # looks at the transcript as it grows
+PART = 400  # lines of the long session read whole
+
+
+def _thread(engine):
+    with engine.connect() as conn:
+        return conn.execute(select(s.Thread.__table__)).first()
+
+
+def _away(messages) -> list:
+    return [b for m in messages for b in m.blocks if isinstance(b, kept_bodies.AwayBlock)]
+
+
+@pytest.mark.parametrize(("agent", "session"), SESSIONS, ids=[a for a, _ in SESSIONS])
+def test_a_growing_session_renders_the_same_with_its_bodies_in_the_store(
+    corpus, tmp_path, engine, plugins, agent, session
+):
+    lines = (corpus / session).read_bytes().splitlines(keepends=True)
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"")
+    worker = Worker(str(tmp_path / "spool"), agent, engine, plugins, RunConfig())
+    worker.bodies.kept_bytes = 0  # each body read back from the store, none kept decoded
+    formatter.forget()
+    rendered, done = 0, -1
+    step = -(-len(lines) // STEPS)
+    for stop in range(step, len(lines) + step, step):
+        with open(path, "ab") as out:
+            out.writelines(lines[stop - step : stop])
+        worker._ingest(str(path))
+        thread = _thread(engine)
+        if thread is None:
+            continue
+        messages = worker._messages(thread.id)
+        whole = load_messages(engine, thread.id)  # every body decoded and held
+        for cp in find_checkpoints(thread.id, messages, "every-inference"):
+            if cp.index <= done:
+                continue
+            light = formatter.render(cp, thread, messages[: cp.index + 1], {})
+            kept = formatter.render(cp, thread, whole[: cp.index + 1], {})
+            assert light == kept, f"{session}: the checkpoint at message {cp.index}"
+            rendered, done = rendered + 1, cp.index
+    assert rendered > 20
+    away = _away(worker._messages(thread.id))
+    assert len(away) > 20, "the session's long bodies stay in the store"
+    assert worker.bodies.reads > len(away) // 2, "and were read back to be rendered"
+    # Held, an away block keeps no body; read, it gives what the store holds.
+    assert all(_held_body(b) is kept_bodies._AWAY for b in away)
+    assert [[b.as_json() for b in m.blocks] for m in worker._messages(thread.id)] == [
+        [b.as_json() for b in m.blocks] for m in load_messages(engine, thread.id)
+    ]
+
+
+def _held_body(block):
+    text = Block.text.__get__(block)
+    return text if text is kept_bodies._AWAY else Block.tool_input.__get__(block)
+
+
+def _write(path, lines) -> None:
+    path.write_bytes(b"".join(lines))
+
+
+def test_a_body_read_back_after_the_transcript_was_rewritten_is_the_one_loaded(
+    corpus, tmp_path, engine, plugins
+):
+    lines = (corpus / SESSIONS[0][1]).read_bytes().splitlines(keepends=True)[:PART]
+    path = tmp_path / "session.jsonl"
+    _write(path, lines)
+    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
+    worker._ingest(str(path))
+    thread = _thread(engine)
+    held = worker._messages(thread.id)
+    away = _away(held)
+    assert away, "the session has long tool outputs"
+    loaded = [b.as_json() for m in load_messages(engine, thread.id) for b in m.blocks]
+    ids_before = {m.id for m in held}
+    # Another session's rows are stored after them: the file's rows stored again cannot take
+    # their old ids back.
+    lookup.ingest(engine, plugins, worker.format_name, str(corpus / CC_SESSION))
+
+    # The client rewrites the file (a line before the bodies changes: the whole file is
+    # stored again, under new row ids), and another process reads it into the store.
+    first = json.loads(lines[0])
+    first["timestamp"] = "2020-01-01T00:00:00.000Z"
+    _write(path, [json.dumps(first).encode() + b"\n", *lines[1:]])
+    worker.bodies.clear()
+    done = lookup.ingest(engine, plugins, worker.format_name, str(path))
+    assert done.rewritten == 1
+    assert not ids_before & {m.id for m in load_messages(engine, thread.id)}
+
+    # The messages held from before the rewrite still read their bodies, unchanged.
+    assert [b.as_json() for m in held for b in m.blocks] == loaded
+
+
+def test_a_body_changed_in_the_store_is_not_passed_off_as_the_one_loaded(
+    corpus, tmp_path, engine, plugins
+):
+    lines = (corpus / SESSIONS[0][1]).read_bytes().splitlines(keepends=True)[:PART]
+    path = tmp_path / "session.jsonl"
+    _write(path, lines)
+    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
+    worker._ingest(str(path))
+    thread = _thread(engine)
+    held = worker._messages(thread.id)
+    block = next(b for b in _away(held) if b.kind == "tool_result")
+    words = re.search(r"[A-Za-z][A-Za-z0-9 _.-]{19}", block.text).group(0)
+    # The transcript is rewritten with that output changed (in the lines holding it), and
+    # stored again.
+    changed = [
+        line.replace(words.encode(), b"CHANGED-OUTPUT-TEXT!")
+        if block.tool_use_id.encode() in line
+        else line
+        for line in lines
+    ]
+    assert changed != lines
+    _write(path, changed)
+    worker.bodies.clear()
+    worker._ingest(str(path))
+    with pytest.raises(kept_bodies.BodyChanged, match="load the thread again"):
+        block.text  # noqa: B018 - reading it is the test
+    # Loaded again, the thread holds the output the store holds now.
+    fresh = worker._messages(thread.id)
+    again = next(
+        b
+        for m in fresh
+        for b in m.blocks
+        if b.tool_use_id == block.tool_use_id and b.kind == "tool_result"
+    )
+    assert "CHANGED-OUTPUT-TEXT!" in again.text and words not in again.text
