@@ -158,3 +158,17 @@ def test_a_body_changed_in_the_store_is_not_passed_off_as_the_one_loaded(
         if b.tool_use_id == block.tool_use_id and b.kind == "tool_result"
     )
     assert "CHANGED-OUTPUT-TEXT!" in again.text and words not in again.text
+
+
+def test_the_worker_s_store_connections_keep_a_small_page_cache(tmp_path):
+    from auditor.live.worker import WORKER_PAGE_CACHE_KIB, small_page_cache
+    from auditor.store.db import open_db
+
+    engine = open_db(tmp_path / "a.db")
+    with engine.connect() as conn:  # the store's own setting, for a cold ingest
+        assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -65536
+    small_page_cache(engine)
+    with engine.connect() as one, engine.connect() as other:
+        for conn in (one, other):
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -WORKER_PAGE_CACHE_KIB
+    engine.dispose()
