@@ -1113,8 +1113,6 @@ def fit(units: list[Unit], budget: int) -> None:
     current = [u for u in movable if u.current]
     recent = current[-3:]  # what the agent saw last before it stopped
     # The user's replies inside tool results count as prose.
-    old_prose = [u for u in old if u.kind == PROSE or u.replies]
-    old_tools = [u for u in old if not (u.kind == PROSE or u.replies)]
     prose = [u for u in current if u.kind == PROSE or u.replies]
     tools = [u for u in current if not (u.kind == PROSE or u.replies)]
     latest = {u.key: u for u in tools if u.kind == TOOL}
@@ -1137,9 +1135,68 @@ def fit(units: list[Unit], budget: int) -> None:
         lambda: drop([u for u in prose if u not in recent]),
         lambda: drop(recent),
     ]
+    if EARLIER_TURNS_AT_ONCE and _earlier_turns_go(units, movable, old, tools, budget, low):
+        # The first six steps end with the earlier turns' units left out (those kept:
+        # see `_earlier_turns_go`) and no state on the way fits: they are set so at once.
+        kept = _kept_of_earlier_turns(old)
+        for u in old:
+            u.level = low - 1
+            u.dropped = u not in kept
+        for u in tools:
+            u.level = RESULTS_ONLY - 1
+        total = sum(u.sizes[u.level] for u in units if not u.dropped)  # type: ignore[misc]
+        runs = sum(1 for u in old if u.dropped and not (u.pos and units[u.pos - 1].dropped))
+        steps = steps[6:]
+    else:
+        old_prose = [u for u in old if u.kind == PROSE or u.replies]
+        old_tools = [u for u in old if not (u.kind == PROSE or u.replies)]
     for step in steps:
         if step():
             return
+
+
+# Whether `fit` may take its first steps at once when they cannot fit (see `_earlier_turns_go`):
+# off, it takes them one unit at a time (what tests compare it with).
+EARLIER_TURNS_AT_ONCE = True
+
+
+def _kept_of_earlier_turns(old: list[Unit]) -> set[Unit]:
+    """The earlier turns' units that `fit`'s first six steps leave in: of the agent's message
+    the user answered last, its prose, and its calls kept as long as the turns' endings."""
+    return {u for u in old if u.answered and (u.kind == PROSE or u.replies or u.late)}
+
+
+def _earlier_turns_go(
+    units: list[Unit],
+    movable: list[Unit],
+    old: list[Unit],
+    tools: list[Unit],
+    budget: int,
+    low: int,
+) -> bool:
+    """True when no state `fit` passes through in its first six steps fits `budget`: those
+    steps shrink and leave out only the earlier turns' units (and shrink the current turn's
+    tool output to results only), so that every state on the way holds at least what is never
+    cut, the current turn at one of the three levels its tools pass through, and the earlier
+    units those steps keep at their smallest. A long thread's earlier turns are then left out
+    whole without sizing each of them at every level and taking them out one by one.
+
+    Only from the state `fit` starts in: every earlier unit at level 0, none left out."""
+    if not old or any(u.level or u.dropped for u in movable):
+        return False
+    never = sum(_size(u, 0) for u in units if u.protected)
+    rest = sum(_size(u, 0) for u in movable if u.current) - sum(_size(u, 0) for u in tools)
+    least = min(sum(_size(u, level) for u in tools) for level in range(RESULTS_ONLY))
+    kept = sum(min(_size(u, level) for level in range(low)) for u in _kept_of_earlier_turns(old))
+    return never + rest + least + kept > budget
+
+
+def _size(u: Unit, level: int) -> int:
+    """`u`'s size at `level`, kept in `Unit.sizes` once found."""
+    size = u.sizes[level]
+    if size is None:
+        size = u.sizes[level] = u.tokens(level)
+    return size
 
 
 # -- the document ---------------------------------------------------------------------------------------
