@@ -900,9 +900,16 @@ class ThreadUnits:
                 "### Summary of the earlier conversation (written when the context was compacted)"
             )
             units.append(Unit(heading, i, _limited(text, lambda level: level.note * 2), late=True))
-        elif st == SOURCE_META and previous is not None and instructions[i - 1]:
+        elif (
+            st == SOURCE_META
+            and previous is not None
+            and previous.source_type == SOURCE_COMMAND
+            and instructions[i - 1]
+        ):
             # The prompt a slash command expanded to states the user's request: kept like a
             # typed message, up to a fixed size (its rules and its arguments are kept first).
+            # Harness text after a typed message is no such prompt (Claude Code follows a
+            # pasted image with `[Image source: PATH]`): it is a harness note like any other.
             heading = "### User (the command's prompt: the text it expanded to)"
             units.append(Unit(heading, i, _command_prompt(text), protected=True))
         elif st == SOURCE_META and previous is not None and previous.source_type == SOURCE_COMMAND:

@@ -889,6 +889,20 @@ def test_a_slash_command_without_arguments_is_the_users_request_and_outlasts_too
     assert "make part0" not in out  # the tool calls gave way, the request did not
 
 
+def test_harness_text_after_a_typed_message_is_a_note_not_a_commands_prompt():
+    # Claude Code follows a pasted image with the path it cached it at: harness text, which
+    # gives way under the budget like other notes rather than standing as the user's request.
+    t = Thread().user(TASK).meta("[Image source: /home/ada/.claude/image-cache/s1/1.png]")
+    for i in range(40):
+        t.calls("Bash", f"log {i}\n" * 400, command=f"make part{i}")
+    t.says("Done.")
+    out = render(end_turn(t), info(), t.messages, {})
+    assert "the command's prompt" not in out
+    assert "_(harness note: [Image source: /home/ada/.claude/image-cache/s1/1.png])_" in out
+    tight = render(end_turn(t), info(), t.messages, {"max_tokens": 1500})
+    assert "image-cache" not in tight and f"> {TASK}" in tight
+
+
 def test_a_session_command_is_not_a_request():
     t = (
         Thread()
