@@ -648,7 +648,10 @@ def _terms(request: str | None, final: str) -> tuple[str, ...]:
 
 def build_units(messages: list) -> list[Unit]:
     """Turn messages into units, tool results attached to the calls they answer."""
-    return ThreadUnits().update(messages)
+    state = ThreadUnits()
+    for u in state.update(messages):
+        state.ready(u)
+    return state.units
 
 
 class ThreadUnits:
@@ -694,7 +697,6 @@ class ThreadUnits:
         self.first_reply: int | None = None
         self.final: set[int] = set()
         self.units: list[Unit] = []
-        self.focused: Focus | None = None  # the focus every call was last looked at under
         self.showing: set[_Call] = set()  # the calls whose bodies are kept (see `_Call.text`)
 
     def follows(self, messages: list) -> bool:
@@ -785,19 +787,17 @@ class ThreadUnits:
             self.focus = Focus(terms, self.replaced)
         for i in sorted(dirty):
             self.by_message[i] = self._units(i)
-        # Under the focus of the last checkpoint only the units made again need it looked at.
-        if self.focus is self.focused:
-            for i in dirty:
-                for u in self.by_message[i]:
-                    if u.call is not None and u.call.refocus(self.focus.of(u.call.facts.paths)):
-                        u.forget()
-        else:
-            for u in itertools.chain.from_iterable(self.by_message):
-                if u.call is not None and u.call.refocus(self.focus.of(u.call.facts.paths)):
-                    u.forget()
-            self.focused = self.focus
+        # The calls are looked at under the new focus when their units are sized or shown
+        # (`ready`): a long thread's earlier calls are mostly left out, unlooked at.
         self.units = self._units_now()
         return self.units
+
+    def ready(self, u: Unit) -> None:
+        """Make `u` a tool call's unit sized and rendered under the thread's focus now: its
+        renderings are dropped when its focus changed. Asked before a unit is sized or shown."""
+        call = u.call
+        if call is not None and call.refocus(self.focus.of(call.facts.paths)):
+            u.forget()
 
     def _units_now(self) -> list[Unit]:
         """Every unit in order, with what depends on the whole thread set afresh."""
@@ -1048,7 +1048,7 @@ def _omitted(calls: int, messages: int) -> str:
     return f"[... {' and '.join(parts)} omitted ...]"
 
 
-def fit(units: list[Unit], budget: int) -> None:
+def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = None) -> None:
     """Set each unit's level and dropped flag so the total fits `budget` tokens, if it can.
 
     What tells the observer most per token goes last. Tool output of earlier turns goes first,
@@ -1056,13 +1056,48 @@ def fit(units: list[Unit], budget: int) -> None:
     later run of the same command superseded, reads and searches, then the rest, failures last.
     The agent's prose of the turn being judged is abbreviated or left out only when none of
     that turn's tool output is left to cut; the last few units of the turn stay to the end.
+
+    `ready` makes a unit ready to be sized (`ThreadUnits.ready`), asked before its size is
+    read; without it the units are ready. A long thread's earlier units are sized only as far
+    as they decide something (see `_earlier_turns_go`).
     """
+    if ready is None:
+        ready = _ready
     total = 0
+    earlier: list[Unit] = []
     for u in units:
+        if not u.current and not u.protected:
+            earlier.append(u)
+            continue
+        ready(u)
         size = u.sizes[u.level]
         if size is None:
             size = u.sizes[u.level] = u.tokens()
         total += size
+    # The earlier units, the latest first, until the total is over any budget the steps
+    # below can have: then their sizes are read only if those steps need them.
+    never = sum(u.sizes[u.level] for u in units if u.protected)  # type: ignore[misc]
+    most = max(budget, never + int(budget * ROOM))
+    unsized = len(earlier)
+    while unsized and total <= most:
+        unsized -= 1
+        u = earlier[unsized]
+        ready(u)
+        size = u.sizes[u.level]
+        if size is None:
+            size = u.sizes[u.level] = u.tokens()
+        total += size
+
+    def size_the_rest() -> None:
+        nonlocal total, unsized
+        for u in earlier[:unsized]:
+            ready(u)
+            size = u.sizes[u.level]
+            if size is None:
+                size = u.sizes[u.level] = u.tokens()
+            total += size
+        unsized = 0
+
     marker = estimate_tokens(_omitted(100, 100)) + 1
     runs = 0
     low = len(LEVELS)
@@ -1112,7 +1147,7 @@ def fit(units: list[Unit], budget: int) -> None:
         return
     # What is never cut may alone exceed the budget (a long pasted log, a command's expanded
     # template): the rest still gets a share of the budget rather than nothing.
-    budget = max(budget, sum(u.tokens() for u in units if u.protected) + int(budget * ROOM))
+    budget = most
     if not over():
         return
     movable = [u for u in units if not u.protected]
@@ -1142,7 +1177,7 @@ def fit(units: list[Unit], budget: int) -> None:
         lambda: drop([u for u in prose if u not in recent]),
         lambda: drop(recent),
     ]
-    if EARLIER_TURNS_AT_ONCE and _earlier_turns_go(units, movable, old, tools, budget, low):
+    if EARLIER_TURNS_AT_ONCE and _earlier_turns_go(units, movable, old, tools, budget, low, ready):
         # The first six steps end with the earlier turns' units left out (those kept:
         # see `_earlier_turns_go`) and no state on the way fits: they are set so at once.
         kept = _kept_of_earlier_turns(old)
@@ -1155,6 +1190,7 @@ def fit(units: list[Unit], budget: int) -> None:
         runs = sum(1 for u in old if u.dropped and not (u.pos and units[u.pos - 1].dropped))
         steps = steps[6:]
     else:
+        size_the_rest()
         old_prose = [u for u in old if u.kind == PROSE or u.replies]
         old_tools = [u for u in old if not (u.kind == PROSE or u.replies)]
     for step in steps:
@@ -1180,6 +1216,7 @@ def _earlier_turns_go(
     tools: list[Unit],
     budget: int,
     low: int,
+    ready: Callable[[Unit], None],
 ) -> bool:
     """True when no state `fit` passes through in its first six steps fits `budget`: those
     steps shrink and leave out only the earlier turns' units (and shrink the current turn's
@@ -1194,8 +1231,15 @@ def _earlier_turns_go(
     never = sum(_size(u, 0) for u in units if u.protected)
     rest = sum(_size(u, 0) for u in movable if u.current) - sum(_size(u, 0) for u in tools)
     least = min(sum(_size(u, level) for u in tools) for level in range(RESULTS_ONLY))
-    kept = sum(min(_size(u, level) for level in range(low)) for u in _kept_of_earlier_turns(old))
+    kept = 0
+    for u in _kept_of_earlier_turns(old):
+        ready(u)
+        kept += min(_size(u, level) for level in range(low))
     return never + rest + least + kept > budget
+
+
+def _ready(u: Unit) -> None:
+    """Units made ready by whoever made them (`build_units`)."""
 
 
 def _size(u: Unit, level: int) -> int:
@@ -1298,8 +1342,8 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
     if config.get("uncut"):  # everything in full: what the budget is measured against
         for u in units:
             u.level = -1
-    elif not _fits_whole(messages, units, min(budget - fixed, WHOLE_TOKENS)):
-        fit(units, budget - fixed)
+    elif not _fits_whole(messages, units, min(budget - fixed, WHOLE_TOKENS), state.ready):
+        fit(units, budget - fixed, state.ready)
 
     out = [header]
     if guidance:
@@ -1317,6 +1361,7 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
             if any(s.kind != TOOL for s in skipped):  # else the agent's reply goes on
                 previous_heading = None
             skipped = []
+        state.ready(u)
         body = u.text()
         # Consecutive messages of the agent read as one reply.
         if u.heading and (u.heading != previous_heading or u.heading != "### Assistant"):
@@ -1331,7 +1376,9 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def _fits_whole(messages: list, units: list[Unit], budget: int) -> bool:
+def _fits_whole(
+    messages: list, units: list[Unit], budget: int, ready: Callable[[Unit], None]
+) -> bool:
     """When the thread fits `budget` whole (at most WHOLE_TOKENS) and the first level would
     abbreviate what the agent wrote in the turn being judged (a tool call's input after the
     user's last message), show those inputs whole and the rest at the first level; True then.
@@ -1347,6 +1394,8 @@ def _fits_whole(messages: list, units: list[Unit], budget: int) -> bool:
                 chars += len(value_text(b.tool_input))
         if chars > 4 * budget:
             return False
+    for u in units:
+        ready(u)
     if sum(u.tokens(-1) for u in units) > budget:
         return False
     written = [u for u in units if u.current and u.kind == TOOL and u.tokens(-2) != u.tokens(0)]
