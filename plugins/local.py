@@ -27,8 +27,6 @@ import json
 import os
 import re
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 from auditor.api import (
@@ -196,6 +194,11 @@ class LocalObserver:
         choice = options.get("tool_choice") or "function"
         if choice not in TOOL_CHOICES:
             return str(UnknownName("tool_choice", choice, list(TOOL_CHOICES)))
+        # Here, not at import: every command loads this plugin, and urllib.request brings in
+        # http.client, ssl and email (a tenth of an empty ingest's start).
+        import urllib.error
+        import urllib.request
+
         url = base_url(options)
         try:
             with urllib.request.urlopen(url + "/models", timeout=3):

@@ -83,3 +83,32 @@ def test_the_rows_are_those_the_engine_writes(tmp_path):
     plain, through_engine = rows(tmp_path / "plain.db"), rows(tmp_path / "engine.db")
     assert all(plain[table] for table in ("threads", "messages", "search_fts_docsize", "events"))
     assert plain == through_engine
+
+
+def test_times_are_stored_as_the_engine_writes_them(tmp_path):
+    """Ingest through sqlite3 formats each time itself (`stored_time`); the text is the one
+    SQLAlchemy's DateTime writes, so both roads store and sort times alike."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from sqlalchemy import Column, DateTime, Integer, MetaData, Table, create_engine, insert
+
+    from auditor.store.sql_text import stored_time
+
+    times = [
+        datetime(2025, 9, 1, 12, 34, 56, 789000, tzinfo=UTC),  # as parsers give them
+        datetime(2025, 9, 1, 12, 34, 56, tzinfo=UTC),  # no fraction of a second
+        datetime(987, 6, 7, 8, 9, 10, 11, tzinfo=UTC),  # a year of three digits
+        datetime(2025, 5, 6, 23, 8, 9, 5, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+        datetime(2024, 12, 31, 23, 59, 59, 999999),  # no zone: taken as UTC
+    ]
+    engine = create_engine(f"sqlite:///{tmp_path / 'times.db'}")
+    table = Table("t", MetaData(), Column("id", Integer, primary_key=True), Column("at", DateTime))
+    table.metadata.create_all(engine)
+    with engine.begin() as conn:
+        for at in times:
+            utc = at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo else at
+            conn.execute(insert(table).values(at=utc))
+    with sqlite3.connect(tmp_path / "times.db") as raw:
+        written = [at for (at,) in raw.execute("SELECT at FROM t ORDER BY id")]
+    assert [stored_time(at, True) for at in times] == written
+    assert written[1] == "2025-09-01 12:34:56.000000"
