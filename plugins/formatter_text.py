@@ -36,6 +36,18 @@ def estimate_tokens(text: str) -> int:
 clean: Callable[[str], str] = functools.lru_cache(maxsize=8192)(redact)
 
 
+_LINE_END_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
+
+
+def trim_line_ends(text: str) -> str:
+    """Drop the spaces and tabs that end a line: in a tool's output they say nothing (ASCII art
+    and padded tables end every line with them) and would take the room of words. Indentation,
+    at the start of a line, stays."""
+    if " \n" not in text and "\t\n" not in text and not text.endswith((" ", "\t")):
+        return text
+    return _LINE_END_SPACE.sub("", text)
+
+
 # -- abbreviation --------------------------------------------------------------------------------
 # Lines worth keeping from anywhere in a long output, before its head and tail.
 FAILURE = re.compile(

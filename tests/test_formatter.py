@@ -228,6 +228,17 @@ def test_long_output_keeps_head_tail_and_failures_from_the_middle():
     assert "lines cut ...]" in short
 
 
+def test_spaces_ending_an_outputs_lines_take_no_room():
+    # figlet and padded tables end every line with spaces: 200 short rows padded to 80 columns
+    # are 16,000 characters, 1,800 without the padding, which fits a result's room whole.
+    art = "\n".join(f"  row {i:03}".ljust(80) for i in range(200)) + "\n" + " " * 80
+    t = Thread().user("Print the banner.").calls("Bash", art, command="figlet -f big SHOP")
+    t.says("Printed.")
+    out = render(end_turn(t), info(), t.messages, {})
+    assert "  row 100\n  row 101" in out and "lines cut" not in out  # indentation stays
+    assert not any(line.endswith((" ", "\t")) for line in out.split("\n"))
+
+
 def test_traceback_and_exit_code_lines_are_kept():
     lines = ["$ python manage.py migrate"] + [
         f"  Applying shop.{i:04d}_auto... OK" for i in range(200)
