@@ -13,7 +13,8 @@ Printed:
 - the worker's CPU per event (the run time of its threads, in nanoseconds, read from /proc
   between events) by tenth of the session's
   events, and the last tenth as a ratio to the first (goal <= 1.5x); its resident memory at the
-  end of each tenth and its peak (goal: flat);
+  end of each tenth and its peak, and what it grew from the end of the first tenth to the end of
+  the last per MB the transcript grew meanwhile (goal: flat, read as at most `RSS_PER_MB`);
 - the total CPU of hooks and worker as a share of the session's own wall time (its first to its
   last timestamp);
 - the hook's fast path (CPU and wall per event) against a bare `python -c pass` of the same
@@ -58,6 +59,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers.wire import Reply, Stub, gemini_response  # noqa: E402 (found through sys.path above)
 
+# The memory goal: the worker's resident memory grows at most this many MB per MB of transcript.
+# A worker starts at ~110 MB (interpreter, SQLAlchemy, the observer's SDK); a long day's session
+# is tens of MB of transcript (the 16-copy replica, 50 MB). Growing by at most a tenth of that
+# start over such a session (11 MB over the replica's last nine tenths, 45 MB) is about 0.2 MB
+# per MB. What must grow is what the worker keeps per message to render the next checkpoint
+# without reading the thread again (ids, kinds, the sizes of each unit at each level): ~1 KB a
+# message, 0.15 MB per MB on this session, under the goal.
+RSS_PER_MB = 0.2
 SESSION = "claude-code/marot-spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
 TICK = os.sysconf("SC_CLK_TCK")
 IDS = re.compile(rb'"(uuid|parentUuid|id|tool_use_id|requestId|messageId|leafUuid)":"([^"]+)"')
@@ -251,17 +260,20 @@ class Side:
         ]
         self.out = open(self.transcript, "ab")  # noqa: SIM115 (closed in `close`)
         self.written = 0
+        self.size = 0  # bytes of transcript written
         self.sdir: Path | None = None
         self.pid: int | None = None
         self.last_cpu = 0.0
         self.threads: dict[int, int] = {}  # the worker's threads' run time at the last event
         # per event: (kind, worker cpu s, rss kB, peak kB, hook cpu s, hook wall s,
-        # worker cpu s in clock ticks)
+        # worker cpu s in clock ticks, transcript bytes)
         self.rows: list[tuple] = []
 
     def write(self, lines: list[bytes], upto: int) -> None:
         if upto > self.written:
-            self.out.write(b"".join(lines[self.written : upto]))
+            chunk = b"".join(lines[self.written : upto])
+            self.size += len(chunk)
+            self.out.write(chunk)
             self.out.flush()
             self.written = upto
 
@@ -290,7 +302,9 @@ class Side:
         threads = thread_cpu(self.pid) if self.pid else {}
         ran = sum(ns - self.threads.get(tid, 0) for tid, ns in threads.items()) / 1e9
         rss, peak = proc_mem(self.pid) if self.pid else (0, 0)
-        self.rows.append((name, ran, rss, peak, hook_cpu, hook_wall, ticks - self.last_cpu))
+        self.rows.append(
+            (name, ran, rss, peak, hook_cpu, hook_wall, ticks - self.last_cpu, self.size)
+        )
         self.last_cpu, self.threads = ticks, threads
 
     def close(self) -> None:
@@ -409,6 +423,12 @@ def report(lines, transcript, rows, bare_cpu, bare_wall, calls, took, copies=1) 
     print(
         f"  worker RSS, end of the last tenth / end of the first: {last_rss / first_rss:.2f}x; "
         f"peak {rows[-1][3] / 1024:.1f} MB"
+    )
+    grew, mb = (last_rss - first_rss) / 1024, (parts[-1][-1][7] - parts[0][-1][7]) / 1e6
+    per_mb = grew / mb if mb else float("nan")
+    print(
+        f"  worker RSS grew {grew:.1f} MB while the transcript grew {mb:.1f} MB: {per_mb:.2f} MB "
+        f"per MB ({'meets' if per_mb <= RSS_PER_MB else 'misses'} the {RSS_PER_MB} MB goal)"
     )
     worker = sum(r[1] for r in all_rows)
     hooks = sum(r[4] for r in all_rows)
