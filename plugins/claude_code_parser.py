@@ -290,24 +290,30 @@ class Parser:
         source_type: str,
         parent: str | None = None,
         timestamp=None,
-        **extra,
+        model: str | None = None,
+        usage_key: str | None = None,
+        stop_reason: str | None = None,
     ) -> None:
         if not t.established or t.sent is None:
             self._establish(t)
         self.uuids.add(uuid)
+        # The fields in the order `Message` declares them: made once per message, and keyword
+        # arguments cost a dataclass twice as much.
         self.out.append(
             Message(
-                thread=t.native_id,
-                native_id=uuid,
-                role=role,
-                seq=line,
-                blocks=blocks,
-                source_type=source_type,
-                timestamp=timestamp or parse_time(rec.get("timestamp")),
-                parent_id=parent,
-                is_sidechain=bool(rec.get("isSidechain")),
-                line=line,
-                **extra,
+                t.native_id,  # thread
+                uuid,  # native_id
+                role,
+                line,  # seq
+                blocks,
+                source_type,
+                timestamp or parse_time(rec.get("timestamp")),
+                model,
+                parent,  # parent_id
+                usage_key,
+                stop_reason,
+                bool(rec.get("isSidechain")),  # is_sidechain
+                line,
             )
         )
 
@@ -316,10 +322,11 @@ class Parser:
         t.envelope(rec)
         if t is self.main:
             meta = t.meta
-            for key, name in (("slug", "slug"), ("entrypoint", "entrypoint")):
-                value = rec.get(key)
-                if value and name not in meta:
-                    meta[name] = value
+            slug, entrypoint = rec.get("slug"), rec.get("entrypoint")
+            if slug and "slug" not in meta:
+                meta["slug"] = slug
+            if entrypoint and "entrypoint" not in meta:
+                meta["entrypoint"] = entrypoint
             mode = rec.get("permissionMode")
             if mode and meta.get("permission_mode") != mode:
                 meta["permission_mode"] = mode

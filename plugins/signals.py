@@ -22,53 +22,71 @@ after the last message a person typed (or the last course correction).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from auditor.api import hookimpl
 
-from .signals_common import calls_since, options, turn_start
-from .signals_sensitive import SENSITIVE_DATA, sensitive_data
-from .signals_text import GOAL_DRIFT, SKIPPED_REQUIREMENT, goal_drift, skipped_requirement
-from .signals_tools import (
-    CLAIMED_SUCCESS,
-    ERROR_CASCADE,
-    TOOL_LOOP,
-    claimed_success,
-    error_cascade,
-    tool_loop,
-)
+# Each signal and the module computing it. The modules (their patterns compiled at import) are
+# loaded at the first checkpoint, not by every command: every command loads every plugin.
+NAMES = [
+    "goal-drift",
+    "tool-loop",
+    "error-cascade",
+    "claimed-success-after-failure",
+    "skipped-requirement-hint",
+    "sensitive-data",
+]
 
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "goal-drift": GOAL_DRIFT,
-    "tool-loop": TOOL_LOOP,
-    "error-cascade": ERROR_CASCADE,
-    "claimed-success-after-failure": CLAIMED_SUCCESS,
-    "skipped-requirement-hint": SKIPPED_REQUIREMENT,
-    "sensitive-data": SENSITIVE_DATA,
-}
-NAMES = list(DEFAULTS)
+
+@functools.cache
+def _checks() -> dict[str, tuple[dict[str, Any], Any]]:
+    """Each signal's default options and the function computing it, by name."""
+    from .signals_sensitive import SENSITIVE_DATA, sensitive_data
+    from .signals_text import GOAL_DRIFT, SKIPPED_REQUIREMENT, goal_drift, skipped_requirement
+    from .signals_tools import (
+        CLAIMED_SUCCESS,
+        ERROR_CASCADE,
+        TOOL_LOOP,
+        claimed_success,
+        error_cascade,
+        tool_loop,
+    )
+
+    return {
+        "goal-drift": (GOAL_DRIFT, goal_drift),
+        "tool-loop": (TOOL_LOOP, tool_loop),
+        "error-cascade": (ERROR_CASCADE, error_cascade),
+        "claimed-success-after-failure": (CLAIMED_SUCCESS, claimed_success),
+        "skipped-requirement-hint": (SKIPPED_REQUIREMENT, skipped_requirement),
+        "sensitive-data": (SENSITIVE_DATA, sensitive_data),
+    }
 
 
 def compute(messages: list, config: dict | None = None) -> list:
     """Return the built-in signals that fire on the turn ending with the last of `messages`."""
+    from .signals_common import calls_since, options, turn_start
+
+    checks = _checks()
     config = config or {}
     start = turn_start(messages)
     calls = calls_since(messages, start)
     out = []
 
-    def run(name, fn, *args):
-        opts = options(config, name, DEFAULTS[name])
+    def run(name, *args):
+        defaults, fn = checks[name]
+        opts = options(config, name, defaults)
         if opts is not None:
             sig = fn(*args, opts)
             if sig is not None:
                 out.append(sig)
 
-    run("goal-drift", goal_drift, messages, start)
-    run("tool-loop", tool_loop, calls)
-    run("error-cascade", error_cascade, calls)
-    run("claimed-success-after-failure", claimed_success, messages, start, calls)
-    run("skipped-requirement-hint", skipped_requirement, messages, start, calls)
-    run("sensitive-data", sensitive_data, calls)
+    run("goal-drift", messages, start)
+    run("tool-loop", calls)
+    run("error-cascade", calls)
+    run("claimed-success-after-failure", messages, start, calls)
+    run("skipped-requirement-hint", messages, start, calls)
+    run("sensitive-data", calls)
     return out
 
 

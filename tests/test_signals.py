@@ -274,3 +274,20 @@ def test_prompt_and_show_print_the_signals(store, monkeypatch):
     lines = shown.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if "[t-claims-end]" in line)
     assert next(line for line in lines[at:] if line.startswith("⚑ ")).startswith("⚑ signal planted")
+
+
+def test_the_built_in_signals_load_their_checks_only_when_one_is_computed():
+    """Every command loads every plugin; the signal checks (their patterns compiled at import)
+    are loaded at the first checkpoint, and each signal the plugin names has one."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, auditor_plugins.signals as s\n"
+        "print(sorted(m for m in sys.modules if m.startswith('auditor_plugins.signals_')))\n"
+        "print(list(s._checks()) == s.NAMES)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[:2] == ["[]", "True"]

@@ -763,17 +763,18 @@ class Ingester:
             batch = RowBatch(conn.dialect.name)
             # Records come in runs of one thread: its id is looked up once per run.
             last: tuple[object, int] = (_NO_THREAD, 0)
+            add_message, add_usage = batch.add_message, batch.add_usage
             for rec in part:
                 try:
-                    if isinstance(rec, Message | Usage):
+                    if isinstance(rec, _ROWS):
                         if rec.thread != last[0]:
                             tid = self._thread_id(conn, agent, None, rec.thread, file_id)
                             last = (rec.thread, tid)
                         if isinstance(rec, Message):
-                            batch.add_message(last[1], file_id, rec)
+                            add_message(last[1], file_id, rec)
                             r.read += 1
                         else:
-                            batch.add_usage(last[1], file_id, rec)
+                            add_usage(last[1], file_id, rec)
                     elif isinstance(rec, ThreadInfo):
                         self._thread_id(conn, fmt.agent, rec, rec.native_id, file_id)
                 except Exception as exc:  # noqa: BLE001 - this record cannot be stored (nested too deeply...)
@@ -943,6 +944,7 @@ _REMEMBER_SQL = (
 )
 _JSON_FIELDS = ("guidance", "meta")
 _NO_THREAD = object()  # no record's thread
+_ROWS = (Message, Usage)  # the records written as rows of a thread
 # What a new thread row starts with (the model's defaults).
 _NEW_THREAD = {"message_count": 0, "tool_call_count": 0, "file_edit_count": 0, "rollup_dirty": True}
 
