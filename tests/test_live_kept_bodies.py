@@ -7,6 +7,7 @@ a time, the worker reading each new part), as in `test_formatter_growing_thread`
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
@@ -24,7 +25,7 @@ from auditor.store import kept_bodies
 from auditor.store import schema as s
 from auditor.store.threads import load_messages
 
-pytestmark = pytest.mark.corpus
+pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 
 SESSIONS = [
     ("claude-code", "claude-code/marot-spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"),
@@ -160,6 +161,7 @@ def test_a_body_changed_in_the_store_is_not_passed_off_as_the_one_loaded(
     assert "CHANGED-OUTPUT-TEXT!" in again.text and words not in again.text
 
 
+@pytest.mark.sqlite_only
 def test_the_worker_s_store_connections_keep_a_small_page_cache(tmp_path):
     from auditor.live.worker import WORKER_PAGE_CACHE_KIB, small_page_cache
     from auditor.store.db import open_db
@@ -172,3 +174,82 @@ def test_the_worker_s_store_connections_keep_a_small_page_cache(tmp_path):
         for conn in (one, other):
             assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -WORKER_PAGE_CACHE_KIB
     engine.dispose()
+
+
+def test_a_checkpoint_whose_thread_changed_in_the_store_meanwhile_is_audited_as_stored(
+    corpus, tmp_path, engine, plugins, monkeypatch
+):
+    from helpers.wire import Reply, Stub, gemini_response
+
+    from auditor.audit.observer_audit import CheckpointNow
+    from auditor.live.worker import _Audit, _Thread
+
+    lines = (corpus / SESSIONS[0][1]).read_bytes().splitlines(keepends=True)[:PART]
+    path = tmp_path / "session.jsonl"
+    _write(path, lines)
+    stub = Stub(Reply(200, gemini_response({"needsCorrection": False, "message": ""})))
+    monkeypatch.setenv("GEMINI_API_KEY", "AIza-test")
+    config = RunConfig(
+        observer="gemini",
+        observer_options={"base_url": stub.url, "max_retries": 0},
+        gate={"min_tool_calls": 1},
+    )
+    said: list[str] = []
+    worker = Worker(
+        str(tmp_path / "spool"), "claude-code", engine, plugins, config, log=said.append
+    )
+    worker._ingest(str(path))
+    thread = _thread(engine)
+    held = worker._messages(thread.id)  # the thread as the worker keeps it between events
+    cp = [
+        c for c in find_checkpoints(thread.id, held, "every-inference") if c.index < len(held) - 1
+    ][-1]
+    result = next(
+        b
+        for m in reversed(held[: cp.index + 1])
+        for b in m.blocks
+        if isinstance(b, kept_bodies.AwayBlock) and b.kind == "tool_result"
+    )
+    words = re.search(r"[A-Za-z][A-Za-z0-9 _.-]{19}", result.text).group(0)
+    audits = []
+    real = CheckpointNow.audit
+
+    async def audit(self, cp, thread, messages, note, deadline):
+        if not audits:
+            # Another process stores the transcript again, rewritten, after the worker
+            # loaded the thread and before it renders the checkpoint.
+            _write(
+                path,
+                [
+                    line.replace(words.encode(), b"CHANGED-OUTPUT-TEXT!")
+                    if result.tool_use_id.encode() in line
+                    else line
+                    for line in lines
+                ],
+            )
+            worker.bodies.clear()
+            formatter.forget()
+            assert lookup.ingest(engine, plugins, worker.format_name, str(path)).rewritten == 1
+        audits.append(messages)
+        return await real(self, cp, thread, messages, note, deadline)
+
+    monkeypatch.setattr(CheckpointNow, "audit", audit)
+    event = {
+        "hook_event_name": "PostToolUse",
+        "session_id": thread.native_id,
+        "tool_use_id": result.tool_use_id,
+        "transcript_path": str(path),
+    }
+    asyncio.run(worker._audit_inner(thread.native_id, _Thread(), _Audit(event, 0, 1)))
+    stub.close()
+
+    assert len(audits) == 2, "audited again"
+    assert audits[0][0] is held[0] and audits[1][0] is not held[0], "from the thread loaded again"
+    assert any("changed in the store since it was loaded" in line for line in said)
+    [request] = stub.log
+    prompt = json.dumps(request)
+    assert "CHANGED-OUTPUT-TEXT!" in prompt and json.dumps(words)[1:-1] not in prompt
+    with engine.connect() as conn:
+        runs = conn.execute(select(s.Run.status, s.Run.error).order_by(s.Run.id)).all()
+    assert [r.status for r in runs] == ["failed", "done"]
+    assert "changed in the store" in runs[0].error
