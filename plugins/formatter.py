@@ -1075,50 +1075,40 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
 
     `ready` makes a unit ready to be sized (`ThreadUnits.ready`), asked before its size is
     read; without it the units are ready. A long thread's earlier units are sized only as far
-    as they decide something (see `_earlier_turns_go`).
+    as a decision needs them (see `over` below and `_earlier_turns_go`): what is decided is
+    what sizing every unit decides, one step and one unit at a time.
     """
     if ready is None:
         ready = _ready
+    # The total is known as a lower bound: the units sized so far (at their level now), the
+    # others counting as nothing. A long thread's earlier units are sized, the latest first,
+    # only as far as a decision needs them (`over`): the steps below move and leave out the
+    # rest unsized, so that those never shown are never rendered under the checkpoint's focus.
     total = 0
-    earlier: list[Unit] = []
+    sized: set[Unit] = set()
+    earlier: list[Unit] = []  # unsized ones before `unsized`, oldest first
     for u in units:
         if not u.current and not u.protected:
             earlier.append(u)
             continue
         ready(u)
-        size = u.sizes[u.level]
-        if size is None:
-            size = u.sizes[u.level] = u.tokens()
-        total += size
-    # The earlier units, the latest first, until the total is over any budget the steps
-    # below can have: then their sizes are read only if those steps need them.
-    never = sum(u.sizes[u.level] for u in units if u.protected)  # type: ignore[misc]
-    most = max(budget, never + int(budget * ROOM))
+        total += _size(u, u.level)
+        sized.add(u)
     unsized = len(earlier)
-    while unsized and total <= most:
-        unsized -= 1
-        u = earlier[unsized]
-        ready(u)
-        size = u.sizes[u.level]
-        if size is None:
-            size = u.sizes[u.level] = u.tokens()
-        total += size
-
-    def size_the_rest() -> None:
-        nonlocal total, unsized
-        for u in earlier[:unsized]:
-            ready(u)
-            size = u.sizes[u.level]
-            if size is None:
-                size = u.sizes[u.level] = u.tokens()
-            total += size
-        unsized = 0
-
     marker = estimate_tokens(_omitted(100, 100)) + 1
     runs = 0
     low = len(LEVELS)
 
     def over() -> bool:
+        nonlocal total, unsized
+        while total + runs * marker <= budget and unsized:
+            unsized -= 1
+            u = earlier[unsized]
+            if u.dropped or u in sized:
+                continue
+            ready(u)
+            total += _size(u, u.level)
+            sized.add(u)
         return total + runs * marker > budget
 
     # The two loops below run over every earlier unit of a long thread at each checkpoint:
@@ -1128,14 +1118,8 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
         for level in range(first, stop):
             for u in group:
                 if not u.dropped and u.level < level:
-                    sizes = u.sizes
-                    now = sizes[level]
-                    if now is None:
-                        now = sizes[level] = u.tokens(level)
-                    was = sizes[u.level]
-                    if was is None:
-                        was = sizes[u.level] = u.tokens()
-                    total += now - was
+                    if u in sized:
+                        total += _size(u, level) - _size(u, u.level)
                     u.level = level
             if not over():
                 return True
@@ -1152,8 +1136,8 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
             left = pos > 0 and units[pos - 1].dropped
             right = pos < last and units[pos + 1].dropped
             runs += 1 - left - right
-            size = u.sizes[u.level]
-            total -= u.tokens() if size is None else size
+            if u in sized:
+                total -= _size(u, u.level)
             u.dropped = True
             if not over():
                 return True
@@ -1163,7 +1147,7 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
         return
     # What is never cut may alone exceed the budget (a long pasted log, a command's expanded
     # template): the rest still gets a share of the budget rather than nothing.
-    budget = most
+    budget = max(budget, sum(_size(u, u.level) for u in units if u.protected) + int(budget * ROOM))
     if not over():
         return
     movable = [u for u in units if not u.protected]
@@ -1193,7 +1177,7 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
         lambda: drop([u for u in prose if u not in recent]),
         lambda: drop(recent),
     ]
-    if EARLIER_TURNS_AT_ONCE and _earlier_turns_go(units, movable, old, tools, budget, low, ready):
+    if _earlier_turns_go(units, movable, old, tools, budget, low, ready):
         # The first six steps end with the earlier turns' units left out (those kept:
         # see `_earlier_turns_go`) and no state on the way fits: they are set so at once.
         kept = _kept_of_earlier_turns(old)
@@ -1202,21 +1186,16 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
             u.dropped = u not in kept
         for u in tools:
             u.level = RESULTS_ONLY - 1
-        total = sum(u.sizes[u.level] for u in units if not u.dropped)  # type: ignore[misc]
+        sized.update(kept)
+        total = sum(_size(u, u.level) for u in units if not u.dropped)
         runs = sum(1 for u in old if u.dropped and not (u.pos and units[u.pos - 1].dropped))
         steps = steps[6:]
     else:
-        size_the_rest()
         old_prose = [u for u in old if u.kind == PROSE or u.replies]
         old_tools = [u for u in old if not (u.kind == PROSE or u.replies)]
     for step in steps:
         if step():
             return
-
-
-# Whether `fit` may take its first steps at once when they cannot fit (see `_earlier_turns_go`):
-# off, it takes them one unit at a time (what tests compare it with).
-EARLIER_TURNS_AT_ONCE = True
 
 
 def _kept_of_earlier_turns(old: list[Unit]) -> set[Unit]:
