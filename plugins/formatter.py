@@ -1085,16 +1085,12 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
     # only as far as a decision needs them (`over`): the steps below move and leave out the
     # rest unsized, so that those never shown are never rendered under the checkpoint's focus.
     total = 0
-    sized: set[Unit] = set()
-    earlier: list[Unit] = []  # unsized ones before `unsized`, oldest first
-    for u in units:
-        if not u.current and not u.protected:
-            earlier.append(u)
-            continue
+    sized = {u for u in units if u.current or u.protected}
+    for u in sized:
         ready(u)
         total += _size(u, u.level)
-        sized.add(u)
-    unsized = len(earlier)
+    earlier = [u for u in units if not u.current and not u.protected]  # oldest first
+    unsized = len(earlier)  # those before it are not sized
     marker = estimate_tokens(_omitted(100, 100)) + 1
     runs = 0
     low = len(LEVELS)
@@ -1344,18 +1340,23 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
     if guidance:
         out.append(guidance)
     out.append("## Conversation")
-    previous_heading, skipped, shown = None, [], []
+    previous_heading, shown = None, []
+    # A run of left-out units: its tool calls and the messages of its other units.
+    calls, messages_left = 0, set()
     for u in units:
         if u.dropped:
-            skipped.append(u)
+            if u.kind == TOOL:
+                calls += 1
+            else:
+                messages_left.add(u.index)
             continue
         if u.call is not None:
             shown.append(u.call)
-        if skipped:
-            out.append(_skipped(skipped))
-            if any(s.kind != TOOL for s in skipped):  # else the agent's reply goes on
+        if calls or messages_left:
+            out.append(_omitted(calls, len(messages_left)))
+            if messages_left:  # else the agent's reply goes on
                 previous_heading = None
-            skipped = []
+            calls, messages_left = 0, set()
         state.ready(u)
         body = u.text()
         # Consecutive messages of the agent read as one reply.
@@ -1364,8 +1365,8 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
         else:
             out.append(body)
         previous_heading = u.heading
-    if skipped:
-        out.append(_skipped(skipped))
+    if calls or messages_left:
+        out.append(_omitted(calls, len(messages_left)))
     out.append(footer)
     state.shown(shown)
     return "\n\n".join(out) + "\n"
@@ -1399,11 +1400,6 @@ def _fits_whole(
     for u in written:
         u.level = -2
     return True
-
-
-def _skipped(units: list[Unit]) -> str:
-    calls = sum(u.kind == TOOL for u in units)
-    return _omitted(calls, len({u.index for u in units if u.kind != TOOL}))
 
 
 @hookimpl(trylast=True)
