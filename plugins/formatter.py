@@ -1085,10 +1085,11 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
     # only as far as a decision needs them (`over`): the steps below move and leave out the
     # rest unsized, so that those never shown are never rendered under the checkpoint's focus.
     total = 0
-    sized = {u for u in units if u.current or u.protected}
-    for u in sized:
+    head = [u for u in units if u.current or u.protected]
+    for u in head:
         ready(u)
         total += _size(u, u.level)
+    sized = set(head)
     earlier = [u for u in units if not u.current and not u.protected]  # oldest first
     unsized = len(earlier)  # those before it are not sized
     marker = estimate_tokens(_omitted(100, 100)) + 1
@@ -1146,9 +1147,8 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
     budget = max(budget, sum(_size(u, u.level) for u in units if u.protected) + int(budget * ROOM))
     if not over():
         return
-    movable = [u for u in units if not u.protected]
-    old = [u for u in movable if not u.current]
-    current = [u for u in movable if u.current]
+    old = earlier
+    current = [u for u in head if not u.protected]
     recent = current[-3:]  # what the agent saw last before it stopped
     # The user's replies inside tool results count as prose.
     prose = [u for u in current if u.kind == PROSE or u.replies]
@@ -1173,18 +1173,21 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
         lambda: drop([u for u in prose if u not in recent]),
         lambda: drop(recent),
     ]
-    if _earlier_turns_go(units, movable, old, tools, budget, low, ready):
+    if _earlier_turns_go(head, current, old, tools, budget, low, ready):
         # The first six steps end with the earlier turns' units left out (those kept:
         # see `_earlier_turns_go`) and no state on the way fits: they are set so at once.
         kept = _kept_of_earlier_turns(old)
-        for u in old:
-            u.level = low - 1
-            u.dropped = u not in kept
+        level = low - 1
+        for u in old:  # in order: a unit's left neighbour is set before it
+            u.level = level
+            if u not in kept:
+                u.dropped = True
+                if not (u.pos and units[u.pos - 1].dropped):
+                    runs += 1  # it starts a run of left-out units
         for u in tools:
             u.level = RESULTS_ONLY - 1
         sized.update(kept)
-        total = sum(_size(u, u.level) for u in units if not u.dropped)
-        runs = sum(1 for u in old if u.dropped and not (u.pos and units[u.pos - 1].dropped))
+        total = sum(_size(u, u.level) for u in sized)  # what is left in
         steps = steps[6:]
     else:
         old_prose = [u for u in old if u.kind == PROSE or u.replies]
@@ -1201,8 +1204,8 @@ def _kept_of_earlier_turns(old: list[Unit]) -> set[Unit]:
 
 
 def _earlier_turns_go(
-    units: list[Unit],
-    movable: list[Unit],
+    head: list[Unit],
+    current: list[Unit],
     old: list[Unit],
     tools: list[Unit],
     budget: int,
@@ -1216,17 +1219,24 @@ def _earlier_turns_go(
     units those steps keep at their smallest. A long thread's earlier turns are then left out
     whole without sizing each of them at every level and taking them out one by one.
 
-    Only from the state `fit` starts in: every earlier unit at level 0, none left out."""
-    if not old or any(u.level or u.dropped for u in movable):
+    `head` is what is never cut and the current turn's units (`current`, its `tools`); `old`
+    the earlier turns'. Only from the state `fit` starts in: every earlier unit at level 0,
+    none left out."""
+    if not old or any(map(_LEVEL, old)) or any(map(_DROPPED, old)):
         return False
-    never = sum(_size(u, 0) for u in units if u.protected)
-    rest = sum(_size(u, 0) for u in movable if u.current) - sum(_size(u, 0) for u in tools)
+    if any(u.level or u.dropped for u in current):
+        return False
+    never = sum(_size(u, 0) for u in head if u.protected)
+    rest = sum(_size(u, 0) for u in current) - sum(_size(u, 0) for u in tools)
     least = min(sum(_size(u, level) for u in tools) for level in range(RESULTS_ONLY))
     kept = 0
     for u in _kept_of_earlier_turns(old):
         ready(u)
         kept += min(_size(u, level) for level in range(low))
     return never + rest + least + kept > budget
+
+
+_LEVEL, _DROPPED = operator.attrgetter("level"), operator.attrgetter("dropped")
 
 
 def _ready(u: Unit) -> None:
