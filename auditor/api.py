@@ -104,6 +104,7 @@ from .model import (
 from .redact import redact
 from .store.signal_rows import Evidence, Signal
 from .store.threads import GuidanceText, StoredMessage, StoredThread
+from .text_cache import text_cache
 from .transcript_reading import each_record, read_document, read_jsonl, read_lines
 
 if TYPE_CHECKING:
@@ -208,6 +209,7 @@ __all__ = [
     "read_jsonl",
     "read_lines",
     "redact",
+    "text_cache",
     "replace_atomically",
     "run",
     "validate",

@@ -73,6 +73,7 @@ from auditor.api import (
     SOURCE_TOOL_RESULT,
     hookimpl,
     is_typed_user,
+    text_cache,
 )
 
 from .formatter_text import (
@@ -179,7 +180,7 @@ def _detail(level: int) -> Level:
 
 
 # The same headings and quoted texts are sized again at every checkpoint of a thread.
-_text_tokens = functools.lru_cache(maxsize=16384)(estimate_tokens)
+_text_tokens = text_cache(16384)(estimate_tokens)
 
 
 def _is_tool_results(m) -> bool:
@@ -222,7 +223,7 @@ USER_REPLY_CHARS = 4000  # a result carrying the user's words is shown whole up 
 _REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>", re.DOTALL)
 
 
-@functools.lru_cache(maxsize=16384)
+@text_cache(16384)
 def _reminders(text: str) -> tuple[str, ...]:
     """The harness reminders in a tool result, each stripped of the space around it."""
     if "<system-reminder>" not in text:
@@ -470,12 +471,12 @@ def _failed(result) -> bool:
 
 # Each output is looked at again at every later checkpoint of its thread: what it shows is
 # found once.
-@functools.lru_cache(maxsize=16384)
+@text_cache(16384)
 def _shows_failure(text: str) -> bool:
     return FAILURE.search(text) is not None
 
 
-@functools.lru_cache(maxsize=16384)
+@text_cache(16384)
 def _user_reply(text: str) -> bool:
     return _USER_REPLY.search(text) is not None
 

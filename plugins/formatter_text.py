@@ -10,7 +10,6 @@ structure. Everything here depends only on its input.
 from __future__ import annotations
 
 import bisect
-import functools
 import re
 import shlex
 from collections.abc import Callable, Sequence
@@ -19,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from auditor.api import redact
+from auditor.api import redact, text_cache
 
 
 def estimate_tokens(text: str) -> int:
@@ -33,7 +32,7 @@ def estimate_tokens(text: str) -> int:
 
 # Redacting is the costliest step and a thread's messages come back at every checkpoint of a
 # run, so results are remembered (keyed by the text itself).
-clean: Callable[[str], str] = functools.lru_cache(maxsize=8192)(redact)
+clean: Callable[[str], str] = text_cache(8192)(redact)
 
 
 _LINE_END_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
@@ -93,7 +92,7 @@ _CREDENTIALS_TAKEN = re.compile(
 _TEST_SUMMARY_LINE = re.compile(_TEST_SUMMARY, re.MULTILINE)
 
 
-@functools.lru_cache(maxsize=16384)
+@text_cache(16384)
 def sums_up_tests(text: str) -> bool:
     """True when a command's output holds a test runner's summary: how the tests stood then."""
     return bool(text) and _TEST_SUMMARY_LINE.search(text) is not None
@@ -135,7 +134,7 @@ _NEIGHBOURS = 2  # lines kept on each side of a line the checkpoint is about
 # with a focus that grows with the thread; which of its lines match a pattern depends on
 # neither, so it is found once per output (a long live session would otherwise search every
 # earlier output again at each new event).
-@functools.lru_cache(maxsize=16384)
+@text_cache(16384)
 def _matching_lines(text: str, pattern: re.Pattern[str]) -> tuple[int, ...]:
     """Return the numbers of the lines of `text` that match `pattern`, last first."""
     found: list[int] = []
@@ -176,7 +175,7 @@ def _cut_line(line: str, limit: int) -> str:
     return f"{line[:half]} [... {len(line) - 2 * half} chars cut ...] {line[-half:]}"
 
 
-@functools.lru_cache(maxsize=16384)  # the same outputs are shortened again at every checkpoint
+@text_cache(16384)  # the same outputs are shortened again at every checkpoint
 def abbreviate(
     text: str, limit: int, keep: re.Pattern[str] = FAILURE, focus: tuple[str, ...] = ()
 ) -> str:
@@ -261,7 +260,7 @@ def abbreviate(
     return "\n".join(out)
 
 
-@functools.lru_cache(maxsize=16384)  # a thread's messages are quoted again at every checkpoint
+@text_cache(16384)  # a thread's messages are quoted again at every checkpoint
 def quote(text: str) -> str:
     """Quote transcript text: every line gets `> ` in front (a blank line, `>` alone).
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from auditor.api import SOURCE_COURSE_CORRECTION, is_typed_user
+from auditor.api import SOURCE_COURSE_CORRECTION, is_typed_user, text_cache
 
 # Tools that run a command; their input names it under one of these keys.
 COMMAND_TOOLS = {
@@ -133,7 +132,7 @@ def failure(call: Call) -> str | None:
 
 
 # Every checkpoint of a turn looks at the same results again: remember the answers.
-@functools.lru_cache(maxsize=16384)
+@text_cache(16384, text_at=1)
 def _failure(command: str | None, text: str, is_error: bool | None) -> str | None:
     head = text.lstrip()[:200]
     if _NOT_A_FAILURE.match(head):

@@ -9,12 +9,11 @@ replaced: the secret itself is never stored.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter
 from typing import Any
 
-from auditor.api import Evidence, Signal, redact
+from auditor.api import Evidence, Signal, redact, text_cache
 
 from .signals_common import Call
 
@@ -59,7 +58,7 @@ def _mask_email(address: str) -> str:
     return f"{user[:1]}***@{domain}"
 
 
-@functools.lru_cache(maxsize=4096)
+@text_cache(4096)
 def classify(text: str) -> tuple[str, tuple[tuple[str, int], ...], str]:
     """Classify one text: (level, ((kind, count), ...), a safe one-line excerpt)."""
     kinds: Counter[str] = Counter()

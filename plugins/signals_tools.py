@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
 import orjson
 
-from auditor.api import Evidence, Signal
+from auditor.api import Evidence, Signal, text_cache
 
 from .signals_common import Call, failure, first_line, is_verification
 
@@ -45,7 +44,7 @@ _VOLATILE = {
 }
 
 
-@functools.lru_cache(maxsize=16384)
+@text_cache(16384)
 def _outcome(text: str) -> str:
     """Return a result's text with numbers (times, counts, ids) and spacing evened out."""
     return _DIGITS.sub("0", " ".join(text[:4000].split())[:2000])
