@@ -29,7 +29,7 @@ import orjson
 
 from ..errors import AuditorError
 from ..model import Block
-from .threads import StoredMessage
+from .threads import StoredMessage, message_rows, stored_message
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -183,21 +183,12 @@ def load_messages(
     """`auditor.store.threads.load_messages`, with the long bodies left in the store and read
     back through `bodies`. The rows loaded are kept decoded in `bodies` as the latest read (a
     hook event's new messages are rendered at once)."""
-    from sqlalchemy import LargeBinary, Text, cast, select
+    from sqlalchemy import LargeBinary, Text, cast
 
     from . import schema as s
 
-    m = s.Message
-    raw = cast(m.blocks, LargeBinary if engine.dialect.name == "sqlite" else Text)
-    q = select(
-        m.id, m.native_id, m.role, m.source_type, m.timestamp, m.model, m.seq, raw, m.usage_key
-    )
-    if after_id is None:
-        q = q.where(m.thread_id == thread_id)
-    else:  # as `threads.load_messages` finds a live worker's new rows
-        q = q.where(m.id > after_id, m.thread_id + 0 == thread_id)
-    with engine.connect() as conn:
-        rows = conn.execute(q.order_by(m.seq, m.id)).all()
+    raw = cast(s.Message.blocks, LargeBinary if engine.dialect.name == "sqlite" else Text)
+    rows = message_rows(engine, thread_id, after_id, blocks=raw)
     out = []
     for r in rows:
         data: Any = r[7]
@@ -220,19 +211,7 @@ def load_messages(
             blocks.append(block)
         if row is not None:
             bodies.keep(r.id, len(data), decoded)
-        out.append(
-            StoredMessage(
-                r.id,
-                r.native_id,
-                r.role,
-                r.source_type,
-                r.timestamp,
-                r.model,
-                r.seq,
-                blocks,
-                r.usage_key,
-            )
-        )
+        out.append(stored_message(r, blocks))
     return out
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, dataclass, fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -328,17 +328,27 @@ def find_message(thread, messages: list[StoredMessage], ident: str) -> str:
     )
 
 
-def load_messages(
-    engine: Engine, thread_id: int, after_id: int | None = None
-) -> list[StoredMessage]:
-    """Return the messages of a thread in order (only those stored after row `after_id`, if given)."""
+def message_rows(
+    engine: Engine, thread_id: int, after_id: int | None = None, blocks=None
+) -> Sequence[Any]:
+    """The stored rows of a thread's messages in order (only those stored after row `after_id`,
+    if given), each with its blocks as the column expression `blocks` gives them (by default
+    decoded JSON; the live worker's kept bodies read them as bytes)."""
     from sqlalchemy import select
 
     from . import schema as s
 
     m = s.Message
     q = select(
-        m.id, m.native_id, m.role, m.source_type, m.timestamp, m.model, m.seq, m.blocks, m.usage_key
+        m.id,
+        m.native_id,
+        m.role,
+        m.source_type,
+        m.timestamp,
+        m.model,
+        m.seq,
+        m.blocks if blocks is None else blocks,
+        m.usage_key,
     )
     if after_id is None:
         q = q.where(m.thread_id == thread_id)
@@ -347,18 +357,21 @@ def load_messages(
         # rows): found from those ids, not by walking the thread's index (`+ 0`).
         q = q.where(m.id > after_id, m.thread_id + 0 == thread_id)
     with engine.connect() as conn:
-        rows = conn.execute(q.order_by(m.seq, m.id)).all()
+        return conn.execute(q.order_by(m.seq, m.id)).all()
+
+
+def stored_message(r, blocks: list[Block]) -> StoredMessage:
+    """The message a row of `message_rows` holds, with `blocks` made from its blocks column."""
+    return StoredMessage(
+        r.id, r.native_id, r.role, r.source_type, r.timestamp, r.model, r.seq, blocks, r.usage_key
+    )
+
+
+def load_messages(
+    engine: Engine, thread_id: int, after_id: int | None = None
+) -> list[StoredMessage]:
+    """Return the messages of a thread in order (only those stored after row `after_id`, if given)."""
     return [
-        StoredMessage(
-            r.id,
-            r.native_id,
-            r.role,
-            r.source_type,
-            r.timestamp,
-            r.model,
-            r.seq,
-            [Block.from_json(b) for b in (r.blocks or [])],
-            r.usage_key,
-        )
-        for r in rows
+        stored_message(r, [Block.from_json(b) for b in (r[7] or [])])
+        for r in message_rows(engine, thread_id, after_id)
     ]
