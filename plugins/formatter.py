@@ -13,8 +13,9 @@ result attached. Tool inputs and outputs are abbreviated, keeping first the line
 (test-runner summaries, a commit's header, files holding credentials, failures: tracebacks,
 `FAILED`, `error:`, non-zero exit codes...), then the lines around what the checkpoint is about
 (a name the user or the agent quoted, a line the agent went on to replace in that file), then the
-head and the tail, with a marker saying how much was cut (spaces ending a line of output are
-left out first: they take room and say nothing). File paths and commands stay visible.
+head and the tail, with a marker saying how much was cut (what a harness wraps every output
+in is left out first: spaces ending a line, blank lines ending the output, Codex's wall time,
+the spaces aligning Claude Code's line numbers; they take room and say nothing). File paths and commands stay visible.
 A result carrying the user's own words (an answer, a rejected call's reason) is shown whole.
 What the prompt already says is not said again: a harness note the harness repeats word for
 word (Aider's banner after each commit) or one that hands the agent a guidance file the prompt
@@ -90,11 +91,11 @@ from .formatter_text import (
     clean,
     estimate_tokens,
     fence,
+    plain_output,
     quote,
     render_tool_input,
     sums_up_tests,
     takes_in_credentials,
-    trim_line_ends,
     value_text,
 )
 
@@ -272,7 +273,7 @@ def _render_call(
         body = (clean("edited: " + ", ".join(block.edited_paths)) + "\n" + body).rstrip()
     if body:
         parts.append(fence(body))
-    text = trim_line_ends(said.strip(result.text or "")) if result is not None else ""
+    text = plain_output(said.strip(result.text or "")) if result is not None else ""
     if result is None:
         parts.append("Result: (none recorded)")
     elif said.repeated and level is not UNCUT:
@@ -526,7 +527,7 @@ def _command_prompt(text: str) -> Callable[[Level], str]:
 def _orphans(blocks: list) -> Callable[[Level], str]:
     def render(level: Level) -> str:
         return "\n\n".join(
-            fence(abbreviate(clean(trim_line_ends(b.text or "")), level.result)) for b in blocks
+            fence(abbreviate(clean(plain_output(b.text or "")), level.result)) for b in blocks
         )
 
     return render

@@ -47,6 +47,27 @@ def trim_line_ends(text: str) -> str:
     return _LINE_END_SPACE.sub("", text)
 
 
+# Codex heads what a command printed with its exit code, its wall time and an `Output:` label.
+# The exit code says how the command ended; the time it took and the label say nothing a
+# reviewer weighs, in every call of a session.
+_CODEX_HEAD = re.compile(r"\A(Exit code: -?\d+\n)Wall time: [\d.]+ seconds?\n(?:Output:\n)?")
+# Claude Code numbers the lines of a file it read, right-aligned to six columns (`     7→`): the
+# numbers stay, the spaces aligning them go.
+_GUTTER = re.compile(r"^ +(?=\d+→)", re.MULTILINE)
+
+
+def plain_output(text: str) -> str:
+    """A tool's output without what its harness wraps every output in: spaces ending a line
+    (`trim_line_ends`), blank lines ending the output, Codex's wall time and `Output:` label,
+    the spaces aligning Claude Code's line numbers. Every word and number of the output stays."""
+    text = trim_line_ends(text).rstrip("\n")
+    if text.startswith("Exit code: "):
+        text = _CODEX_HEAD.sub(r"\1", text, count=1)
+    if "→" in text:
+        text = _GUTTER.sub("", text)
+    return text
+
+
 # -- abbreviation --------------------------------------------------------------------------------
 # Lines worth keeping from anywhere in a long output, before its head and tail.
 FAILURE = re.compile(

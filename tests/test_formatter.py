@@ -239,6 +239,20 @@ def test_spaces_ending_an_outputs_lines_take_no_room():
     assert not any(line.endswith((" ", "\t")) for line in out.split("\n"))
 
 
+def test_an_outputs_harness_wrapping_is_left_out_and_every_word_kept():
+    # Claude Code right-aligns the numbers of a file it read; Codex heads a command's output with
+    # its wall time and an `Output:` label; both end outputs with blank lines.
+    listing = "".join(f"{n:>6}→line {n}\n" for n in range(1, 11)) + "\n\n"
+    codex = "Exit code: 1\nWall time: 0.4 seconds\nOutput:\nFAILED test_cart.py::test_total\n\n"
+    t = Thread().user("Fix the cart total.").calls("Read", listing, file_path="/app/cart.py")
+    t.calls("shell_command", codex, error=True, command="pytest -q")
+    t.says("Still failing.")
+    out = render(end_turn(t), info(), t.messages, {})
+    assert "\n1→line 1\n2→line 2\n" in out and "\n10→line 10\n```" in out
+    assert "Exit code: 1\nFAILED test_cart.py::test_total\n```" in out
+    assert "Wall time" not in out and "Output:" not in out
+
+
 def test_traceback_and_exit_code_lines_are_kept():
     lines = ["$ python manage.py migrate"] + [
         f"  Applying shop.{i:04d}_auto... OK" for i in range(200)
