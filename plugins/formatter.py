@@ -20,7 +20,7 @@ A result carrying the user's own words (an answer, a rejected call's reason) is 
 What the prompt already says is not said again: a harness note the harness repeats word for
 word (Aider's banner after each commit) or one that hands the agent a guidance file the prompt
 shows (Codex's AGENTS.md message), a harness reminder an earlier tool result carried (the one
-Claude Code appends to every file read), a call's working directory when it is the session's,
+Claude Code appends to every file read, its nudge after every update of its todo list), a call's working directory when it is the session's,
 which the header names, and a long tool output a later call got back word for word (a file read
 twice, the same status run again): it is shown with the later call, where the agent last saw it.
 
@@ -220,14 +220,26 @@ _USER_REPLY = re.compile(
 USER_REPLY_CHARS = 4000  # a result carrying the user's words is shown whole up to this
 
 # A harness reminder the agent's client appends to tool results (Claude Code appends the same
-# one to every file read): shown with the first result that carries it, left out of later ones.
-_REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>", re.DOTALL)
+# one to every file read, and the same two sentences to every update of its todo list after
+# "Todos have been modified successfully."): shown with the first result that carries it, left
+# out of later ones.
+_TODO_NUDGE = (
+    "Ensure that you continue to use the todo list to track your progress. "
+    "Please proceed with the current tasks if applicable"
+)
+_REMINDER = re.compile(
+    r"\s*(?:<system-reminder>.*?</system-reminder>|" + re.escape(_TODO_NUDGE) + ")", re.DOTALL
+)
+
+
+def _has_reminders(text: str) -> bool:
+    return "<system-reminder>" in text or _TODO_NUDGE in text
 
 
 @text_cache(16384)
 def _reminders(text: str) -> tuple[str, ...]:
     """The harness reminders in a tool result, each stripped of the space around it."""
-    if "<system-reminder>" not in text:
+    if not _has_reminders(text):
         return ()
     return tuple(m.strip() for m in _REMINDER.findall(text))
 
@@ -244,7 +256,7 @@ class _Said:
     repeated: bool = False
 
     def strip(self, text: str) -> str:
-        if not self.reminders or "<system-reminder>" not in text:
+        if not self.reminders or not _has_reminders(text):
             return text
         return _REMINDER.sub(
             lambda m: "" if m.group(0).strip() in self.reminders else m.group(0), text

@@ -469,6 +469,25 @@ def test_what_the_prompt_already_says_is_not_said_again():
     assert render(end_turn(t), info(), t.messages, {}) == out
 
 
+def test_the_todo_lists_nudge_is_said_once():
+    # Claude Code answers every update of its todo list with the same two sentences of nudging
+    # after the one that says the update went through.
+    done = "Todos have been modified successfully."
+    nudge = (
+        "Ensure that you continue to use the todo list to track your progress. "
+        "Please proceed with the current tasks if applicable"
+    )
+    t = Thread().user(TASK)
+    t.calls("TodoWrite", f"{done} {nudge}", todos=[{"content": "Add field", "status": "pending"}])
+    t.calls("Bash", "3 passed", command="pytest")
+    t.calls("TodoWrite", f"{done} {nudge}", todos=[{"content": "Add field", "status": "completed"}])
+    t.says("Done.")
+    out = render(end_turn(t), info(), t.messages, {})
+    assert out.count(done) == 2 and out.count(nudge) == 1
+    assert out.index(nudge) < out.index("3 passed") < out.rindex(done)
+    assert f"{done}\n```" in out  # the second update: what it said, and that is all
+
+
 def test_an_output_repeated_word_for_word_is_shown_once_where_it_came_last():
     settings = "\n".join(f"{i}\tDISCOUNTS[{i!r}] = {i}" for i in range(40))
     t = Thread().user(TASK)
