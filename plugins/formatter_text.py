@@ -375,7 +375,9 @@ def render_tool_input(
 
     A long value keeps the lines naming files of a patch first, then those around a `focus`
     string (what the checkpoint is about), then its head and tail. A directory to run in that
-    is `cwd`, the session's own (which the prompt's header names), is left out.
+    is `cwd`, the session's own (which the prompt's header names), is left out, and so is a
+    value that says nothing: empty, or a flag left off (`replace_all: false` with every edit
+    Claude Code makes).
     """
     if tool_input is None or tool_input == {}:
         return ""
@@ -383,7 +385,7 @@ def render_tool_input(
         return abbreviate(clean(value_text(tool_input)), level.command, _FILE_HEADER, focus)
     out: list[str] = []
     for key, value in tool_input.items():
-        if value is None or value == "" or value == [] or (key in RUN_IN and value == cwd):
+        if value is None or value is False or value in ("", []) or (key in RUN_IN and value == cwd):
             continue
         if (
             key in COMMAND_KEYS

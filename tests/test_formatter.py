@@ -469,6 +469,17 @@ def test_what_the_prompt_already_says_is_not_said_again():
     assert render(end_turn(t), info(), t.messages, {}) == out
 
 
+def test_a_tool_flag_left_off_is_not_shown():
+    # Claude Code's Edit sends `replace_all: false` with every edit: a flag left off says nothing.
+    t = Thread().user(TASK)
+    t.calls("Edit", "ok", file_path="/home/ada/shop/a.py", old_string="x = 1", replace_all=False)
+    t.calls("Edit", "ok", file_path="/home/ada/shop/b.py", old_string="y = 1", replace_all=True)
+    t.says("Done.")
+    out = render(end_turn(t), info(), t.messages, {})
+    assert "replace_all: false" not in out and "old_string: x = 1" in out
+    assert "replace_all: true" in out
+
+
 def test_the_todo_lists_nudge_is_said_once():
     # Claude Code answers every update of its todo list with the same two sentences of nudging
     # after the one that says the update went through.
