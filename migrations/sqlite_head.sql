@@ -1,6 +1,6 @@
--- The schema the migrations give a new SQLite store, up to revision 0022.
+-- The schema the migrations give a new SQLite store, up to revision 0023.
 -- Written by `python -m auditor_migrations.write_sqlite_head`: do not edit.
--- revision: 0022
+-- revision: 0023
 
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -123,8 +123,8 @@ CREATE TABLE "token_usage" (
 	reasoning_tokens BIGINT NOT NULL, 
 	source_file_id INTEGER, 
 	CONSTRAINT pk_token_usage PRIMARY KEY (id), 
-	CONSTRAINT fk_token_usage_thread_id_threads FOREIGN KEY(thread_id) REFERENCES threads (id) ON DELETE CASCADE, 
 	CONSTRAINT uq_token_usage_thread_id_key UNIQUE (thread_id, "key"), 
+	CONSTRAINT fk_token_usage_thread_id_threads FOREIGN KEY(thread_id) REFERENCES threads (id) ON DELETE CASCADE, 
 	CONSTRAINT fk_token_usage_source_file_id_source_files FOREIGN KEY(source_file_id) REFERENCES source_files (id) ON DELETE SET NULL
 );
 
@@ -233,9 +233,9 @@ CREATE TABLE "threads" (
 	models TEXT, 
 	rollup_dirty BOOLEAN DEFAULT 1 NOT NULL, 
 	CONSTRAINT pk_threads PRIMARY KEY (id), 
+	CONSTRAINT fk_threads_source_file_id_source_files FOREIGN KEY(source_file_id) REFERENCES source_files (id) ON DELETE SET NULL, 
 	CONSTRAINT fk_threads_parent_id_threads FOREIGN KEY(parent_id) REFERENCES threads (id) ON DELETE SET NULL, 
-	CONSTRAINT uq_threads_agent_native_id UNIQUE (agent, native_id), 
-	CONSTRAINT fk_threads_source_file_id_source_files FOREIGN KEY(source_file_id) REFERENCES source_files (id) ON DELETE SET NULL
+	CONSTRAINT uq_threads_agent_native_id UNIQUE (agent, native_id)
 );
 
 CREATE TABLE guidance_files (
@@ -364,8 +364,8 @@ CREATE TABLE "claims" (
 	claimed_at DATETIME NOT NULL, 
 	expires_at DATETIME NOT NULL, 
 	CONSTRAINT pk_claims PRIMARY KEY (id), 
-	CONSTRAINT fk_claims_checkpoint_id_checkpoints FOREIGN KEY(checkpoint_id) REFERENCES checkpoints (id) ON DELETE CASCADE, 
-	CONSTRAINT uq_claims_key UNIQUE ("key")
+	CONSTRAINT uq_claims_key UNIQUE ("key"), 
+	CONSTRAINT fk_claims_checkpoint_id_checkpoints FOREIGN KEY(checkpoint_id) REFERENCES checkpoints (id) ON DELETE CASCADE
 );
 
 CREATE TABLE spend_reservations (
@@ -455,6 +455,12 @@ CREATE INDEX ix_verdicts_batch_id ON verdicts (batch_id);
 CREATE INDEX ix_claims_checkpoint_id ON claims (checkpoint_id);
 
 CREATE INDEX ix_labels_verdict_id ON labels (verdict_id);
+
+CREATE INDEX ix_runs_running ON runs (id) WHERE status = 'running';
+
+CREATE INDEX ix_tool_calls_thread_id_is_file_edit ON tool_calls (thread_id, is_file_edit);
+
+CREATE INDEX ix_token_usage_thread_id_model ON token_usage (thread_id, model);
 
 CREATE VIEW verdicts_view AS
 SELECT

@@ -78,3 +78,39 @@ def test_appended_lines_update_aggregates_as_a_recount_would(corpus, tmp_path, s
     counts = [h[session][0] for h in history if session in h]
     assert counts == sorted(counts) and len(set(counts)) >= 4
     assert history[-1][session][1] > 0 and history[-1][session][3] < history[-1][session][4]
+
+
+def test_a_threads_models_are_its_distinct_named_models_in_order(store_url):
+    """The models a thread lists are those of its usage rows, each once, sorted, without the
+    client's own `<synthetic>` or rows with no model; found model by model through the index,
+    they are what grouping every row gives, for a thread with many rows and several models."""
+    engine = open_db(store_url)
+    threads = s.Thread.__table__
+    usage = s.TokenUsage.__table__
+    billed = [None, "claude-opus-4-6", "<synthetic>", "", "claude-haiku-4-5", "claude-opus-4-6"]
+    with engine.begin() as conn:
+        ids = [
+            conn.execute(
+                threads.insert()
+                .values(agent="claude-code", native_id=f"t{n}")
+                .returning(threads.c.id)
+            ).scalar_one()
+            for n in range(3)
+        ]
+        rows = [
+            {"thread_id": ids[0], "key": f"k{i}", "model": billed[i % len(billed)]}
+            for i in range(300)
+        ]
+        rows += [{"thread_id": ids[1], "key": "only", "model": "<synthetic>"}]
+        conn.execute(usage.insert(), rows)
+        refresh_threads(conn, ids)
+    with engine.connect() as conn:
+        found = dict(conn.execute(select(threads.c.id, threads.c.models)).all())
+        grouped = conn.execute(
+            select(usage.c.thread_id, usage.c.model)
+            .where(usage.c.model.is_not(None), usage.c.model != "<synthetic>", usage.c.model != "")
+            .group_by(usage.c.thread_id, usage.c.model)
+            .order_by(usage.c.thread_id, usage.c.model)
+        ).all()
+    assert found == {ids[0]: "claude-haiku-4-5,claude-opus-4-6", ids[1]: None, ids[2]: None}
+    assert found[ids[0]] == ",".join(m for t, m in grouped if t == ids[0])

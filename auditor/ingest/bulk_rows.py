@@ -66,10 +66,19 @@ def refresh_threads(conn: Connection, ids: list[int], since: int | None = None) 
                 "WHERE id = ?",
                 added,
             )
+    # Each thread's distinct models, one index seek a model (`ix_token_usage_thread_id_model`:
+    # the next model above the last one found), not a read of every usage row of the thread:
+    # a live event refreshes its thread, whose usage rows grow with the session.
     rows = db.all(
-        "SELECT thread_id, model FROM token_usage "
-        f"WHERE thread_id IN ({listed}) AND model IS NOT NULL AND model != '<synthetic>' "
-        "GROUP BY thread_id, model ORDER BY thread_id, model",
+        "WITH RECURSIVE found(thread_id, model) AS ("
+        "SELECT t.id, (SELECT min(u.model) FROM token_usage u WHERE u.thread_id = t.id) "
+        f"FROM threads t WHERE t.id IN ({listed}) "
+        "UNION ALL "
+        "SELECT f.thread_id, (SELECT min(u.model) FROM token_usage u "
+        "WHERE u.thread_id = f.thread_id AND u.model > f.model) "
+        "FROM found f WHERE f.model IS NOT NULL) "
+        "SELECT thread_id, model FROM found WHERE model IS NOT NULL AND model != '<synthetic>' "
+        "ORDER BY thread_id, model",
         ids,
     )
     models: dict[int, list[str]] = {}

@@ -149,7 +149,12 @@ class ToolCall(Base):
     """A tool call paired with its result (filled in when the result is read)."""
 
     __tablename__ = "tool_calls"
-    __table_args__ = (UniqueConstraint("thread_id", "call_id"),)
+    __table_args__ = (
+        UniqueConstraint("thread_id", "call_id"),
+        # A thread's file edits counted from the index alone (`refresh_threads`, at each
+        # live event), not by reading each of its calls' rows.
+        Index("ix_tool_calls_thread_id_is_file_edit", "thread_id", "is_file_edit"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
@@ -192,7 +197,12 @@ class TokenUsage(Base):
     """Tokens billed for one model call of an agent; one row per billing key."""
 
     __tablename__ = "token_usage"
-    __table_args__ = (UniqueConstraint("thread_id", "key"),)
+    __table_args__ = (
+        UniqueConstraint("thread_id", "key"),
+        # A thread's models found one index seek each (`refresh_threads`), however many
+        # calls it billed.
+        Index("ix_token_usage_thread_id_model", "thread_id", "model"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id", ondelete="CASCADE"))
@@ -356,6 +366,16 @@ class Run(Base):
     """One `auditor run`: its configuration, observer and totals."""
 
     __tablename__ = "runs"
+    __table_args__ = (
+        # The runs still running, looked at each time a run starts (`mark_interrupted`):
+        # a live worker starts one per audit, and the table grows with every audit.
+        Index(
+            "ix_runs_running",
+            "id",
+            sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
