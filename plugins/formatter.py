@@ -1310,13 +1310,8 @@ def _guidance(thread, budget: int) -> str:
     if not files:
         return ""
     share = max(budget // len(files), 800)  # a quarter of the token budget, in characters
-    parts = [
-        "## Guidance files",
-        "",
-        "The agent was given these project instructions:",
-        "",
-        "<guidance_files>",
-    ]
+    # The heading names them and the observer's system prompt says what they are.
+    parts = ["## Guidance files", "", "<guidance_files>"]
     for name, text, source in files:
         body = abbreviate(quote(clean(text.strip())), share, RULE)
         attrs = "".join(
