@@ -50,6 +50,7 @@ Python and click report as 2) never wakes Claude and never erases a prompt.
 from __future__ import annotations
 
 import os
+import stat  # loaded by `os` already
 import sys
 import time
 
@@ -226,7 +227,30 @@ def _append(path: str, line: bytes) -> int:
             # A last line cut short (a crash, a full disk) must not swallow this one.
             offset += os.write(fd, b"\n")
         os.write(fd, line)
-        return offset
+    finally:
+        os.close(fd)
+    if os.path.basename(path) == EVENTS:
+        wake(os.path.dirname(path))
+    return offset
+
+
+WAKE = "wake"  # the worker's wake-up pipe in the session's folder (see `wake`)
+
+
+def wake(sdir: str) -> None:
+    """Tell the session's worker an event is there: a byte into its pipe, DIR/wake, which it
+    waits on between its looks at the spool, so that it need not look often to answer at once.
+    Nothing when no worker listens (the pipe is missing, or nobody has it open for reading),
+    when the pipe is full (the worker is woken already) or when DIR/wake is no pipe."""
+    try:
+        fd = os.open(os.path.join(sdir, WAKE), os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.write(fd, b"\n")
+    except OSError:
+        pass
     finally:
         os.close(fd)
 

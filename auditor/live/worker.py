@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,8 +40,17 @@ from . import fast_path as live
 if TYPE_CHECKING:
     from ..audit.observer_audit import CheckpointNow
 
-POLL = 0.05  # seconds between looks at the spool
-WATCH = 0.05  # seconds between looks at a transcript the worker waits on
+# The worker waits for events on its wake-up pipe (`fast_path.wake`: each hook event writes a
+# byte into it), and looks at the spool LOOK seconds after its last look if nothing woke it,
+# should a wake-up be missed (a hook of an older auditor). Without the pipe (no FIFO there) it
+# looks every POLL seconds. An idle worker runs beside the user's agent for the whole session:
+# looking 20 times a second cost ~5 ms of CPU a second.
+POLL = 0.05  # seconds between looks at the spool without the wake-up pipe
+LOOK = 0.5  # seconds between looks at the spool with it, when nothing wakes the worker
+# Seconds between looks at a transcript the worker waits on: WATCH at first (it usually lags
+# the hook by tens of milliseconds), each wait half as long again up to WATCH_MOST.
+WATCH = 0.05
+WATCH_MOST = 0.25
 IDLE = 120.0  # seconds without an event before the worker exits
 LAG = 5.0  # at most, seconds to wait for the transcript to hold what a hook event names
 # A worker's lifetime has a ceiling: past it the worker finishes its audit under way and exits
@@ -119,6 +129,7 @@ class Worker:
         from ..store.kept_bodies import StoredBodies
 
         self.bodies = StoredBodies(engine)
+        self._pipe: tuple[int, int] | None = None  # the wake-up pipe's two ends (`_listen`)
 
     # What the agent's format declares (`LiveHooks`), looked up at first use: the formats are
     # loaded while the observer's SDK is (`warm_up`), not before.
@@ -483,6 +494,7 @@ class Worker:
         until = began + self.options.lag
         size = -1
         looks = 0
+        pause = WATCH
         while True:
             now_size = _size(path)
             if now_size != size:
@@ -508,7 +520,8 @@ class Worker:
                 self.log(f"{name}: the transcript did not catch up in {self.options.lag:g} s")
                 return None
             looks += 1
-            await asyncio.sleep(WATCH)
+            await asyncio.sleep(min(pause, max(until - time.monotonic(), 0.0)))
+            pause = min(pause * 1.5, WATCH_MOST)
 
     def _messages(self, thread_id: int) -> list:
         """The thread's stored messages, in order: those loaded before and the rows stored
@@ -619,8 +632,54 @@ class Worker:
 
         threading.Thread(target=load, daemon=True).start()
 
+    def _listen(self) -> asyncio.Event | None:
+        """Open the session's wake-up pipe (DIR/wake, made if missing) for the hooks to wake
+        the worker through (`fast_path.wake`); the event set when one did, or None when there
+        is no pipe to wait on (the worker then looks every POLL seconds)."""
+        path = self._path(live.WAKE)
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkfifo(path, 0o600)
+            reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            if not stat.S_ISFIFO(os.fstat(reader).st_mode):
+                os.close(reader)
+                self.log(f"{path} is not a pipe: looking at the spool every {POLL:g} s")
+                return None
+            # Held open for writing too: a hook closing its end is then no end of file, which
+            # would wake the loop at every turn.
+            writer = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except (OSError, AttributeError) as exc:  # AttributeError: no os.mkfifo (Windows)
+            self.log(f"no wake-up pipe ({exc}): looking at the spool every {POLL:g} s")
+            return None
+        woken = asyncio.Event()
+
+        def drained() -> None:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(reader, 4096):
+                    pass
+            woken.set()
+
+        asyncio.get_running_loop().add_reader(reader, drained)
+        self._pipe = (reader, writer)
+        return woken
+
+    def _unlisten(self) -> None:
+        pipe = self._pipe
+        if pipe is not None:
+            asyncio.get_running_loop().remove_reader(pipe[0])
+            for fd in pipe:
+                os.close(fd)
+            self._pipe = None
+
     async def serve(self) -> None:
         self.warm_up()
+        woken = self._listen()
+        try:
+            await self._serve(woken)
+        finally:
+            self._unlisten()
+
+    async def _serve(self, woken: asyncio.Event | None) -> None:
         born = time.monotonic()
         while True:
             if not self.expired and time.monotonic() - born > LIFETIME:
@@ -635,7 +694,12 @@ class Worker:
             busy = any(t.current is not None for t in self.threads.values())
             if not busy and (self.ending or time.monotonic() - self.last_event > self.options.idle):
                 return
-            await asyncio.sleep(POLL)
+            if woken is None:
+                await asyncio.sleep(POLL)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), LOOK)
+            woken.clear()
 
 
 def _row_id(m) -> int:
