@@ -149,6 +149,7 @@ _BARE_FREE = 8  # and so do those after this many in the head or in the tail
 _MAX_LINE = 400  # a kept line longer than this is itself cut in the middle
 _KEPT_LINE = 240  # a line kept for what it says is cut beyond this
 _NEIGHBOURS = 2  # lines kept on each side of a line the checkpoint is about
+_ONE_LINE_CUT = "[... 1 line cut ...]"
 
 
 # An output is shortened again at every checkpoint of its thread, at several detail levels and
@@ -190,10 +191,12 @@ def _focus_lines(lines: list[str], focus: tuple[str, ...]) -> list[int]:
 
 
 def _cut_line(line: str, limit: int) -> str:
-    if len(line) <= limit:
-        return line
     half = max(limit // 2, 20)
-    return f"{line[:half]} [... {len(line) - 2 * half} chars cut ...] {line[-half:]}"
+    cut = len(line) - 2 * half
+    # A cut no longer than the marker that says so would make the line longer: kept whole.
+    if len(line) <= limit or cut <= len(f" [... {cut} chars cut ...] "):
+        return line
+    return f"{line[:half]} [... {cut} chars cut ...] {line[-half:]}"
 
 
 @text_cache(16384)  # the same outputs are shortened again at every checkpoint
@@ -270,14 +273,21 @@ def abbreviate(
         bare += cost == 1
     out: list[str] = []
     previous = -1
-    for i in sorted(set(head) | set(tail) | chosen):
+    shown = set(head) | set(tail) | chosen
+    # A lone line no longer than the marker that would stand for it is shown instead.
+    for i, line in enumerate(lines):
+        if i not in shown and i - 1 in shown and i + 1 in shown | {len(lines)}:
+            if len(line) <= len(_ONE_LINE_CUT):
+                shown.add(i)
+    for i in sorted(shown):
         if i - previous > 1:
             gap = i - previous - 1
-            out.append(f"[... {gap} line{'s' if gap > 1 else ''} cut ...]")
+            out.append(_ONE_LINE_CUT if gap == 1 else f"[... {gap} lines cut ...]")
         out.append(_cut_line(lines[i], _KEPT_LINE if i in chosen or i in decisive else line_cap))
         previous = i
     if previous < len(lines) - 1:
-        out.append(f"[... {len(lines) - 1 - previous} lines cut ...]")
+        gap = len(lines) - 1 - previous
+        out.append(_ONE_LINE_CUT if gap == 1 else f"[... {gap} lines cut ...]")
     return "\n".join(out)
 
 

@@ -270,6 +270,19 @@ def test_traceback_and_exit_code_lines_are_kept():
     assert "Exit code 1" in short
 
 
+def test_a_cut_never_costs_more_than_what_it_leaves_out():
+    # A line only a little over its room, or one short line between head and tail, is shown:
+    # the marker saying it was cut would take more room than the text.
+    assert abbreviate("a" * 410 + "END", 400) == "a" * 410 + "END"
+    filler = [f"tests/test_{i:03}.py PASSED" for i in range(200)]
+    failures = ["FAILED tests/test_a.py::test_one", "}", "FAILED tests/test_b.py::test_two"]
+    short = abbreviate("\n".join([*filler, *failures, *filler]), 1500)
+    assert "\n".join(failures) in short
+    failures[1] = "    assert total == 100, 'spring discount not applied to the basket'"
+    short = abbreviate("\n".join([*filler, *failures, *filler]), 1500)
+    assert f"{failures[0]}\n[... 1 line cut ...]\n{failures[2]}" in short
+
+
 def test_one_huge_line_is_cut_in_the_middle():
     short = abbreviate("a" * 5000 + "END", 300)
     assert short.endswith("END") and "chars cut ...]" in short and len(short) < 400
