@@ -5,9 +5,10 @@ files the agent was given (AGENTS.md / CLAUDE.md), the conversation, and one clo
 says what kind of checkpoint this is.
 
 In the conversation every message a person typed is shown whole, under a `### User` heading
-(the first one marked as the original task), and so is a slash command that asks for something
-(it has arguments, or the harness expanded it into a prompt: that prompt states the request and
-is kept up to a fixed size); earlier course corrections have their own heading so the observer
+(the first one marked as the original task; the file its IDE had open, which Claude Code adds in
+a tag with a sentence saying it may not matter, as the file's name alone), and so is a slash
+command that asks for something (it has arguments, or the harness expanded it into a prompt:
+that prompt states the request and is kept up to a fixed size); earlier course corrections have their own heading so the observer
 does not repeat itself; the agent's text is shown as written and each tool call is shown with its
 result attached. Tool inputs and outputs are abbreviated, keeping first the lines that decide
 (test-runner summaries, a commit's header, files holding credentials, failures: tracebacks,
@@ -555,6 +556,20 @@ def _caveat(text: str) -> bool:
     return "<local-command-caveat>" in text or text.lstrip().startswith(_CAVEAT)
 
 
+# Claude Code's IDE extension adds to a typed message which file the user has open, in a tag and
+# with a sentence of its own saying that it may not matter: the file is kept, tag and sentence go.
+_IDE_OPENED = re.compile(
+    r"<ide_opened_file>The user opened the file (.+?) in the IDE\. "
+    r"This may or may not be related to the current task\.</ide_opened_file>"
+)
+
+
+def _ide_notes(text: str) -> str:
+    if "<ide_opened_file>" not in text:
+        return text
+    return _IDE_OPENED.sub(lambda m: f"(open in the user's IDE: {m[1]})", text)
+
+
 def _instructions(messages: list) -> list[bool]:
     """Mark what the user asked for: typed messages, and slash commands that are requests."""
     return [
@@ -887,9 +902,8 @@ class ThreadUnits:
         elif is_typed_user(m):
             images = "\n\n[image attached]" * sum(b.kind == "image" for b in m.blocks)
             heading = "### User (original task)" if i == self.original else "### User"
-            units.append(
-                Unit(heading, i, _fixed(quote(clean(text.strip())) + images), protected=True)
-            )
+            typed = quote(clean(_ide_notes(text).strip()))
+            units.append(Unit(heading, i, _fixed(typed + images), protected=True))
         elif m.role == "assistant":  # thinking-only messages give no unit: left out
             ends_turn = i + 1 < len(messages) and self.said[i + 1]
             late = ends_turn or i == self.first_reply

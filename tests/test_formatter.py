@@ -482,6 +482,19 @@ def test_what_the_prompt_already_says_is_not_said_again():
     assert render(end_turn(t), info(), t.messages, {}) == out
 
 
+def test_the_file_open_in_the_users_ide_is_kept_without_its_wrapping():
+    ide = (
+        "<ide_opened_file>The user opened the file /home/ada/shop/cart.py in the IDE. "
+        "This may or may not be related to the current task.</ide_opened_file>"
+    )
+    t = Thread().user(f"{ide}\nwhy is the total wrong here?").says("Looking.")
+    out = render(end_turn(t), info(), t.messages, {})
+    assert (
+        "> (open in the user's IDE: /home/ada/shop/cart.py)\n> why is the total wrong here?" in out
+    )
+    assert "ide_opened_file" not in out and "may or may not be related" not in out
+
+
 def test_a_tool_flag_left_off_is_not_shown():
     # Claude Code's Edit sends `replace_all: false` with every edit: a flag left off says nothing.
     t = Thread().user(TASK)
