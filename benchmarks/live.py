@@ -15,6 +15,11 @@ Printed:
   events, and the last tenth as a ratio to the first (goal <= 1.5x); its resident memory at the
   end of each tenth and its peak, and what it grew from the end of the first tenth to the end of
   the last per MB the transcript grew meanwhile (goal: flat, read as at most `RSS_PER_MB`);
+- the same CPU taken apart, beside the goal (which is on all of it): what the worker ran
+  between one event's end and the next hook (idle), the events the worker waited on for the
+  transcript to hold what they name (the worker says so in its log), the other events' CPU
+  less the idle part; and, measured after the replay, an idle worker's CPU per second and the
+  CPU of an event whose transcript never catches up (the worker waits its whole lag);
 - the total CPU of hooks and worker as a share of the session's own wall time (its first to its
   last timestamp);
 - the hook's fast path (CPU and wall per event) against a bare `python -c pass` of the same
@@ -265,8 +270,10 @@ class Side:
         self.pid: int | None = None
         self.last_cpu = 0.0
         self.threads: dict[int, int] = {}  # the worker's threads' run time at the last event
+        self.log_at = 0  # how far the worker's log is read
         # per event: (kind, worker cpu s, rss kB, peak kB, hook cpu s, hook wall s,
-        # worker cpu s in clock ticks, transcript bytes)
+        # worker cpu s in clock ticks, transcript bytes, worker cpu s between the last event's
+        # end and this hook (idle), seconds the worker waited for the transcript)
         self.rows: list[tuple] = []
 
     def write(self, lines: list[bytes], upto: int) -> None:
@@ -282,6 +289,8 @@ class Side:
         (what the agent writes next, while the worker looks), wait for the worker's audit."""
         self.write(lines, upto)
         payload = {**payload, "transcript_path": str(self.transcript)}
+        # What the worker ran since the last event's end: waiting, idle, for this hook.
+        idle = self.ran(thread_cpu(self.pid)) if self.pid else 0.0
         before, t0 = child_cpu(), time.perf_counter()
         subprocess.run(self.hook, input=json.dumps(payload), text=True, env=self.env, check=True)
         hook_wall, hook_cpu = time.perf_counter() - t0, child_cpu() - before
@@ -297,15 +306,62 @@ class Side:
             time.sleep(0.1)  # the worker reads the prompt at its next look
         now = worker_pid(self.sdir)
         if now != self.pid:
-            self.pid, self.last_cpu, self.threads = now, 0.0, {}
+            self.pid, self.last_cpu, self.threads, idle = now, 0.0, {}, 0.0
         ticks = proc_cpu(self.pid) if self.pid else 0.0
         threads = thread_cpu(self.pid) if self.pid else {}
-        ran = sum(ns - self.threads.get(tid, 0) for tid, ns in threads.items()) / 1e9
+        ran = self.ran(threads)
         rss, peak = proc_mem(self.pid) if self.pid else (0, 0)
         self.rows.append(
-            (name, ran, rss, peak, hook_cpu, hook_wall, ticks - self.last_cpu, self.size)
+            (
+                name,
+                ran,
+                rss,
+                peak,
+                hook_cpu,
+                hook_wall,
+                ticks - self.last_cpu,
+                self.size,
+                idle,
+                self.waited(),
+            )
         )
         self.last_cpu, self.threads = ticks, threads
+
+    def ran(self, threads: dict[int, int]) -> float:
+        """Seconds of CPU the worker's threads ran since the last event's end."""
+        return sum(ns - self.threads.get(tid, 0) for tid, ns in threads.items()) / 1e9
+
+    def waited(self) -> float:
+        """Seconds the worker said it waited for the transcript since the last look at its
+        log (it says so when the transcript lagged the hook: `caught up after N ms`, or `did
+        not catch up in N s`); the replay takes one event at a time."""
+        try:
+            with open(self.sdir / "worker.log", "rb") as fh:  # type: ignore[operator]
+                fh.seek(self.log_at)
+                said = fh.read()
+        except OSError:
+            return 0.0
+        self.log_at += len(said)
+        caught = [int(x) / 1000 for x in re.findall(rb"caught up after (\d+) ms", said)]
+        missed = [float(x) for x in re.findall(rb"did not catch up in ([\d.]+) s", said)]
+        return sum(caught) + sum(missed)
+
+    def calibrate(self, lines: list[bytes], payload: dict) -> tuple[float, float]:
+        """(the worker's CPU per second of wall time while idle, over 3 s without an event;
+        its CPU for an event whose transcript never holds the call it names, which the worker
+        waits for the whole of its lag and gives up on): what waiting costs, measured."""
+        if not self.pid:
+            return float("nan"), float("nan")
+        threads = thread_cpu(self.pid)
+        time.sleep(3.0)
+        later = thread_cpu(self.pid)
+        idle = sum(ns - threads.get(tid, 0) for tid, ns in later.items()) / 1e9 / 3.0
+        self.threads = later
+        never = {**payload, "hook_event_name": "PostToolUse", "tool_use_id": "toolu_never_written"}
+        never.update(tool_name="Bash", tool_input={}, tool_response={})
+        self.event(lines, self.written, "PostToolUse", never)
+        calibration = self.rows.pop()
+        return idle, calibration[1]
 
     def close(self) -> None:
         self.out.close()
@@ -355,6 +411,13 @@ def replay(
             bare_wall.append(time.perf_counter() - t0)
             bare_cpu.append(child_cpu() - before)
     took = time.monotonic() - began
+    # What waiting costs, measured on each side at the end of the replay (not counted above).
+    waiting = {
+        side.name: side.calibrate(
+            lines, {"session_id": session_id, "cwd": "/home/u/proj", "permission_mode": "default"}
+        )
+        for side in sides
+    }
     for side in sides:
         side.close()
     results = {}
@@ -371,6 +434,7 @@ def replay(
             calls,
             took,
             copies,
+            waiting[side.name],
         )
     if len(sides) > 1:
         this, other = results["this"], results["against"]
@@ -378,11 +442,14 @@ def replay(
             "paired, this / against: worker CPU in all "
             f"{this['worker'] / other['worker']:.2f}x, last tenth per event "
             f"{this['last'] / other['last']:.2f}x, RSS at the end "
-            f"{this['rss'] / other['rss']:.2f}x"
+            f"{this['rss'] / other['rss']:.2f}x, CPU between events "
+            f"{this['idle'] / other['idle'] if other['idle'] else float('nan'):.2f}x"
         )
 
 
-def report(lines, transcript, rows, bare_cpu, bare_wall, calls, took, copies=1) -> dict:
+def report(
+    lines, transcript, rows, bare_cpu, bare_wall, calls, took, copies=1, waiting=(None, None)
+) -> dict:
     tools = sum(1 for r in rows if r[0] == "PostToolUse")
     # A replica repeats the session's timestamps: it lasts its copies end to end.
     span = wall_span(lines[: len(lines) // copies or None]) * copies
@@ -419,6 +486,43 @@ def report(lines, transcript, rows, bare_cpu, bare_wall, calls, took, copies=1) 
         f"({'meets' if ratio <= 1.5 else 'misses'} the 1.5x goal); means "
         f"{means[-1] / means[0] if means and means[0] else float('nan'):.2f}x"
     )
+    # The same CPU taken apart (the goal above is on the whole of it): what the worker ran
+    # between the last event's end and this event's hook (idle, waiting for the hook), and
+    # the events the worker waited on for the transcript to hold what they name (at most
+    # its lag, 5 s: a tool round not complete yet), whose CPU includes looking at it.
+    print(
+        "  the same, taken apart: CPU between events (from one event's end to the next hook: "
+        "the worker waiting, early on the observer SDK loading too; mean); events whose "
+        "transcript lagged >= 1 s (how many, their median CPU); the other events' median "
+        "CPU less what ran between events"
+    )
+    own_medians = []
+    for i, part in enumerate(parts):
+        if not part:
+            continue
+        lagged = [r for r in part if r[9] >= 1.0]
+        prompt = [r[1] - r[8] for r in part if r[9] < 1.0]
+        own_medians.append(statistics.median(prompt) * 1000 if prompt else float("nan"))
+        print(
+            f"  {i + 1:>5}  idle {statistics.fmean(r[8] for r in part) * 1000:5.1f} ms"
+            f"  lagged {len(lagged):>4} ({statistics.median(r[1] for r in lagged) * 1000 if lagged else float('nan'):6.1f} ms,"
+            f" waited {statistics.fmean(r[9] for r in lagged) if lagged else 0:.1f} s)"
+            f"  others less idle {own_medians[-1]:6.1f} ms"
+        )
+    own = own_medians[-1] / own_medians[0] if own_medians and own_medians[0] else float("nan")
+    idle_all, waited_all = sum(r[8] for r in all_rows), sum(r[9] for r in all_rows)
+    print(
+        f"  events with no lag, CPU less idle, last tenth / first tenth (medians): {own:.2f}x "
+        f"(not the goal: the goal is on all of it); CPU between events in all "
+        f"{idle_all:.1f} s; waited for the transcript {waited_all:.0f} s in all"
+    )
+    idle_rate, never = waiting
+    if idle_rate is not None:
+        print(
+            f"  waiting, measured after the replay: idle, {idle_rate * 1000:.2f} ms of CPU per "
+            f"second; an event whose transcript never holds its call (waited for the whole "
+            f"lag, then given up), {never * 1000:.1f} ms"
+        )
     first_rss, last_rss = parts[0][-1][2], parts[-1][-1][2]
     print(
         f"  worker RSS, end of the last tenth / end of the first: {last_rss / first_rss:.2f}x; "
@@ -450,7 +554,7 @@ def report(lines, transcript, rows, bare_cpu, bare_wall, calls, took, copies=1) 
         f"{b_wall * 1000:.0f} ms; ratio CPU {h_cpu / b_cpu:.2f}x, wall {h_wall / b_wall:.2f}x "
         "(this checkout's venv; the goal is judged on an installed copy, below)"
     )
-    return {"worker": worker, "last": medians[-1], "rss": last_rss}
+    return {"worker": worker, "last": medians[-1], "rss": last_rss, "idle": idle_all}
 
 
 def installed_copy(python: str, where: Path) -> Path:
