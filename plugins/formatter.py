@@ -16,14 +16,16 @@ result attached. Tool inputs and outputs are abbreviated, keeping first the line
 (a name the user or the agent quoted, a line the agent went on to replace in that file), then the
 head and the tail, with a marker saying how much was cut (what a harness wraps every output
 in is left out first: spaces ending a line, blank lines ending the output, Codex's wall time,
-the spaces aligning Claude Code's line numbers; they take room and say nothing). File paths and commands stay visible.
-A result carrying the user's own words (an answer, a rejected call's reason) is shown whole.
-What the prompt already says is not said again: a harness note the harness repeats word for
-word (Aider's banner after each commit) or one that hands the agent a guidance file the prompt
-shows (Codex's AGENTS.md message), a harness reminder an earlier tool result carried (the one
-Claude Code appends to every file read, its nudge after every update of its todo list), a call's working directory when it is the session's,
-which the header names, and a long tool output a later call got back word for word (a file read
-twice, the same status run again): it is shown with the later call, where the agent last saw it.
+the spaces aligning Claude Code's line numbers; they take room and say nothing). File paths and
+commands stay visible. A result carrying the user's own words (an answer, a rejected call's
+reason) is shown whole. What the prompt already says is not said again: a harness note the
+harness repeats word for word (Aider's banner after each commit) or one that hands the agent a
+guidance file the prompt shows (Codex's AGENTS.md message), a harness reminder an earlier tool
+result carried (the one Claude Code appends to every file read, its nudge after every update of
+its todo list), a working directory that is the session's, which the header names (a call's;
+the one in the block of tags with which Codex states the session's setting, shown as `name:
+value` pairs), and a long tool output a later call got back word for word (a file read twice,
+the same status run again): it is shown with the later call, where the agent last saw it.
 
 Nothing taken from the transcript can pass for the prompt's own structure: what a person or
 the agent wrote is quoted (`> ` before every line, see `quote`), tool inputs and outputs are
@@ -570,6 +572,27 @@ def _ide_notes(text: str) -> str:
     return _IDE_OPENED.sub(lambda m: f"(open in the user's IDE: {m[1]})", text)
 
 
+# Codex tells the agent its setting at the start of a session in a block of tags, one a value:
+# `<environment_context> <cwd>...</cwd> <approval_policy>never</approval_policy> ...`. Shown as
+# `name: value` pairs, the directory left out when it is the session's (the header names it).
+_ENVIRONMENT = re.compile(
+    r"\A\s*<environment_context>((?:\s*<(\w+)>[^<>]*</\2>)*)\s*</environment_context>\s*\Z"
+)
+_SETTING = re.compile(r"<(\w+)>([^<>]*)</\1>")
+
+
+def _environment(text: str, cwd: str | None) -> str:
+    found = _ENVIRONMENT.match(text) if "<environment_context>" in text else None
+    if found is None:
+        return text
+    pairs = [
+        f"{name}: {value.strip()}"
+        for name, value in _SETTING.findall(found[1])
+        if not (name == "cwd" and value.strip() == cwd)
+    ]
+    return "environment: " + "; ".join(pairs)
+
+
 def _instructions(messages: list) -> list[bool]:
     """Mark what the user asked for: typed messages, and slash commands that are requests."""
     return [
@@ -967,6 +990,8 @@ class ThreadUnits:
             pass  # the harness handing the agent a guidance file the prompt shows (Codex)
         elif text.strip() and not _caveat(text):
             # Harness text (reminders, environment context...) and anything unknown: one line.
+            if st == SOURCE_META:
+                text = _environment(text, self.cwd)
             units.append(
                 Unit("", i, _note("harness note" if st == SOURCE_META else f"{m.role} note", text))
             )

@@ -495,6 +495,23 @@ def test_the_file_open_in_the_users_ide_is_kept_without_its_wrapping():
     assert "ide_opened_file" not in out and "may or may not be related" not in out
 
 
+def test_codex_environment_is_shown_as_its_settings():
+    def environment(cwd: str) -> str:
+        return (
+            f"<environment_context>\n  <cwd>{cwd}</cwd>\n  <approval_policy>never</approval_policy>\n"
+            "  <sandbox_mode>danger-full-access</sandbox_mode>\n  <shell>zsh</shell>\n"
+            "</environment_context>"
+        )
+
+    t = Thread().meta(environment("/home/ada/shop")).user(TASK).says("On it.")
+    t.meta(environment("/home/ada/shop/docs")).user("Now the docs.").says("Done.")
+    out = render(end_turn(t), info(agent="codex"), t.messages, {})
+    settings = "approval_policy: never; sandbox_mode: danger-full-access; shell: zsh"
+    assert f"_(harness note: environment: {settings})_" in out  # the session's directory
+    assert f"environment: cwd: /home/ada/shop/docs; {settings})_" in out
+    assert "<sandbox_mode>" not in out
+
+
 def test_a_tool_flag_left_off_is_not_shown():
     # Claude Code's Edit sends `replace_all: false` with every edit: a flag left off says nothing.
     t = Thread().user(TASK)
