@@ -123,3 +123,43 @@ def test_a_spool_an_older_auditor_left_open_is_made_the_owners_alone(cc):  # noq
         line for line in (cc.sdir / "worker.log").read_text().splitlines() if "readable" in line
     ]
     assert note.endswith("of its files and folders made yours alone (0600 / 0700)")
+
+
+def test_a_spool_in_a_folder_of_the_users_choice_leaves_the_rest_of_that_folder_alone(
+    tmp_path, monkeypatch
+):
+    from auditor.live.fast_path import STATE_ENV
+    from auditor.live.worker import make_spool_private
+
+    # $AUDITOR_STATE_DIR pointed at a shared folder, as /tmp is: sticky and open to everyone,
+    # holding other people's work beside the spool.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    theirs = shared / "someone-elses" / "notes.txt"
+    theirs.parent.mkdir()
+    theirs.write_text("not auditor's")
+    theirs.chmod(0o644)
+    theirs.parent.chmod(0o755)
+    monkeypatch.setenv(STATE_ENV, str(shared))
+    session = Path(state_root()) / "claude-code" / "a-session"
+    (session / "outbox").mkdir(parents=True)
+    (session / "events.jsonl").write_text("{}\n")
+    for path in [Path(state_root()), *Path(state_root()).rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+    assert make_spool_private(str(session)) == 5
+    assert (mode(shared), mode(theirs.parent), mode(theirs)) == (0o1777, 0o755, 0o644)
+    spool = [Path(state_root()), *Path(state_root()).rglob("*")]
+    assert [oct(mode(p)) for p in spool if mode(p) & 0o077] == []
+
+
+def test_a_session_folder_outside_the_spools_layout_is_tightened_alone(tmp_path):
+    from auditor.live.worker import make_spool_private
+
+    session = tmp_path / "spool"
+    (session / "outbox").mkdir(parents=True)
+    for path in [tmp_path, session, session / "outbox"]:
+        path.chmod(0o755)
+    assert make_spool_private(str(session)) == 2
+    assert (mode(tmp_path), mode(session), mode(session / "outbox")) == (0o755, 0o700, 0o700)

@@ -827,15 +827,25 @@ def _inherited_lock(path: str) -> int | None:
 
 
 def make_spool_private(sdir: str) -> int:
-    """Make the whole spool the session's folder is in its owner's alone: one an older auditor
-    made (folders 0755, files 0644) holds what the agents wrote. Return how many changed."""
+    """Make the spool the session's folder is in its owner's alone: one an older auditor made
+    (folders 0755, files 0644) holds what the agents wrote. Return how many changed.
+
+    Only folders auditor made are walked: the store's spool (BASE/STORE/AGENT/SESSION, STORE
+    named by `state_root`) and, when BASE is auditor's default one, BASE and its parent. A BASE
+    the user chose ($AUDITOR_STATE_DIR, perhaps a shared folder such as /tmp) is theirs to set,
+    and so is everything in it but our own spool; a session folder outside that layout is
+    tightened alone."""
+    import re
+
     from ..owner_only import tighten, tighten_tree
 
-    base = os.path.dirname(os.path.dirname(os.path.dirname(sdir)))  # BASE/STORE/AGENT/SESSION
-    changed = tighten_tree(base)
+    store = os.path.dirname(os.path.dirname(sdir))
+    base = os.path.dirname(store)
+    if not re.fullmatch(r"[0-9a-f]{8}", os.path.basename(store)):
+        return tighten_tree(sdir)
     if not os.environ.get(live.STATE_ENV) and os.path.basename(base) == "live":
-        changed += len(tighten([os.path.dirname(base)]))  # ~/.local/state/auditor
-    return changed
+        return tighten_tree(base) + len(tighten([os.path.dirname(base)]))  # ~/.local/state/auditor
+    return tighten_tree(store)
 
 
 KEEP_DAYS = 7
