@@ -145,7 +145,15 @@ class Unit:
     def forget(self) -> None:
         """Forget the renderings: what they depend on changed."""
         self._cache.clear()
-        self.sizes = [None] * (len(LEVELS) + 2)
+        self.sizes[:] = _UNSIZED
+
+    def cool(self) -> None:
+        """Forget the unit's renderings and what its call found, keeping its sizes (a list of
+        numbers, which `fit` reads when the unit is sized again): no checkpoint sized it
+        lately (see `ThreadUnits.ready`)."""
+        self._cache.clear()
+        if self.call is not None:
+            self.call.cool()
 
     def text(self, level: int | None = None) -> str:
         level = self.level if level is None else level
@@ -176,6 +184,9 @@ class Unit:
                 tokens = _text_tokens(body)
             self._cache[level] = (body, _text_tokens(self.heading) + tokens + 1)
         return self._cache[level]
+
+
+_UNSIZED = (None,) * (len(LEVELS) + 2)
 
 
 def _detail(level: int) -> Level:
@@ -364,6 +375,9 @@ def _call_facts(block, result) -> _CallFacts:
 
 
 FOCUSES_KEPT = 3
+# A unit no checkpoint sized or showed in this many renders keeps no renderings (see
+# `ThreadUnits.ready`).
+COOL_AFTER = 4
 
 
 class _Call:
@@ -394,10 +408,11 @@ class _Call:
         self.focus: tuple[str, ...] = ()  # the focus strings its input or output holds
         self.candidates: tuple[str, ...] | None = None  # the focus they were picked from
         self._holds: dict[str, bool] = {}
-        self._sized: dict[Level, int] = {}  # its size at each level
-        # Its renderings under the last few focuses it had: the terms of a turn come and go
-        # with the agent's messages, and a term back again finds the call as it was.
-        self._by_focus: dict[tuple[str, ...], dict[Level, int]] = {(): self._sized}
+        self._sized: dict[Level, int] = {}  # its size at each level under `focus`
+        # Its sizes under the last few focuses it had before this one, made when it has had
+        # two: the terms of a turn come and go with the agent's messages, and a term back
+        # again finds the call as it was.
+        self._by_focus: dict[tuple[str, ...], dict[Level, int]] | None = None
         self._body: tuple[Level, dict, str] | None = None  # its last rendering, while shown
 
     def holds(self, text: str) -> bool:
@@ -422,18 +437,28 @@ class _Call:
         focus = tuple(f for f in candidates if self.holds(f))
         if focus == self.focus:
             return False
+        others = self._by_focus
+        if others is None:
+            others = self._by_focus = {}
+        others[self.focus] = self._sized  # the latest last
         self.focus = focus
-        self._sized = self._by_focus.pop(focus, {})
-        self._by_focus[focus] = self._sized  # the latest last
-        if len(self._by_focus) > FOCUSES_KEPT:
-            del self._by_focus[next(iter(self._by_focus))]
+        self._sized = others.pop(focus, {})
+        if len(others) >= FOCUSES_KEPT:
+            del others[next(iter(others))]
         return True
 
     def set_final(self, final: bool) -> None:
         if final != self.final:
             self.final = final
             self._sized = {}
-            self._by_focus = {self.focus: self._sized}
+            self._by_focus = None
+
+    def cool(self) -> None:
+        """Forget what was found about the call's texts (see `Unit.cool`)."""
+        self._holds = {}
+        self._sized = {}
+        self._by_focus = None
+        self._body = None
 
     def tokens(self, level: Level) -> int:
         """The size of the call's body at `level`: kept, the body is not (a long thread's
@@ -764,6 +789,11 @@ class ThreadUnits:
         self.final: set[int] = set()
         self.units: list[Unit] = []
         self.showing: set[_Call] = set()  # the calls whose bodies are kept (see `_Call.text`)
+        # The units made ready (sized or shown) lately, with the render that did it last: the
+        # others keep no renderings (see `ready`).
+        self.warm: dict[Unit, int] = {}
+        self.renders = 0
+        self.saids: dict[tuple, _Said] = {}  # one of each (see `_call`)
 
     def follows(self, messages: list) -> bool:
         """True when `messages` are the thread these units were made of, maybe grown."""
@@ -851,7 +881,10 @@ class ThreadUnits:
         terms = _terms(messages[last].text if last >= 0 else None, final_text)
         if replaced or terms != self.focus.terms:
             self.focus = Focus(terms, self.replaced)
+        warm = self.warm
         for i in sorted(dirty):
+            for u in self.by_message[i]:  # made again: its call may go on in the new unit
+                warm.pop(u, None)
             self.by_message[i] = self._units(i)
         # The calls are looked at under the new focus when their units are sized or shown
         # (`ready`): a long thread's earlier calls are mostly left out, unlooked at.
@@ -860,7 +893,13 @@ class ThreadUnits:
 
     def ready(self, u: Unit) -> None:
         """Make `u` a tool call's unit sized and rendered under the thread's focus now: its
-        renderings are dropped when its focus changed. Asked before a unit is sized or shown."""
+        renderings are dropped when its focus changed. Asked before a unit is sized or shown.
+
+        What a unit's renderings and sizes take is kept while checkpoints size or show it: a
+        long thread's checkpoints size its earlier units only as far as the fit needs them
+        (the latest first, see `fit`), and a unit none of the last COOL_AFTER renders readied
+        drops them (`Unit.cool`), so that what is kept does not grow with the thread."""
+        self.warm[u] = self.renders
         call = u.call
         if call is not None and call.refocus(self.focus.of(call.facts.paths)):
             u.forget()
@@ -904,11 +943,17 @@ class ThreadUnits:
             or found.result is not result
             or found.said.repeated != repeated
         ):
-            said = _Said(self.cwd, repeated=repeated)
+            again: frozenset[str] = frozenset()
             if result is not None:
                 first = self.first_reminder
-                again = {r for r in _reminders(result.text or "") if first[hash(r)] != id(result)}
-                said = _Said(self.cwd, frozenset(again), repeated)
+                again = frozenset(
+                    r for r in _reminders(result.text or "") if first[hash(r)] != id(result)
+                )
+            # Most calls leave out the same reminders, or none: one `_Said` of each is kept.
+            key = (again, repeated)
+            said = self.saids.get(key)
+            if said is None:
+                said = self.saids[key] = _Said(self.cwd, again, repeated)
             found = self.records[id(block)] = _Call(block, result, said)
         return found
 
@@ -1002,11 +1047,18 @@ class ThreadUnits:
         return units
 
     def shown(self, calls: list[_Call]) -> None:
-        """Keep the bodies of the `calls` a checkpoint showed, and only theirs."""
+        """Keep the bodies of the `calls` a checkpoint showed, and only theirs; the render is
+        over: units not readied lately drop their renderings (see `ready`)."""
         now = set(calls)
         for call in self.showing - now:
             call.hide()
         self.showing = now
+        self.renders += 1
+        since = self.renders - COOL_AFTER
+        cold = [u for u, last in self.warm.items() if last < since]
+        for u in cold:
+            del self.warm[u]
+            u.cool()
 
     def budget(self, config: dict) -> int:
         """`budget_for` the thread."""

@@ -1193,6 +1193,37 @@ def test_a_later_checkpoint_renders_only_the_calls_it_has_not_seen(monkeypatch):
     assert rendered and {b.tool_use_id for b in rendered} == {calls[-1].tool_use_id}
 
 
+def test_a_long_thread_keeps_renderings_only_of_the_units_its_last_checkpoints_sized():
+    # What the live worker keeps for a thread must not grow with its renderings: the units of
+    # turns long past, which the fit no longer reaches, keep their sizes and nothing else.
+    t = Thread().user(TASK)
+    for turn in range(30):
+        for i in range(6):
+            t.calls("Bash", f"log of step {i}\n" * 200, command=f"make step{turn}-{i}")
+        t.says(f"Finished round {turn}.").user(f"now do round {turn + 1}")
+    t.calls("Bash", "ok", command="make final").says("All rounds done.")
+    formatter.forget()
+    for cp in find_checkpoints(1, t.messages, "every-inference"):
+        render(cp, info(), t.messages[: cp.index + 1], {"max_tokens": 2000})
+    state = next(iter(formatter._THREADS.values()))
+
+    def holds_renderings(u) -> bool:
+        call = u.call
+        return bool(u._cache) or (
+            call is not None and bool(call._holds or call._sized or call._by_focus or call._body)
+        )
+
+    holding = [u for u in state.units if holds_renderings(u)]
+    assert holding and all(u in state.warm for u in holding)
+    assert len(holding) * 2 < len(state.units)
+    # Sized and shown again, the cooled units render as they do in a process that never saw them.
+    whole = {"min_tokens": 100_000, "max_tokens": 100_000}
+    again = render(end_turn(t), info(), t.messages, whole)
+    formatter.forget()
+    assert again == render(end_turn(t), info(), t.messages, whole)
+    assert "log of step 3" in again and "make step0-0" in again
+
+
 def test_bun_and_node_test_counts_are_a_summary_kept_from_a_long_run():
     lines = ["bun test v1.2.10", ""]
     for i in range(12):
