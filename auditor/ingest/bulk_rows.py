@@ -310,7 +310,8 @@ class RowBatch:
                 bool(msg.is_sidechain),
                 uses,
                 edits,
-                encoded if self.sqlite else encoded.decode(),
+                # A bytearray is bound without the sqlite3 module looking for an adapter.
+                bytearray(encoded) if self.sqlite else encoded.decode(),
             )
         )
         if calls is not None:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 PENDING_RECORDS = 20000  # write what was parsed once this many records wait...
 PENDING_BYTES = 32 << 20  # ...or this many bytes of the files were read for them...
 COMMIT_SECONDS = 2.0  # ...or this long after the first of them was parsed
+CLOCK_EVERY = 64  # records parsed between two looks at the clock
 STALE_RETRIES = 3  # times a file whose row another ingest changed meanwhile is read again
 _INFO_FIELDS = (
     "cwd",
@@ -277,6 +278,10 @@ class Ingester:
             or (since is not None and time.monotonic() - since > COMMIT_SECONDS)
         )
 
+    def _room(self) -> tuple[int, int]:
+        """The records and bytes that would fill the queue as it is now."""
+        return PENDING_RECORDS - self._pending_records, PENDING_BYTES - self._pending_bytes
+
     def _flush(self) -> None:
         """Make the queued writes in one transaction, then report the files they finished."""
         if not self._writes:
@@ -475,9 +480,13 @@ class Ingester:
         head = head.removeprefix(BOM)
         # A damaged first line (malformed JSON, bytes that are not UTF-8) must not hide the
         # file: when nothing recognises it, look again from its first line that parses.
-        for attempt in (head, past_bad_lines(head)):
+        for attempt in (head, None):
             if attempt is None:
-                continue
+                # Only looked for once the head as it is was recognised by none: most files'
+                # first line parses.
+                attempt = past_bad_lines(head)
+                if attempt is None:
+                    return
             for fmt in self.formats:
                 try:
                     if fmt.detect(path, attempt):
@@ -646,6 +655,9 @@ class Ingester:
             self._pending_since = time.monotonic()
         records = iter(fmt.parse(r.path, r.cursor))
         offset = r.cursor.offset  # how far the parts queued so far read
+        # What the queue may take before it is full, told without a call per record; the
+        # clock is read every `CLOCK_EVERY` records.
+        room, byte_room = self._room()
         while True:
             try:
                 rec = next(records)
@@ -697,12 +709,20 @@ class Ingester:
             if self._forgotten and self._is_forgotten(fmt.agent, rec):
                 continue
             r.records.append(rec)
+            held = len(r.records)
             # A forced format on a file nobody recognises is written whole or not at all.
-            if not r.unvouched and self._full(len(r.records), r.cursor.offset - offset):
+            if (
+                not r.unvouched
+                and (
+                    held >= room or r.cursor.offset - offset >= byte_room or not held % CLOCK_EVERY
+                )
+                and self._full(held, r.cursor.offset - offset)
+            ):
                 self._queue_part(r, False, r.cursor.offset - offset)
                 offset = r.cursor.offset
                 self._flush()
                 self._pending_since = time.monotonic()
+                room, byte_room = self._room()
                 if r.stale or r.dropped:
                     return
         self._queue_part(r, True, r.cursor.offset - offset)

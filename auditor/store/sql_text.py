@@ -26,6 +26,17 @@ from typing import Any, Protocol
 
 from ..errors import DatabaseError
 
+# The sqlite3 module looks for an adapter of every value it binds that is not an int, float,
+# str or bytearray, and where none is registered it makes and drops an AttributeError on the
+# way: half a microsecond a value. An ingest binds None and booleans by the hundred thousand
+# (most message and tool-call rows hold several), so they have adapters that give what the
+# module binds anyway: NULL (an empty mapping's `get` answers None, without a Python call) and
+# the integer 0 or 1. Process-wide; no stored value changes. (bytes are bound as a bytearray
+# where it counts: see `RowBatch.add_message`.)
+_NOTHING: dict[None, None] = {}
+sqlite3.register_adapter(type(None), _NOTHING.get)
+sqlite3.register_adapter(bool, int)
+
 # One row's named parameters, or a list of them (the statement is run once per row).
 Params = Mapping[str, Any] | list[Mapping[str, Any]] | None
 LOCK_WAIT_VAR = "AUDITOR_LOCK_WAIT"
