@@ -737,6 +737,38 @@ def _terms(request: str | None, final: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(span for span in spans if len(span) >= 4))[:_FOCUS_CAP]
 
 
+@dataclass(eq=False)
+class Settled:
+    """A thread's earlier turns as `fit` left them when it left them out at once (see
+    `_earlier_turns_go`): the first `count` units (every unit of the messages up to the user's
+    last one), of which `old` may be cut, at `level`, all left out but `kept`, in `runs` runs.
+    A thread's units keep them so from one checkpoint of the turn to the next (`ThreadUnits`),
+    and the next fit, finding the same decision, leaves them as they are rather than setting
+    each of a long thread's units back and then again. `last_user`: the turn they are of."""
+
+    count: int
+    old: list[Unit]
+    protected: list[Unit]
+    kept: set[Unit]
+    runs: int
+    level: int
+    last_user: int = -1
+    tests: list[Unit] = field(default_factory=list)
+    _where: dict[Unit, int] | None = None
+
+    def where(self) -> dict[Unit, int]:
+        """Each of its units' place in `old` or in `protected`."""
+        if self._where is None:
+            self._where = {u: k for k, u in enumerate(self.old)}
+            self._where.update((u, k) for k, u in enumerate(self.protected))
+        return self._where
+
+    def undo(self) -> None:
+        """Set the earlier turns' units back to the state `fit` starts from."""
+        for u in self.old:
+            u.level, u.dropped = 0, False
+
+
 def build_units(messages: list) -> list[Unit]:
     """Turn messages into units, tool results attached to the calls they answer."""
     state = ThreadUnits()
@@ -794,6 +826,10 @@ class ThreadUnits:
         self.warm: dict[Unit, int] = {}
         self.renders = 0
         self.saids: dict[tuple, _Said] = {}  # one of each (see `_call`)
+        # The earlier turns as the last checkpoint's fit left them, when it left them out at
+        # once: kept so through the turn (see `Settled`), unless a message of theirs changed.
+        self.settled: Settled | None = None
+        self.tests: list[Unit] = []  # the units that sum up a test run, in order
 
     def follows(self, messages: list) -> bool:
         """True when `messages` are the thread these units were made of, maybe grown."""
@@ -882,13 +918,16 @@ class ThreadUnits:
         if replaced or terms != self.focus.terms:
             self.focus = Focus(terms, self.replaced)
         warm = self.warm
+        remade: dict[int, list[Unit]] = {}  # the earlier turns' messages made again: their units
         for i in sorted(dirty):
             for u in self.by_message[i]:  # made again: its call may go on in the new unit
                 warm.pop(u, None)
+            if i <= self.last_user and i < had:
+                remade[i] = self.by_message[i]
             self.by_message[i] = self._units(i)
         # The calls are looked at under the new focus when their units are sized or shown
         # (`ready`): a long thread's earlier calls are mostly left out, unlooked at.
-        self.units = self._units_now()
+        self.units = self._units_now(min(dirty, default=len(messages)), remade)
         return self.units
 
     def ready(self, u: Unit) -> None:
@@ -904,16 +943,39 @@ class ThreadUnits:
         if call is not None and call.refocus(self.focus.of(call.facts.paths)):
             u.forget()
 
-    def _units_now(self) -> list[Unit]:
-        """Every unit in order, with what depends on the whole thread set afresh."""
+    def _units_now(
+        self, changed: int = 0, remade: dict[int, list[Unit]] | None = None
+    ) -> list[Unit]:
+        """Every unit in order, with what depends on the whole thread set afresh; those of the
+        messages before `changed` (their units the same) are the same units as before, but for
+        those `remade` (an earlier turns' message made again: its units before).
+
+        The earlier turns' units, left out at once by the last checkpoint's fit (`settled`),
+        stay as they are while the user has not spoken since: only the kept ones, which that
+        fit's later steps may have left out, are set back, and a message of theirs made again
+        (a later call repeated its output) takes its place when its units are of the same
+        kinds. The rest is set as `fit` starts from it."""
         messages, last_user = self.messages, self.last_user
         # The agent's last message before the user spoke last: what the user was answering.
         answered = next(
             (i for i in range(last_user - 1, -1, -1) if messages[i].role == "assistant"), -1
         )
         units = list(itertools.chain.from_iterable(self.by_message))
+        settled, self.settled = self.settled, None
+        start = 0
         tests = []
-        for pos, u in enumerate(units):
+        if settled is not None:
+            if settled.last_user == last_user and (
+                changed > last_user or self._resettle(settled, remade or {}, answered)
+            ):
+                for u in settled.kept:
+                    u.dropped = False
+                self.settled, start = settled, settled.count
+                tests = list(settled.tests)
+            else:
+                settled.undo()
+        for pos in range(start, len(units)):
+            u = units[pos]
             u.pos, u.level, u.dropped = pos, 0, False
             u.current = u.index > last_user
             u.answered = u.index == answered
@@ -927,7 +989,39 @@ class ThreadUnits:
             if not u.current and u.key not in last_runs:
                 last_runs.add(u.key)
                 u.late = True
+        self.tests = tests
         return units
+
+    def _resettle(self, settled: Settled, remade: dict[int, list[Unit]], answered: int) -> bool:
+        """Put the units of the earlier turns' messages made again in place of their units
+        before in `settled`, as `fit` left those; True when it could. Only units like the
+        ones before (as many, each as protected as before) of messages whose units `fit` does
+        not keep (not the message the user answered) and that sum up no test run (whose
+        standing depends on the others)."""
+        pairs = []
+        for i, before in remade.items():
+            now = self.by_message[i]
+            if i == answered or len(now) != len(before):
+                return False
+            for u, v in zip(before, now, strict=True):
+                if u.protected != v.protected or u.tests or v.tests:
+                    return False
+                pairs.append((u, v))
+        where = settled.where()
+        for u, v in pairs:
+            v.pos, v.current, v.answered = u.pos, False, False
+            v.level, v.dropped = u.level, u.dropped
+            k = where.pop(u)
+            (settled.protected if u.protected else settled.old)[k] = v
+            where[v] = k
+        return True
+
+    def settle(self, settled: Settled | None) -> None:
+        """Keep what the checkpoint's fit left of the earlier turns (None: nothing at once)."""
+        if settled is not None:
+            settled.last_user = self.last_user
+            settled.tests = [u for u in self.tests if u.pos < settled.count]
+        self.settled = settled
 
     def _call(self, block) -> _Call:
         result = self.results.get(block.tool_use_id or "")
@@ -1169,7 +1263,12 @@ def _omitted(calls: int, messages: int) -> str:
     return f"[... {' and '.join(parts)} omitted ...]"
 
 
-def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = None) -> None:
+def fit(
+    units: list[Unit],
+    budget: int,
+    ready: Callable[[Unit], None] | None = None,
+    settled: Settled | None = None,
+) -> Settled | None:
     """Set each unit's level and dropped flag so the total fits `budget` tokens, if it can.
 
     What tells the observer most per token goes last. Tool output of earlier turns goes first,
@@ -1182,6 +1281,12 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
     read; without it the units are ready. A long thread's earlier units are sized only as far
     as a decision needs them (see `over` below and `_earlier_turns_go`): what is decided is
     what sizing every unit decides, one step and one unit at a time.
+
+    With `settled`, the earlier turns' units are as the last checkpoint of the turn left them
+    out at once (see `Settled`), which stands for every one of them at level 0, none left out:
+    the fit decides as from there, and when it leaves them out at once again, they are left
+    as they are; else they are set back first. It returns what it left out at once, if it did
+    (a `Settled` for the next checkpoint), else None.
     """
     if ready is None:
         ready = _ready
@@ -1190,12 +1295,19 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
     # only as far as a decision needs them (`over`): the steps below move and leave out the
     # rest unsized, so that those never shown are never rendered under the checkpoint's focus.
     total = 0
-    head = [u for u in units if u.current or u.protected]
+    if settled is None:
+        head = [u for u in units if u.current or u.protected]
+        earlier = [u for u in units if not u.current and not u.protected]  # oldest first
+    else:  # the units after the earlier turns' are the current turn's
+        later = units[settled.count :]
+        head = settled.protected + [u for u in later if u.current or u.protected]
+        earlier = settled.old + [u for u in later if not u.current and not u.protected]
+    # Whether the earlier units are to be read as the state `fit` starts in (`settled`).
+    pending = settled is not None
     for u in head:
         ready(u)
         total += _size(u, u.level)
     sized = set(head)
-    earlier = [u for u in units if not u.current and not u.protected]  # oldest first
     unsized = len(earlier)  # those before it are not sized
     marker = estimate_tokens(_omitted(100, 100)) + 1
     runs = 0
@@ -1206,12 +1318,26 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
         while total + runs * marker <= budget and unsized:
             unsized -= 1
             u = earlier[unsized]
+            if pending:  # as at level 0, none left out
+                if u in sized:
+                    continue
+                ready(u)
+                total += _size(u, 0)
+                sized.add(u)
+                continue
             if u.dropped or u in sized:
                 continue
             ready(u)
             total += _size(u, u.level)
             sized.add(u)
         return total + runs * marker > budget
+
+    def unsettle() -> None:
+        nonlocal pending
+        if pending:
+            assert settled is not None
+            settled.undo()
+            pending = False
 
     # The two loops below run over every earlier unit of a long thread at each checkpoint:
     # sizes are read from each unit's list of them (`Unit.sizes`), filled as they are asked for.
@@ -1246,12 +1372,14 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
         return False
 
     if not over():
-        return
+        unsettle()
+        return None
     # What is never cut may alone exceed the budget (a long pasted log, a command's expanded
     # template): the rest still gets a share of the budget rather than nothing.
-    budget = max(budget, sum(_size(u, u.level) for u in units if u.protected) + int(budget * ROOM))
+    budget = max(budget, sum(_size(u, u.level) for u in head if u.protected) + int(budget * ROOM))
     if not over():
-        return
+        unsettle()
+        return None
     old = earlier
     current = [u for u in head if not u.protected]
     recent = current[-3:]  # what the agent saw last before it stopped
@@ -1278,28 +1406,42 @@ def fit(units: list[Unit], budget: int, ready: Callable[[Unit], None] | None = N
         lambda: drop([u for u in prose if u not in recent]),
         lambda: drop(recent),
     ]
-    if _earlier_turns_go(head, current, old, tools, budget, low, ready):
+    made = None
+    at_start = settled.kept if settled is not None else None
+    if _earlier_turns_go(head, current, old, tools, budget, low, ready, at_start):
         # The first six steps end with the earlier turns' units left out (those kept:
         # see `_earlier_turns_go`) and no state on the way fits: they are set so at once.
-        kept = _kept_of_earlier_turns(old)
         level = low - 1
-        for u in old:  # in order: a unit's left neighbour is set before it
-            u.level = level
-            if u not in kept:
-                u.dropped = True
-                if not (u.pos and units[u.pos - 1].dropped):
-                    runs += 1  # it starts a run of left-out units
+        if pending:  # they are so already, as the last checkpoint left them
+            assert settled is not None
+            kept, runs, pending = settled.kept, settled.runs, False
+            made = settled
+        else:
+            kept = _kept_of_earlier_turns(old)
+            for u in old:  # in order: a unit's left neighbour is set before it
+                u.level = level
+                if u not in kept:
+                    u.dropped = True
+                    if not (u.pos and units[u.pos - 1].dropped):
+                        runs += 1  # it starts a run of left-out units
+            # The earlier turns' units are the first ones: those before the current turn's.
+            count = next((u.pos for u in head if u.current), len(units))
+            if all(u.pos < count for u in old):
+                protected = [u for u in head if u.protected and u.pos < count]
+                made = Settled(count, old, protected, kept, runs, level)
         for u in tools:
             u.level = RESULTS_ONLY - 1
         sized.update(kept)
         total = sum(_size(u, u.level) for u in sized)  # what is left in
         steps = steps[6:]
     else:
+        unsettle()
         old_prose = [u for u in old if u.kind == PROSE or u.replies]
         old_tools = [u for u in old if not (u.kind == PROSE or u.replies)]
     for step in steps:
         if step():
-            return
+            return made
+    return made
 
 
 def _kept_of_earlier_turns(old: list[Unit]) -> set[Unit]:
@@ -1316,6 +1458,7 @@ def _earlier_turns_go(
     budget: int,
     low: int,
     ready: Callable[[Unit], None],
+    kept_now: set[Unit] | None = None,
 ) -> bool:
     """True when no state `fit` passes through in its first six steps fits `budget`: those
     steps shrink and leave out only the earlier turns' units (and shrink the current turn's
@@ -1326,8 +1469,11 @@ def _earlier_turns_go(
 
     `head` is what is never cut and the current turn's units (`current`, its `tools`); `old`
     the earlier turns'. Only from the state `fit` starts in: every earlier unit at level 0,
-    none left out."""
-    if not old or any(map(_LEVEL, old)) or any(map(_DROPPED, old)):
+    none left out; `kept_now`, when they stand for that state (`Settled`), those of them the
+    first steps keep."""
+    if not old:
+        return False
+    if kept_now is None and (any(map(_LEVEL, old)) or any(map(_DROPPED, old))):
         return False
     if any(u.level or u.dropped for u in current):
         return False
@@ -1335,7 +1481,7 @@ def _earlier_turns_go(
     rest = sum(_size(u, 0) for u in current) - sum(_size(u, 0) for u in tools)
     least = min(sum(_size(u, level) for u in tools) for level in range(RESULTS_ONLY))
     kept = 0
-    for u in _kept_of_earlier_turns(old):
+    for u in _kept_of_earlier_turns(old) if kept_now is None else kept_now:
         ready(u)
         kept += min(_size(u, level) for level in range(low))
     return never + rest + least + kept > budget
@@ -1440,11 +1586,16 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
     guidance = _guidance(thread, budget)
     fixed = estimate_tokens(header) + estimate_tokens(guidance) + estimate_tokens(footer) + 20
     units = state.units
+    settled, state.settled = state.settled, None
     if config.get("uncut"):  # everything in full: what the budget is measured against
+        if settled is not None:
+            settled.undo()
         for u in units:
             u.level = -1
     elif not _fits_whole(messages, units, min(budget - fixed, WHOLE_TOKENS), state.ready):
-        fit(units, budget - fixed, state.ready)
+        state.settle(fit(units, budget - fixed, state.ready, settled))
+    elif settled is not None:
+        settled.undo()
 
     out = [header]
     if guidance:

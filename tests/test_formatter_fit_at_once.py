@@ -151,9 +151,11 @@ def test_a_long_threads_fit_renders_as_the_plain_fit(
     assert len(checkpoints) > 5
 
     real_fit, real_go = formatter.fit, formatter._earlier_turns_go
-    taken, sized = [], []
+    taken, sized, kept = [], [], []
 
-    def plain(units, budget, ready):
+    def plain(units, budget, ready, settled=None):
+        if settled is not None:  # as the plain fit finds them: every unit at level 0
+            settled.undo()
         for u in units:
             ready(u)
         plain_fit(units, budget)
@@ -163,10 +165,12 @@ def test_a_long_threads_fit_renders_as_the_plain_fit(
         taken.append(went)
         return went
 
-    def counted_fit(units, budget, ready):
+    def counted_fit(units, budget, ready, settled=None):
         seen = []
-        real_fit(units, budget, lambda u: (seen.append(u), ready(u)))
+        made = real_fit(units, budget, lambda u: (seen.append(u), ready(u)), settled)
         sized.append(len({id(u) for u in seen}) / len(units))
+        kept.append(settled is not None)
+        return made
 
     monkeypatch.setattr(formatter, "_earlier_turns_go", counted_go)
     for budget, config in BUDGETS.items():
@@ -189,3 +193,18 @@ def test_a_long_threads_fit_renders_as_the_plain_fit(
     # half of the units: the comparison tested both.
     assert sum(taken) >= 20
     assert sum(share < 0.5 for share in sized) >= 10
+
+    # Checkpoint after checkpoint with the fit alone, as the live worker renders them: the
+    # earlier turns left out at once at one checkpoint are left so at the next of the turn
+    # (`formatter.Settled`), and each prompt is still the plain fit's.
+    for budget, config in BUDGETS.items():
+        renders = {}
+        for name, how in (("plain", plain), ("kept", counted_fit)):
+            monkeypatch.setattr(formatter, "fit", how)
+            formatter.forget()
+            renders[name] = [
+                formatter.render(cp, thread, messages[: cp.index + 1], config) for cp in checkpoints
+            ]
+        for cp, a, b in zip(checkpoints, renders["plain"], renders["kept"], strict=True):
+            assert a == b, f"{session}, {budget} budget, in order, at message {cp.index}"
+    assert sum(kept) >= 10
