@@ -36,8 +36,9 @@ made its own, so the thread grows to N times the session (N=16 is ~50 MB and ~3,
 of the default session).
 
 `--against OTHER/.venv/bin/python` replays the same events through another checkout's auditor
-too, each event taken by one then the other, and prints both and their ratios: a before and
-after measured under the same load.
+too, and prints both and their ratios: a before and after measured under the same load. Both
+take each event: their hooks run one after the other (which first, in turn), their workers
+audit it at the same time, and each side's worker CPU is its own threads' count.
 
     python benchmarks/live.py [--session FILE] [--copies 1] [--limit EVENTS] [--against PYTHON]
                               [--fast-path-rounds 40] [--fast-path-only]
@@ -275,6 +276,7 @@ class Side:
         # worker cpu s in clock ticks, transcript bytes, worker cpu s between the last event's
         # end and this hook (idle), seconds the worker waited for the transcript)
         self.rows: list[tuple] = []
+        self.pending: tuple = ()  # the event under way (`start`)
 
     def write(self, lines: list[bytes], upto: int) -> None:
         if upto > self.written:
@@ -287,6 +289,12 @@ class Side:
     def event(self, lines: list[bytes], upto: int, name: str, payload: dict, then: int = 0) -> None:
         """Write the transcript up to line `upto`, run the hook, write it up to line `then`
         (what the agent writes next, while the worker looks), wait for the worker's audit."""
+        self.start(lines, upto, name, payload, then)
+        while not self.finish():
+            time.sleep(0.02)
+
+    def start(self, lines: list[bytes], upto: int, name: str, payload: dict, then: int) -> None:
+        """The event up to its hook and the agent's next lines (see `event`)."""
         self.write(lines, upto)
         payload = {**payload, "transcript_path": str(self.transcript)}
         # What the worker ran since the last event's end: waiting, idle, for this hook.
@@ -298,13 +306,21 @@ class Side:
         if self.sdir is None:
             self.sdir = next(self.state.rglob("events.jsonl")).parent
         size = (self.sdir / "events.jsonl").stat().st_size
-        until = time.monotonic() + 60
+        now = time.monotonic()
+        # When its audit is over: its end in events.jsonl marked done, or (a prompt, which the
+        # worker reads at its next look) a tenth of a second.
+        until = now + 60 if name in ("PostToolUse", "Stop") else now + 0.1
+        self.pending = (name, payload["session_id"], size, until, idle, hook_cpu, hook_wall)
+
+    def finish(self) -> bool:
+        """Measure the event `start` began once its audit is over; False while it is not."""
+        name, session, size, until, idle, hook_cpu, hook_wall = self.pending
         if name in ("PostToolUse", "Stop"):
-            while done_offset(self.sdir, payload["session_id"]) < size and time.monotonic() < until:
-                time.sleep(0.02)
-        else:
-            time.sleep(0.1)  # the worker reads the prompt at its next look
-        now = worker_pid(self.sdir)
+            if done_offset(self.sdir, session) < size and time.monotonic() < until:  # type: ignore[arg-type]
+                return False
+        elif time.monotonic() < until:
+            return False
+        now = worker_pid(self.sdir)  # type: ignore[arg-type]
         if now != self.pid:
             self.pid, self.last_cpu, self.threads, idle = now, 0.0, {}, 0.0
         ticks = proc_cpu(self.pid) if self.pid else 0.0
@@ -326,6 +342,7 @@ class Side:
             )
         )
         self.last_cpu, self.threads = ticks, threads
+        return True
 
     def ran(self, threads: dict[int, int]) -> float:
         """Seconds of CPU the worker's threads ran since the last event's end."""
@@ -402,9 +419,19 @@ def replay(
             payload.update(tool_name="Bash", tool_input={}, tool_response={})
         if name == "Stop":
             payload["stop_hook_active"] = False
-        # Paired: the sides take each event in turn, first one then the other.
-        for side in sides if n % 2 == 0 else sides[::-1]:
-            side.event(lines, upto, name, payload, thens[n])
+        # Paired: both sides take each event, their hooks one after the other (first one,
+        # then the other, in turn), their workers auditing it at the same time; each side's
+        # event is measured as soon as its own audit is over. (One side waiting for the other
+        # would double the replay's wall time: ~1 event in 10 of a tool round still open
+        # waits the worker's whole lag, 5 s, on each side.)
+        order = sides if n % 2 == 0 else sides[::-1]
+        for side in order:
+            side.start(lines, upto, name, payload, thens[n])
+        open_ = list(order)
+        while open_:
+            open_ = [side for side in open_ if not side.finish()]
+            if open_:
+                time.sleep(0.02)
         if n % 10 == 0:  # the bare interpreter, between the same events
             before, t0 = child_cpu(), time.perf_counter()
             subprocess.run([sys.executable, "-c", "pass"], check=True)
