@@ -110,7 +110,7 @@ TOOL = "tool"  # one tool call with its result
 NOTE = "note"  # harness notes, command output, summaries, results without their call
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Unit:
     """A piece of a message as rendered: a heading, and a body at each detail level.
 

@@ -289,7 +289,7 @@ class StoredThread:
         return cls(**values)
 
 
-@dataclass
+@dataclass(slots=True)
 class StoredMessage:
     id: int
     native_id: str
