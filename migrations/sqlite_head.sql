@@ -1,6 +1,6 @@
--- The schema the migrations give a new SQLite store, up to revision 0023.
+-- The schema the migrations give a new SQLite store, up to revision 0024.
 -- Written by `python -m auditor_migrations.write_sqlite_head`: do not edit.
--- revision: 0023
+-- revision: 0024
 
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -400,7 +400,7 @@ CREATE TABLE labels (
 	CONSTRAINT uq_labels_thread_id_message_native_id UNIQUE (thread_id, message_native_id)
 );
 
-CREATE VIRTUAL TABLE search_fts USING fts5(body, content='');
+CREATE VIRTUAL TABLE search_fts USING fts5(body, content='', columnsize=0);
 
 CREATE INDEX ix_messages_source_file_id ON messages (source_file_id);
 

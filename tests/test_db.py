@@ -231,6 +231,48 @@ def test_messages_stored_before_the_text_was_kept_once_are_found(tmp_path):
     engine.dispose()
 
 
+def test_an_index_made_again_without_word_counts_finds_what_it_found(tmp_path):
+    """0024 makes SQLite's full-text index again without each message's word count: every
+    message is given to it again from its blocks, found by the same words, the hashsize kept."""
+    from alembic import command
+
+    from auditor.store.search import search
+
+    path = tmp_path / "old.db"
+    command.upgrade(db.alembic_config("sqlite:///" + str(path)), "0023")
+    said = [
+        '[{"kind": "text", "text": "the ledger balances"}]',
+        '[{"kind": "tool_result", "text": "ledger: 3 rows"}]',
+    ]
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO threads (id, agent, native_id, is_sidechain, message_count,"
+            " tool_call_count, file_edit_count) VALUES (1, 'claude-code', 't', 0, 2, 0, 0)"
+        )
+        for n, blocks in enumerate(said, 1):
+            conn.execute(
+                "INSERT INTO messages (id, thread_id, native_id, seq, role, is_sidechain,"
+                " tool_use_count, file_edit_count, blocks) VALUES (?, 1, ?, ?, 'user', 0, 0, 0, ?)",
+                (n, f"m{n}", n, blocks),
+            )
+        conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('hashsize', 4194304)")
+        conn.executemany(
+            "INSERT INTO search_fts (rowid, body) VALUES (?, ?)",
+            [(1, "the ledger balances"), (2, "ledger: 3 rows")],
+        )
+    conn.close()
+    engine = db.open_db(path)
+    assert [h["message_native_id"] for h in search(engine, "ledger")] == ["m2", "m1"]
+    assert [h["body"] for h in search(engine, "3 rows")] == ["ledger: 3 rows"]
+    with engine.connect() as conn:
+        tables = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master")}
+        memory = conn.exec_driver_sql(
+            "SELECT v FROM search_fts_config WHERE k = 'hashsize'"
+        ).scalar()
+    assert "search_fts_docsize" not in tables and memory == 4194304
+    engine.dispose()
+
+
 def test_gate_decisions_recorded_before_codes_get_the_reason_without_its_particulars(tmp_path):
     """0017: reports count decisions by their code; older rows take it from their reason."""
     from alembic import command

@@ -24,7 +24,6 @@ TABLES = {
     "messages": "thread_id, native_id, seq, role, timestamp, model, blocks",
     "tool_calls": "thread_id, call_id, name, result_message_id, is_error, edited_paths",
     "token_usage": "thread_id, key, model, timestamp, input_tokens, output_tokens",
-    "search_fts_docsize": "id, sz",  # the messages indexed, and the words of each
     "source_files": 'path, format, size, mtime_ns, "offset", lines, parser_state',
     "events": "type, subject, data",
 }
@@ -54,10 +53,14 @@ def ingest_command(db: Path) -> tuple[dict, list[str]]:
 
 def rows(db: Path) -> dict[str, list[tuple]]:
     with sqlite3.connect(db) as conn:
-        return {
+        found = {
             table: conn.execute(f"SELECT {columns} FROM {table} ORDER BY 1, 2").fetchall()
             for table, columns in TABLES.items()
         }
+        # The full-text index, word by word: each word's messages and places in them.
+        conn.execute("CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, search_fts, instance)")
+        found["search index"] = conn.execute("SELECT * FROM temp.words").fetchall()
+    return found
 
 
 def test_a_cold_ingest_into_a_new_sqlite_store_never_imports_sqlalchemy(tmp_path):
@@ -81,7 +84,7 @@ def test_the_rows_are_those_the_engine_writes(tmp_path):
     Ingester(engine, get_plugin_manager(), source="laptop").run([SAMPLES])
     engine.dispose()
     plain, through_engine = rows(tmp_path / "plain.db"), rows(tmp_path / "engine.db")
-    assert all(plain[table] for table in ("threads", "messages", "search_fts_docsize", "events"))
+    assert all(plain[table] for table in ("threads", "messages", "search index", "events"))
     assert plain == through_engine
 
 
