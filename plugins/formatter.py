@@ -62,7 +62,8 @@ import operator
 import re
 import shlex
 import threading
-from collections.abc import Callable, Iterator
+import types
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +111,11 @@ TOOL = "tool"  # one tool call with its result
 NOTE = "note"  # harness notes, command output, summaries, results without their call
 
 
+# What a unit or a call has found about its texts before anything is: one empty mapping for
+# all of them, which nobody writes to (each makes its own dict at its first answer).
+_NOTHING: Mapping[Any, Any] = types.MappingProxyType({})
+
+
 @dataclass(eq=False, slots=True)
 class Unit:
     """A piece of a message as rendered: a heading, and a body at each detail level.
@@ -138,20 +144,22 @@ class Unit:
     # units are sized from `render`.
     call: _Call | None = None
     own_late: bool = False  # `late` as the unit's message made it (see `ThreadUnits`)
-    _cache: dict[int, tuple[str | None, int]] = field(default_factory=dict)
+    # Its renderings by level, made at the first (`_NOTHING` until then: most units of a long
+    # thread are never rendered again once cooled).
+    _cache: Mapping[int, tuple[str | None, int]] = field(default_factory=lambda: _NOTHING)
     # Its size at each level (the last two: inputs whole, uncut), as `fit` reads them.
     sizes: list[int | None] = field(default_factory=lambda: [None] * (len(LEVELS) + 2))
 
     def forget(self) -> None:
         """Forget the renderings: what they depend on changed."""
-        self._cache.clear()
+        self._cache = _NOTHING
         self.sizes[:] = _UNSIZED
 
     def cool(self) -> None:
         """Forget the unit's renderings and what its call found, keeping its sizes (a list of
         numbers, which `fit` reads when the unit is sized again): no checkpoint sized it
         lately (see `ThreadUnits.ready`)."""
-        self._cache.clear()
+        self._cache = _NOTHING
         if self.call is not None:
             self.call.cool()
 
@@ -174,7 +182,8 @@ class Unit:
     def sized(self, level: int) -> tuple[str | None, int]:
         if self.protected:
             level = min(level, 0)
-        if level not in self._cache:
+        found = self._cache.get(level)
+        if found is None:
             detail = _detail(level)
             body: str | None
             if self.call is not None:
@@ -182,8 +191,12 @@ class Unit:
             else:
                 body = self.render(detail)
                 tokens = _text_tokens(body)
-            self._cache[level] = (body, _text_tokens(self.heading) + tokens + 1)
-        return self._cache[level]
+            found = (body, _text_tokens(self.heading) + tokens + 1)
+            cache = self._cache
+            if not isinstance(cache, dict):
+                cache = self._cache = {}
+            cache[level] = found
+        return found
 
 
 _UNSIZED = (None,) * (len(LEVELS) + 2)
@@ -258,7 +271,7 @@ def _reminders(text: str) -> tuple[str, ...]:
     return tuple(m.strip() for m in _REMINDER.findall(text))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Said:
     """What a tool call's rendering leaves out because the prompt says it elsewhere: a working
     directory that is the session's (the header names it) and the harness reminders of its
@@ -323,14 +336,20 @@ def _render_call(
     return "\n".join(parts)
 
 
-def _prose(text: str, final: bool) -> Callable[[Level], str]:
-    def render(level: Level) -> str:
-        body = quote(clean(text.strip()))
-        if not final and level.text is not None:
+class _Prose:
+    """How the agent's words render at a level (a `Unit.render`): an object of two slots, not a
+    closure, as one is kept for each text the agent wrote in a long thread."""
+
+    __slots__ = ("final", "text")
+
+    def __init__(self, text: str, final: bool) -> None:
+        self.text, self.final = text, final
+
+    def __call__(self, level: Level) -> str:
+        body = quote(clean(self.text.strip()))
+        if not self.final and level.text is not None:
             body = abbreviate(body, level.text, NOTHING)
         return body
-
-    return render
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -344,7 +363,7 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _CallFacts:
     """What a tool call and its result are, as far as fitting the budget goes: found once
     for the thread's life (kept with the call's renderings) rather than at every checkpoint."""
@@ -407,13 +426,13 @@ class _Call:
         self.final = False
         self.focus: tuple[str, ...] = ()  # the focus strings its input or output holds
         self.candidates: tuple[str, ...] | None = None  # the focus they were picked from
-        self._holds: dict[str, bool] = {}
-        self._sized: dict[Level, int] = {}  # its size at each level under `focus`
+        self._holds: Mapping[str, bool] = _NOTHING
+        self._sized: Mapping[Level, int] = _NOTHING  # its size at each level under `focus`
         # Its sizes under the last few focuses it had before this one, made when it has had
         # two: the terms of a turn come and go with the agent's messages, and a term back
         # again finds the call as it was.
-        self._by_focus: dict[tuple[str, ...], dict[Level, int]] | None = None
-        self._body: tuple[Level, dict, str] | None = None  # its last rendering, while shown
+        self._by_focus: dict[tuple[str, ...], Mapping[Level, int]] | None = None
+        self._body: tuple[Level, Mapping, str] | None = None  # its last rendering, while shown
 
     def holds(self, text: str) -> bool:
         """True when the call's input or output contains `text` (a line of its own: focus
@@ -424,7 +443,10 @@ class _Call:
             found = any(text in part for part in parts) or bool(
                 self.result is not None and text in (self.result.text or "")
             )
-            self._holds[text] = found
+            holds = self._holds
+            if not isinstance(holds, dict):
+                holds = self._holds = {}
+            holds[text] = found
         return found
 
     def refocus(self, candidates: tuple[str, ...]) -> bool:
@@ -442,7 +464,7 @@ class _Call:
             others = self._by_focus = {}
         others[self.focus] = self._sized  # the latest last
         self.focus = focus
-        self._sized = others.pop(focus, {})
+        self._sized = others.pop(focus, _NOTHING)
         if len(others) >= FOCUSES_KEPT:
             del others[next(iter(others))]
         return True
@@ -450,13 +472,12 @@ class _Call:
     def set_final(self, final: bool) -> None:
         if final != self.final:
             self.final = final
-            self._sized = {}
+            self._sized = _NOTHING
             self._by_focus = None
 
     def cool(self) -> None:
         """Forget what was found about the call's texts (see `Unit.cool`)."""
-        self._holds = {}
-        self._sized = {}
+        self._holds = self._sized = _NOTHING
         self._by_focus = None
         self._body = None
 
@@ -466,8 +487,15 @@ class _Call:
         found = self._sized.get(level)
         if found is None:
             body = _render_call(self.block, self.result, level, self.final, self.focus, self.said)
-            found = self._sized[level] = estimate_tokens(body)
+            found = self._size_of()[level] = estimate_tokens(body)
         return found
+
+    def _size_of(self) -> dict[Level, int]:
+        """The call's sizes under its focus now, as a dict of its own to add to."""
+        sized = self._sized
+        if not isinstance(sized, dict):
+            sized = self._sized = {}
+        return sized
 
     def text(self, level: Level) -> str:
         """The call's body at `level`; the last one is kept until the call is no longer shown
@@ -476,8 +504,9 @@ class _Call:
         if kept is not None and kept[0] is level and kept[1] is self._sized:
             return kept[2]
         body = _render_call(self.block, self.result, level, self.final, self.focus, self.said)
-        self._sized.setdefault(level, estimate_tokens(body))
-        self._body = (level, self._sized, body)
+        sized = self._size_of()
+        sized.setdefault(level, estimate_tokens(body))
+        self._body = (level, sized, body)
         return body
 
     def hide(self) -> None:
@@ -528,7 +557,7 @@ def _assistant_units(
     out = []
     for b in m.blocks:
         if b.kind == "text" and b.text and b.text.strip():
-            out.append(Unit("### Assistant", i, _prose(b.text, final), final, late, kind=PROSE))
+            out.append(Unit("### Assistant", i, _Prose(b.text, final), final, late, kind=PROSE))
         elif b.kind == "tool_use":
             call = call_of(b)
             call.set_final(final)
