@@ -825,11 +825,12 @@ class ThreadUnits:
         self.cwd = cwd or None  # the session's working directory, which the header names
         self.guidance = guidance  # the texts of the guidance files the prompt shows
         self.messages: list = []
-        self.by_message: list[list[Unit]] = []
+        # Each message's units; a tuple, often the empty one (tool results give none).
+        self.by_message: list[tuple[Unit, ...]] = []
         self.instructions: list[bool] = []
         self.said: list[bool] = []
         self.call_count = [0]  # tool calls in the first i messages
-        self.calls: dict[str, list[int]] = {}  # a call's id -> the messages holding it
+        self.calls: dict[str, tuple[int, ...]] = {}  # a call's id -> the messages holding it
         self.results: dict[str, Any] = {}
         self.orphaned: dict[str, set[int]] = {}  # a result's id whose call is not in the thread
         self.records: dict[int, _Call] = {}  # by id of the call's block (which it holds)
@@ -873,13 +874,14 @@ class ThreadUnits:
         replaced = False
         for i in range(had, len(messages)):
             m = messages[i]
-            self.by_message.append([])
+            self.by_message.append(())
             self.call_count.append(self.call_count[-1])
             for b in m.blocks:
                 if b.kind == "tool_use":
                     self.call_count[-1] += 1
                     if b.tool_use_id:
-                        self.calls.setdefault(b.tool_use_id, []).append(i)
+                        calls = self.calls
+                        calls[b.tool_use_id] = calls.get(b.tool_use_id, ()) + (i,)
                         dirty |= self.orphaned.pop(b.tool_use_id, set())
                     if b.is_file_edit:
                         for path, lines in _replaced_lines(b).items():
@@ -947,13 +949,14 @@ class ThreadUnits:
         if replaced or terms != self.focus.terms:
             self.focus = Focus(terms, self.replaced)
         warm = self.warm
-        remade: dict[int, list[Unit]] = {}  # the earlier turns' messages made again: their units
+        # The earlier turns' messages made again: their units.
+        remade: dict[int, tuple[Unit, ...]] = {}
         for i in sorted(dirty):
             for u in self.by_message[i]:  # made again: its call may go on in the new unit
                 warm.pop(u, None)
             if i <= self.last_user and i < had:
                 remade[i] = self.by_message[i]
-            self.by_message[i] = self._units(i)
+            self.by_message[i] = tuple(self._units(i))
         # The calls are looked at under the new focus when their units are sized or shown
         # (`ready`): a long thread's earlier calls are mostly left out, unlooked at.
         self.units = self._units_now(min(dirty, default=len(messages)), remade)
@@ -973,7 +976,7 @@ class ThreadUnits:
             u.forget()
 
     def _units_now(
-        self, changed: int = 0, remade: dict[int, list[Unit]] | None = None
+        self, changed: int = 0, remade: dict[int, tuple[Unit, ...]] | None = None
     ) -> list[Unit]:
         """Every unit in order, with what depends on the whole thread set afresh; those of the
         messages before `changed` (their units the same) are the same units as before, but for
@@ -1021,7 +1024,9 @@ class ThreadUnits:
         self.tests = tests
         return units
 
-    def _resettle(self, settled: Settled, remade: dict[int, list[Unit]], answered: int) -> bool:
+    def _resettle(
+        self, settled: Settled, remade: dict[int, tuple[Unit, ...]], answered: int
+    ) -> bool:
         """Put the units of the earlier turns' messages made again in place of their units
         before in `settled`, as `fit` left those; True when it could. Only units like the
         ones before (as many, each as protected as before) of messages whose units `fit` does
