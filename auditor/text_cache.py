@@ -28,9 +28,13 @@ LONG = 1024  # characters: a text longer than this is long (as a body the live w
 KEPT_CHARS = 2 << 20  # characters of answers about long texts kept, per function
 
 # The digests of the last long texts seen, by identity (each kept with its text, so that its id
-# is not another's): one output goes through several cached functions in a row.
+# is not another's): one output goes through several cached functions in a row. Up to
+# DIGESTS_KEPT of them and DIGESTED_CHARS characters of their texts: a few outputs of a hundred
+# KB each, kept for their digests alone, were a megabyte of the live worker's memory at times.
 _DIGESTED: collections.OrderedDict[int, tuple[str, tuple[int, bytes]]] = collections.OrderedDict()
 DIGESTS_KEPT = 64
+DIGESTED_CHARS = 256 << 10
+_digested_chars = [0]
 
 
 def _digest(text: str) -> tuple[int, bytes]:
@@ -41,9 +45,15 @@ def _digest(text: str) -> tuple[int, bytes]:
 
     data = text.encode("utf-8", "surrogatepass")
     digest = len(data), hashlib.blake2b(data, digest_size=16).digest()
+    old = _DIGESTED.pop(id(text), None)  # a text gone, whose id another has now
+    if old is not None:
+        _digested_chars[0] -= len(old[0])
     _DIGESTED[id(text)] = (text, digest)
-    while len(_DIGESTED) > DIGESTS_KEPT:
-        _DIGESTED.popitem(last=False)
+    _digested_chars[0] += len(text)
+    while len(_DIGESTED) > 1 and (
+        len(_DIGESTED) > DIGESTS_KEPT or _digested_chars[0] > DIGESTED_CHARS
+    ):
+        _digested_chars[0] -= len(_DIGESTED.popitem(last=False)[1][0])
     return digest
 
 

@@ -57,3 +57,21 @@ def test_a_short_text_is_kept_as_lru_cache_keeps_it():
     del short
     gc.collect()
     assert watched() is not None
+
+
+def test_the_texts_kept_for_their_digests_are_a_few_hundred_kb_at_most():
+    # A text is digested once while it goes through several cached functions in a row; a few
+    # large tool outputs must not stay alive for that alone.
+    cached = tc.text_cache(16384)(len)
+    big = Text("x" * 200_000)
+    watched = weakref.ref(big)
+    assert cached(big) == 200_000
+    for n in range(3):
+        assert cached(f"{n}" + "y" * 100_000) == 100_001
+    del big
+    gc.collect()
+    assert watched() is None, "a large text was kept for its digest"
+    assert sum(len(text) for text, _ in tc._DIGESTED.values()) <= tc.DIGESTED_CHARS
+    again = "z" * 5000  # a text just digested is found by identity, not hashed again
+    cached(again)
+    assert tc._DIGESTED[id(again)][0] is again
