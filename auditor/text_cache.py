@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-LONG = 1024  # characters: a text longer than this is long (as a body the live worker reads back)
+LONG = 1024  # characters: a text longer than this is long (as the live worker's long bodies are)
 KEPT_CHARS = 2 << 20  # characters of answers about long texts kept, per function
 
 # The digests of the last long texts seen, by identity (each kept with its text, so that its id
