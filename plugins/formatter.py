@@ -408,7 +408,7 @@ class _Call:
     __slots__ = (
         "block",
         "result",
-        "facts",
+        "_facts",
         "final",
         "focus",
         "candidates",
@@ -422,7 +422,7 @@ class _Call:
     def __init__(self, block, result, said: _Said | None = None):
         self.block, self.result = block, result
         self.said = said or _Said()
-        self.facts = _call_facts(block, result)
+        self._facts: _CallFacts | None = _call_facts(block, result)
         self.final = False
         self.focus: tuple[str, ...] = ()  # the focus strings its input or output holds
         self.candidates: tuple[str, ...] | None = None  # the focus they were picked from
@@ -433,6 +433,14 @@ class _Call:
         # again finds the call as it was.
         self._by_focus: dict[tuple[str, ...], Mapping[Level, int]] | None = None
         self._body: tuple[Level, Mapping, str] | None = None  # its last rendering, while shown
+
+    @property
+    def facts(self) -> _CallFacts:
+        """What the call is, found again when asked after it cooled (see `cool`)."""
+        facts = self._facts
+        if facts is None:
+            facts = self._facts = _call_facts(self.block, self.result)
+        return facts
 
     def holds(self, text: str) -> bool:
         """True when the call's input or output contains `text` (a line of its own: focus
@@ -476,7 +484,9 @@ class _Call:
             self._by_focus = None
 
     def cool(self) -> None:
-        """Forget what was found about the call's texts (see `Unit.cool`)."""
+        """Forget what was found about the call's texts (see `Unit.cool`); its unit holds
+        what the fit reads of its facts."""
+        self._facts = None
         self._holds = self._sized = _NOTHING
         self._by_focus = None
         self._body = None
