@@ -253,3 +253,21 @@ def test_a_checkpoint_whose_thread_changed_in_the_store_meanwhile_is_audited_as_
         runs = conn.execute(select(s.Run.status, s.Run.error).order_by(s.Run.id)).all()
     assert [r.status for r in runs] == ["failed", "done"]
     assert "changed in the store" in runs[0].error
+
+
+def test_a_block_whose_body_is_in_the_store_equals_the_block_loaded_whole(
+    corpus, tmp_path, engine, plugins
+):
+    lines = (corpus / SESSIONS[0][1]).read_bytes().splitlines(keepends=True)[:PART]
+    path = tmp_path / "session.jsonl"
+    _write(path, lines)
+    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
+    worker._ingest(str(path))
+    thread = _thread(engine)
+    held = worker._messages(thread.id)
+    whole = load_messages(engine, thread.id)
+    assert _away(held), "the session has long tool outputs"
+    assert held == whole and whole == held  # either way round, bodies read back
+    away = _away(held)[0]
+    other = Block(**{**Block.as_json(away), "is_error": not away.is_error})
+    assert away != other and other != away
