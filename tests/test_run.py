@@ -246,12 +246,14 @@ def test_a_small_window_is_filled_by_the_formatter_not_cut_by_the_backend(corpus
         return a.planner.checkpoints.formatter, [estimate_tokens(j.user) for j in a.jobs()]
 
     _, wide = rendered()
-    observer.context_tokens = 4000  # type: ignore[attr-defined]
+    system = estimate_tokens(Auditor(engine, pm, RunConfig(observer="fake")).observing.prompt.text)
+    # A window with room, beside the system prompt, for all but ~200 tokens of the largest
+    # checkpoint as rendered without a limit (taken from the render, so that a leaner formatter
+    # does not make every checkpoint fit and the window say nothing).
+    window = system + int((max(wide) - 200) * TOKENIZER_MARGIN)
+    observer.context_tokens = window  # type: ignore[attr-defined]
     options, narrow = rendered()
-    room = 4000 - estimate_tokens(
-        Auditor(engine, pm, RunConfig(observer="fake")).observing.prompt.text
-    )
-    assert options == {"max_tokens": int(room / TOKENIZER_MARGIN)}
+    assert options == {"max_tokens": int((window - system) / TOKENIZER_MARGIN)}
     assert len(narrow) == len(wide) >= 5 and max(wide) > options["max_tokens"]
     assert max(narrow) <= options["max_tokens"]
     given, _ = rendered(max_tokens=20000)
