@@ -219,9 +219,16 @@ def session_dir(root: str, agent: str, session: str) -> str:
 
 
 def _append(path: str, line: bytes) -> int:
-    """Append one line; return the file's size before it (the line's offset)."""
+    """Append one line; return the file's size before it (the line's offset).
+
+    Appenders take the file's lock for the few microseconds they write: the kernel grows a
+    file page by page during a long write, so without it another hook could see a line half
+    written, take it for one a crash cut short and end it again (an empty line in the spool)."""
+    import fcntl
+
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed, or the hook dies
         offset = os.lseek(fd, 0, os.SEEK_END)
         if offset and os.pread(fd, 1, offset - 1) != b"\n":
             # A last line cut short (a crash, a full disk) must not swallow this one.
