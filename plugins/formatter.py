@@ -250,17 +250,17 @@ USER_REPLY_CHARS = 4000  # a result carrying the user's words is shown whole up 
 # one to every file read, and the same two sentences to every update of its todo list after
 # "Todos have been modified successfully."): shown with the first result that carries it, left
 # out of later ones.
-_TODO_NUDGE = (
+_TASK_LIST_NUDGE = (
     "Ensure that you continue to use the todo list to track your progress. "
     "Please proceed with the current tasks if applicable"
 )
 _REMINDER = re.compile(
-    r"\s*(?:<system-reminder>.*?</system-reminder>|" + re.escape(_TODO_NUDGE) + ")", re.DOTALL
+    r"\s*(?:<system-reminder>.*?</system-reminder>|" + re.escape(_TASK_LIST_NUDGE) + ")", re.DOTALL
 )
 
 
 def _has_reminders(text: str) -> bool:
-    return "<system-reminder>" in text or _TODO_NUDGE in text
+    return "<system-reminder>" in text or _TASK_LIST_NUDGE in text
 
 
 @text_cache(16384)
