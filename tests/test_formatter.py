@@ -1224,6 +1224,55 @@ def test_a_long_thread_keeps_renderings_only_of_the_units_its_last_checkpoints_s
     assert "log of step 3" in again and "make step0-0" in again
 
 
+def test_a_long_thread_s_cooled_calls_hold_only_what_later_checkpoints_ask_of_them():
+    # What the live worker keeps for a thread between hook events (issue 26): the calls of
+    # turns long past let go of their keys (found again from the call when asked), test runs
+    # keep theirs (asked at every checkpoint), and a file edited again and again keeps only
+    # the replaced lines a focus reads. Each answers as the call and the edits do.
+    t = Thread().user(TASK)
+    replaced = []
+    for turn in range(12):
+        for i in range(4):
+            old = f"discount_{turn}_{i} = load({turn})\nrate_{turn}_{i} = {i} * base"
+            replaced += old.split("\n")
+            t.calls("Edit", "ok", file_path="shop/cart.py", old_string=old, new_string="x")
+            output = f"log of step {i}\n" * 200
+            if i == 3:
+                output += "===== 3 passed in 0.12s ====="
+            t.calls("Bash", output, command=f"make step{turn}-{i}")
+        t.says(f"Finished round {turn}.").user(f"now do round {turn + 1}")
+    formatter.forget()
+    for cp in find_checkpoints(1, t.messages, "every-inference"):
+        render(cp, info(), t.messages[: cp.index + 1], {"max_tokens": 2000})
+    state = next(iter(formatter._THREADS.values()))
+
+    calls = [u for u in state.units if u.call is not None]
+    cooled = [u for u in calls if u._key is None]
+    # Those no recent checkpoint sized (see `ThreadUnits.ready`), but the test runs.
+    assert cooled == [u for u in calls if u not in state.warm and not u.tests]
+    assert len(cooled) > len(calls) // 3
+    assert sum(u.tests for u in calls) == 12
+    assert [u.key for u in calls] == [formatter._tool_key(u.call.block) for u in calls]
+    assert all(u.render is None for u in calls)  # a call's unit is rendered by its call
+
+    assert len(replaced) > formatter._FOCUS_CAP
+    assert state.replaced == {"shop/cart.py": replaced[: formatter._FOCUS_CAP]}
+    focus = state.focus
+    assert focus.of(("shop/cart.py",)) == tuple(
+        sorted(set(focus.terms) | set(replaced[: formatter._FOCUS_CAP]))
+    )
+    for m in t.messages:
+        for b in m.blocks:
+            if b.kind == "tool_use":
+                held = tuple(i for i, n in enumerate(t.messages) if b in n.blocks)
+                assert state._holding(b.tool_use_id) == held
+    # Shown whole, the thread renders as in a process that never saw it.
+    whole = {"min_tokens": 100_000, "max_tokens": 100_000}
+    again = render(end_turn(t), info(), t.messages, whole)
+    formatter.forget()
+    assert again == render(end_turn(t), info(), t.messages, whole)
+
+
 def test_bun_and_node_test_counts_are_a_summary_kept_from_a_long_run():
     lines = ["bun test v1.2.10", ""]
     for i in range(12):
