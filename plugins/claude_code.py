@@ -117,7 +117,8 @@ class ClaudeCodeFormat:
             return head.lstrip()[:1] == b"{"
         if not name.endswith(".jsonl"):
             return False
-        lines = head.split(b"\n")
+        # The first 8 lines are looked at (the head may hold hundreds): the 9th piece is the rest.
+        lines = head.split(b"\n", 8)
         complete = len(lines) - 1  # the last piece may be cut by the 64 KiB limit
         for i, raw in enumerate(lines[:8]):
             raw = raw.strip()

@@ -371,7 +371,7 @@ class RowBatch:
         for thread_id, rows in by_thread.items():
             before = (db.scalar("SELECT max(id) FROM messages") or 0) if db.sqlite else 0
             # Both drivers sum the rows an executemany inserted; DO NOTHING rows count 0.
-            count = db.many(messages_sql, rows)
+            count = db.insert_many(messages_sql, rows)
             if not count:
                 continue
             added[thread_id] = count
@@ -403,7 +403,7 @@ class RowBatch:
             (_USAGE_SQL, self.usage),
         ):
             if rows:
-                db.many(sql, rows)
+                db.insert_many(sql, rows)
         self.messages, self.calls, self.results, self.usage = [], [], [], []
         self.texts = {}
         return added

@@ -653,11 +653,16 @@ class Ingester:
             r.cursor.until = r.cursor.offset + self.read_limit
         if self._pending_since is None:
             self._pending_since = time.monotonic()
-        records = iter(fmt.parse(r.path, r.cursor))
-        offset = r.cursor.offset  # how far the parts queued so far read
+        cursor = r.cursor  # moved on by the parser, in place
+        records = iter(fmt.parse(r.path, cursor))
+        offset = cursor.offset  # how far the parts queued so far read
         # What the queue may take before it is full, told without a call per record; the
         # clock is read every `CLOCK_EVERY` records.
         room, byte_room = self._room()
+        held_records = r.records
+        # A forced format on a file nobody recognises is written whole or not at all.
+        in_parts = not r.unvouched
+        forgotten, agent = self._forgotten, fmt.agent
         while True:
             try:
                 rec = next(records)
@@ -697,35 +702,35 @@ class Ingester:
                 )
                 r.result.status, r.unfinished = "failed", True
                 break
-            if isinstance(rec, Problem):
-                if len(r.errors) < MAX_ERRORS_PER_FILE:
-                    r.errors.append((spath, rec.line, rec.message))
-                else:
-                    r.extra_errors += 1
+            kind = type(rec)
+            if kind is not Message and kind is not Usage:  # most records are one of these
+                if isinstance(rec, Problem):
+                    if len(r.errors) < MAX_ERRORS_PER_FILE:
+                        r.errors.append((spath, rec.line, rec.message))
+                    else:
+                        r.extra_errors += 1
+                    continue
+                if isinstance(rec, Notice):
+                    r.notes.append(_error_line(spath, rec.line, rec.message))
+                    continue
+            if forgotten and self._is_forgotten(agent, rec):
                 continue
-            if isinstance(rec, Notice):
-                r.notes.append(_error_line(spath, rec.line, rec.message))
-                continue
-            if self._forgotten and self._is_forgotten(fmt.agent, rec):
-                continue
-            r.records.append(rec)
-            held = len(r.records)
-            # A forced format on a file nobody recognises is written whole or not at all.
+            held_records.append(rec)
+            held = len(held_records)
             if (
-                not r.unvouched
-                and (
-                    held >= room or r.cursor.offset - offset >= byte_room or not held % CLOCK_EVERY
-                )
-                and self._full(held, r.cursor.offset - offset)
+                in_parts
+                and (held >= room or cursor.offset - offset >= byte_room or not held % CLOCK_EVERY)
+                and self._full(held, cursor.offset - offset)
             ):
-                self._queue_part(r, False, r.cursor.offset - offset)
-                offset = r.cursor.offset
+                self._queue_part(r, False, cursor.offset - offset)
+                held_records = r.records
+                offset = cursor.offset
                 self._flush()
                 self._pending_since = time.monotonic()
                 room, byte_room = self._room()
                 if r.stale or r.dropped:
                     return
-        self._queue_part(r, True, r.cursor.offset - offset)
+        self._queue_part(r, True, cursor.offset - offset)
 
     def _queue_part(self, r: _Reading, final: bool, size: int) -> None:
         part, r.records = r.records, []
@@ -784,6 +789,8 @@ class Ingester:
             # Records come in runs of one thread: its id is looked up once per run.
             last: tuple[object, int] = (_NO_THREAD, 0)
             add_message, add_usage = batch.add_message, batch.add_usage
+            read = 0  # messages of this part read
+            rows = 0  # rows waiting in `batch` (`batch.size`), written once `BATCH` of them wait
             for rec in part:
                 try:
                     if isinstance(rec, _ROWS):
@@ -792,9 +799,10 @@ class Ingester:
                             last = (rec.thread, tid)
                         if isinstance(rec, Message):
                             add_message(last[1], file_id, rec)
-                            r.read += 1
+                            read += 1
                         else:
                             add_usage(last[1], file_id, rec)
+                        rows += 1
                     elif isinstance(rec, ThreadInfo):
                         self._thread_id(conn, fmt.agent, rec, rec.native_id, file_id)
                 except Exception as exc:  # noqa: BLE001 - this record cannot be stored (nested too deeply...)
@@ -803,8 +811,10 @@ class Ingester:
                     line = getattr(rec, "line", None) or cursor.line or None
                     r.errors.append((spath, line, f"could not store this record: {_why(exc)}"))
                     r.unfinished = True
-                if batch.size >= BATCH:
+                if rows >= BATCH:
                     _add_counts(r.gained, batch.flush(conn))
+                    rows = 0
+            r.read += read
             _add_counts(r.gained, batch.flush(conn))
             if not final:
                 savepoint.commit()

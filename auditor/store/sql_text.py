@@ -335,6 +335,49 @@ class DriverSql:
         """Run `sql` once per row; return the rows it changed (0 for those DO NOTHING kept)."""
         return self._run(sql, rows, True).rowcount
 
+    def insert_many(self, sql: str, rows: list) -> int:
+        """`many` for an INSERT of one row (`... VALUES (...)`, an ON CONFLICT clause after it
+        or not): the same rows written, the same count returned. On SQLite several rows go in
+        one statement (`VALUES (...), (...), ...`), each taken in turn as a statement of its
+        own would take it, its conflict included: every statement costs SQLite set-up and a
+        savepoint of its own (foreign keys are checked at its end), more than a row's write."""
+        if not self.sqlite or len(rows) < 2:
+            return self.many(sql, rows)
+        # Statements of a power of two rows each, so that few texts are prepared and cached.
+        size = ROWS_PER_STATEMENT
+        width = len(rows[0])
+        limit = self._raw.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        while size > 1 and size * width > limit:
+            size //= 2
+        changed = done = 0
+        left = len(rows)
+        while left:
+            while size > left:
+                size //= 2
+            params = [value for row in rows[done : done + size] for value in row]
+            changed += self._run(_rows_sql(sql, size), params, False).rowcount
+            done += size
+            left -= size
+        return changed
+
+
+# Rows an `insert_many` statement takes at most on SQLite.
+ROWS_PER_STATEMENT = 64
+
+
+@lru_cache(maxsize=64)
+def _rows_sql(sql: str, count: int) -> str:
+    """`sql`, an INSERT of one row, made to insert `count` rows: its `VALUES (...)` repeated."""
+    start = sql.index(" VALUES (") + len(" VALUES ")
+    end, depth = start, 0
+    while True:  # to the parenthesis that closes the row (a CAST(...) may be inside)
+        depth += (sql[end] == "(") - (sql[end] == ")")
+        end += 1
+        if not depth:
+            break
+    values = sql[start:end]
+    return f"{sql[:start]}{', '.join([values] * count)}{sql[end:]}"
+
 
 def marks(count: int) -> str:
     """`count` parameter marks, for `IN (...)`."""
