@@ -358,15 +358,18 @@ def _render_call(
 
 class _Prose:
     """How the agent's words render at a level (a `Unit.render`): an object of two slots, not a
-    closure, as one is kept for each text the agent wrote in a long thread."""
+    closure, as one is kept for each text the agent wrote in a long thread. It holds the text's
+    block, not the text: the live worker leaves the bodies of a long thread's old turns in the
+    store (`auditor.store.kept_bodies`), read back when they are rendered again, and the
+    renderings are kept while checkpoints show them (`Unit.cool`)."""
 
-    __slots__ = ("final", "text")
+    __slots__ = ("block", "final")
 
-    def __init__(self, text: str, final: bool) -> None:
-        self.text, self.final = text, final
+    def __init__(self, block, final: bool) -> None:
+        self.block, self.final = block, final
 
     def __call__(self, level: Level) -> str:
-        body = quote(clean(self.text.strip()))
+        body = quote(clean(self.block.text.strip()))
         if not self.final and level.text is not None:
             body = abbreviate(body, level.text, NOTHING)
         return body
@@ -587,7 +590,7 @@ def _assistant_units(
     out = []
     for b in m.blocks:
         if b.kind == "text" and b.text and b.text.strip():
-            out.append(Unit("### Assistant", i, _Prose(b.text, final), final, late, kind=PROSE))
+            out.append(Unit("### Assistant", i, _Prose(b, final), final, late, kind=PROSE))
         elif b.kind == "tool_use":
             call = call_of(b)
             call.set_final(final)
@@ -603,21 +606,42 @@ def _assistant_units(
     return out
 
 
-def _note(prefix: str, text: str) -> Callable[[Level], str]:
-    return lambda level: f"_({prefix}: {abbreviate(_flat(clean(text)), level.note)})_"
+# The renderings below read their message's text when they render, rather than holding it: an
+# old turn's bodies may be in the store (see `_Prose`).
+def _note(prefix: str, m, harness: bool = False, cwd: str | None = None) -> Callable[[Level], str]:
+    """A message as a one-line note; a harness's, its setting block shown as `name: value`
+    pairs, leaving out the working directory `cwd` (see `_environment`)."""
+
+    def render(level: Level) -> str:
+        text = _environment(m.text, cwd) if harness else m.text
+        return f"_({prefix}: {abbreviate(_flat(clean(text)), level.note)})_"
+
+    return render
 
 
 def _fixed(body: str) -> Callable[[Level], str]:
     return lambda level: body
 
 
-def _limited(text: str, share: Callable[[Level], int]) -> Callable[[Level], str]:
-    return lambda level: abbreviate(quote(clean(text.strip())), share(level))
+def _limited(
+    m, share: Callable[[Level], int], part: Callable[[str], str] | None = None
+) -> Callable[[Level], str]:
+    """`m`'s text (or `part` of it) quoted, cut to its `share` at a level."""
 
-
-def _command_prompt(text: str) -> Callable[[Level], str]:
     def render(level: Level) -> str:
-        body = quote(clean(text.strip()))
+        text = m.text if part is None else part(m.text)
+        return abbreviate(quote(clean(text.strip())), share(level))
+
+    return render
+
+
+def _command_of(text: str) -> str:
+    return command_text(text)[0]
+
+
+def _command_prompt(m) -> Callable[[Level], str]:
+    def render(level: Level) -> str:
+        body = quote(clean(m.text.strip()))
         return body if level is UNCUT else abbreviate(body, COMMAND_PROMPT_CHARS, RULE)
 
     return render
@@ -905,6 +929,9 @@ class ThreadUnits:
         # once: kept so through the turn (see `Settled`), unless a message of theirs changed.
         self.settled: Settled | None = None
         self.tests: list[Unit] = []  # the units that sum up a test run, in order
+        # The characters of the messages' texts and tool inputs, counted as far as just past
+        # what `_fits_whole` compares them with: counted once, as the messages come.
+        self.chars = 0
 
     def follows(self, messages: list) -> bool:
         """True when `messages` are the thread these units were made of, maybe grown."""
@@ -924,6 +951,8 @@ class ThreadUnits:
         replaced = False
         for i in range(had, len(messages)):
             m = messages[i]
+            if self.chars <= 4 * WHOLE_TOKENS:
+                self.chars += _chars(m)
             self.by_message.append(())
             self.call_count.append(self.call_count[-1])
             for b in m.blocks:
@@ -1183,14 +1212,14 @@ class ThreadUnits:
                     Unit(
                         "### Command output" if m.role != "user" else "### User (command)",
                         i,
-                        _limited(command, lambda level: level.note),
+                        _limited(m, lambda level: level.note, _command_of),
                     )
                 )
         elif st == SOURCE_COMPACT:
             heading = (
                 "### Summary of the earlier conversation (written when the context was compacted)"
             )
-            units.append(Unit(heading, i, _limited(text, lambda level: level.note * 2), late=True))
+            units.append(Unit(heading, i, _limited(m, lambda level: level.note * 2), late=True))
         elif st == SOURCE_META and _caveat(text):
             pass  # the harness telling the agent to ignore a local command: said by its heading
         elif (
@@ -1204,12 +1233,12 @@ class ThreadUnits:
             # Harness text after a typed message is no such prompt (Claude Code follows a
             # pasted image with `[Image source: PATH]`): it is a harness note like any other.
             heading = "### User (the command's prompt: the text it expanded to)"
-            units.append(Unit(heading, i, _command_prompt(text), protected=True))
+            units.append(Unit(heading, i, _command_prompt(m), protected=True))
         elif st == SOURCE_META and previous is not None and previous.source_type == SOURCE_COMMAND:
             heading = "### Command prompt (the text the command expanded to)"
-            units.append(Unit(heading, i, _limited(text, lambda level: level.note * 2)))
+            units.append(Unit(heading, i, _limited(m, lambda level: level.note * 2)))
         elif st == SOURCE_ERROR:
-            units.append(Unit("", i, _note("the agent's client reported an error", text)))
+            units.append(Unit("", i, _note("the agent's client reported an error", m)))
         elif st == SOURCE_META and self.first_meta.get(hash(text), i) < i:
             pass  # the same harness text as an earlier message: said once is enough
         elif st == SOURCE_META and any(g in text for g in self.guidance):
@@ -1217,10 +1246,10 @@ class ThreadUnits:
         elif text.strip() and not _caveat(text):
             # Harness text (reminders, environment context...) and anything unknown: one line.
             if st == SOURCE_META:
-                text = _environment(text, self.cwd)
-            units.append(
-                Unit("", i, _note("harness note" if st == SOURCE_META else f"{m.role} note", text))
-            )
+                note = _note("harness note", m, harness=True, cwd=self.cwd)
+            else:
+                note = _note(f"{m.role} note", m)
+            units.append(Unit("", i, note))
         for u in units:
             u.own_late = u.late
             if u.protected and u.kind == NOTE:
@@ -1667,7 +1696,6 @@ def render(checkpoint, thread, messages: list, config: dict | None = None) -> st
 
 
 def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
-    messages = state.messages
     budget = state.budget(config)
     header, footer = _header(thread), _footer(checkpoint)
     guidance = _guidance(thread, budget)
@@ -1679,7 +1707,7 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
             settled.undo()
         for u in units:
             u.level = -1
-    elif not _fits_whole(messages, units, min(budget - fixed, WHOLE_TOKENS), state.ready):
+    elif not _fits_whole(state, min(budget - fixed, WHOLE_TOKENS), state.ready):
         state.settle(fit(units, budget - fixed, state.ready, settled))
     elif settled is not None:
         settled.undo()
@@ -1720,24 +1748,28 @@ def _render(checkpoint, thread, state: ThreadUnits, config: dict) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def _fits_whole(
-    messages: list, units: list[Unit], budget: int, ready: Callable[[Unit], None]
-) -> bool:
+def _chars(m) -> int:
+    """The characters of a message's texts and tool inputs (see `_fits_whole`)."""
+    chars = 0
+    for b in m.blocks:
+        chars += len(b.text or "")
+        if b.tool_input is not None:
+            chars += len(value_text(b.tool_input))
+    return chars
+
+
+def _fits_whole(state: ThreadUnits, budget: int, ready: Callable[[Unit], None]) -> bool:
     """When the thread fits `budget` whole (at most WHOLE_TOKENS) and the first level would
     abbreviate what the agent wrote in the turn being judged (a tool call's input after the
     user's last message), show those inputs whole and the rest at the first level; True then.
 
     Its characters are counted first (a quarter of them is fewer tokens than its render takes),
-    so that a long thread is never rendered whole only to be found too long.
+    so that a long thread is never rendered whole only to be found too long: they are counted
+    as the messages come (`ThreadUnits.chars`), not read again at each checkpoint.
     """
-    chars = 0
-    for m in messages:
-        for b in m.blocks:
-            chars += len(b.text or "")
-            if b.tool_input is not None:
-                chars += len(value_text(b.tool_input))
-        if chars > 4 * budget:
-            return False
+    if state.messages and state.chars > 4 * budget:
+        return False
+    units = state.units
     for u in units:
         ready(u)
     if sum(u.tokens(-1) for u in units) > budget:
