@@ -16,10 +16,11 @@ from auditor_plugins import formatter
 from helpers.live import CC_SESSION, CODEX_ROLLOUT
 from sqlalchemy import select
 
-from auditor.audit.checkpoints import find_checkpoints
+from auditor.audit.checkpoints import find_checkpoints, is_typed_user
 from auditor.audit.run_types import RunConfig
 from auditor.live import lookup
 from auditor.live.worker import Worker
+from auditor.model import SOURCE_COURSE_CORRECTION as CORRECTION
 from auditor.model import Block
 from auditor.store import kept_bodies
 from auditor.store import schema as s
@@ -30,6 +31,12 @@ pytestmark = [pytest.mark.corpus, pytest.mark.both_stores]
 SESSIONS = [
     ("claude-code", "claude-code/marot-spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"),
     ("codex", CODEX_ROLLOUT),
+    # 29 typed requests: its old turns' messages are compacted as it grows.
+    (
+        "claude-code",
+        "claude-code/4thehalibit-omarchy-backup/-home-vwestberg-Claude/"
+        "8fd119a6-9ab8-407b-810f-329cfb6153e0.jsonl",
+    ),
 ]
 STEPS = 40  # looks at the transcript as it grows
 PART = 400  # lines of the long session read whole
@@ -44,7 +51,9 @@ def _away(messages) -> list:
     return [b for m in messages for b in m.blocks if isinstance(b, kept_bodies.AwayBlock)]
 
 
-@pytest.mark.parametrize(("agent", "session"), SESSIONS, ids=[a for a, _ in SESSIONS])
+@pytest.mark.parametrize(
+    ("agent", "session"), SESSIONS, ids=["claude-code", "codex", "claude-code-turns"]
+)
 def test_a_growing_session_renders_the_same_with_its_bodies_in_the_store(
     corpus, tmp_path, engine, plugins, agent, session
 ):
@@ -76,16 +85,33 @@ def test_a_growing_session_renders_the_same_with_its_bodies_in_the_store(
     away = _away(worker._messages(thread.id))
     assert len(away) > 20, "the session's long bodies stay in the store"
     assert worker.bodies.reads > len(away) // 2, "and were read back to be rendered"
-    # Held, an away block keeps no body; read, it gives what the store holds.
-    assert all(_held_body(b) is kept_bodies._AWAY for b in away)
+    # Held, an away block keeps in place of a body where to read it; read, it gives what the
+    # store holds.
+    assert all(kept_bodies._Row in map(type, _held_bodies(b)) for b in away)
+    # The turns before the last two hold no body worth leaving in the store (their messages
+    # compacted) but in what a person typed, which signals and the prompt read each time.
+    held = worker._messages(thread.id)
+    starts = [i for i, m in enumerate(held) if is_typed_user(m) or m.source_type == CORRECTION]
+    old = held[: starts[-2]] if len(starts) > 1 else []
+    assert not any(kept_bodies._compactable(m) for m in old)
+    if len(starts) > 2:
+        compacted = [m for m in old if kept_bodies._Row in _slot_types(m)]
+        assert len(compacted) >= worker.bodies.compacted > 20
+    for m in held:
+        if is_typed_user(m):
+            assert kept_bodies._Row not in _slot_types(m)
     assert [[b.as_json() for b in m.blocks] for m in worker._messages(thread.id)] == [
         [b.as_json() for b in m.blocks] for m in load_messages(engine, thread.id)
     ]
 
 
-def _held_body(block):
-    text = Block.text.__get__(block)
-    return text if text is kept_bodies._AWAY else Block.tool_input.__get__(block)
+def _slot_types(message) -> set:
+    return {type(v) for b in message.blocks for v in _held_bodies(b)}
+
+
+def _held_bodies(block) -> tuple:
+    """The values a block holds in its body slots."""
+    return Block.text.__get__(block), Block.tool_input.__get__(block)
 
 
 def _write(path, lines) -> None:
@@ -271,3 +297,31 @@ def test_a_block_whose_body_is_in_the_store_equals_the_block_loaded_whole(
     away = _away(held)[0]
     other = Block(**{**Block.as_json(away), "is_error": not away.is_error})
     assert away != other and other != away
+
+
+def test_an_old_turn_changed_in_the_store_since_it_was_loaded_keeps_its_bodies(
+    corpus, tmp_path, engine, plugins
+):
+    from sqlalchemy import update
+
+    path = tmp_path / "session.jsonl"
+    _write(path, (corpus / SESSIONS[2][1]).read_bytes().splitlines(keepends=True))
+    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
+    worker._ingest(str(path))
+    thread = _thread(engine)
+    held = kept_bodies.load_messages(engine, thread.id, worker.bodies)
+    before = [[b.as_json() for b in m.blocks] for m in held]
+    old = [m for m in held[: len(held) // 2] if kept_bodies._compactable(m)]
+    changed = next(m for m in old if kept_bodies._Row not in _slot_types(m))
+    # Another process stores that message again with another body, after it was loaded.
+    blocks = [b.as_json() for b in changed.blocks]
+    body = "text" if "text" in blocks[-1] else "tool_input"
+    blocks[-1][body] = "CHANGED" if body == "text" else {"command": "CHANGED"}
+    with engine.begin() as conn:
+        conn.execute(update(s.Message).where(s.Message.id == changed.id).values(blocks=blocks))
+
+    worker.bodies.compact(thread.id, held)
+    assert kept_bodies._Row not in _slot_types(changed), "left as loaded"
+    assert sum(kept_bodies._Row in _slot_types(m) for m in held) >= worker.bodies.compacted > 20
+    worker.bodies.clear()  # each body read back from the store
+    assert [[b.as_json() for b in m.blocks] for m in held] == before

@@ -550,10 +550,12 @@ class Worker:
                 if not new or new[0].seq >= kept[-1].seq:  # (seq, id) order: they come after
                     kept = kept + new
                     self._loaded[thread_id] = (kept, max([last, *new], key=_row_id))
+                    self.bodies.compact(thread_id, kept)  # old turns' bodies left in the store
                     return kept
         kept = load_messages(self.engine, thread_id, self.bodies)
         if kept:
             self._loaded[thread_id] = (kept, max(kept, key=_row_id))
+            self.bodies.compact(thread_id, kept)
         return kept
 
     def _ingest(self, path) -> None:

@@ -10,6 +10,13 @@ store: the block is an `AwayBlock`, which reads its message's row back when its 
 `StoredBodies`). Everything else about a block (its kind, tool name, ids, flags, the paths it
 edited) stays in memory, and what a reader gets is the same value either way.
 
+The messages of a long session's old turns are compacted (`StoredBodies.compact`): once two
+turns have begun since, their short bodies too are left in the store, so that what is held of
+them is what later checkpoints read of every message (ids, roles, kinds, tool names and call
+ids, flags, paths); the formatter keeps what it found of them (sizes) and reads a body back
+only when it renders that message again. The messages that open a turn (what a person typed, a
+course correction) keep theirs: signals and the prompt read them at every checkpoint.
+
 Nothing is lost when the store changed since the messages were loaded: a body is read from its
 message's row, found by its id, else by the thread and the message's native id (a rewritten
 transcript is stored again under new row ids), and only when the row's blocks are the bytes
@@ -30,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..errors import AuditorError
-from ..model import Block
+from ..model import SOURCE_COURSE_CORRECTION, Block
 from .threads import StoredMessage, message_rows
 
 if TYPE_CHECKING:
@@ -52,7 +59,6 @@ ROWS_KEPT_BYTES = 512 << 10
 
 READ_CACHE_KIB = 1024  # SQLite's page cache for the bodies read back
 
-_AWAY: Any = object()  # in a body's slot: the body is in the store
 _TEXT: Any = vars(Block)["text"]  # the slots of `Block`, under the properties of `AwayBlock`
 _INPUT: Any = vars(Block)["tool_input"]
 _FIELDS = tuple(f.name for f in dataclasses.fields(Block))
@@ -71,11 +77,14 @@ class StoredBodies:
         self._rows: collections.OrderedDict[int, tuple[int, list]] = collections.OrderedDict()
         self._held = 0
         self.reads = 0  # rows read back, for tests and measurements
+        self.compacted = 0  # messages compacted, for tests and measurements
         self._file: sqlite3.Connection | None = None
+        self._turns: dict[int, _Turns] = {}  # by thread: how far its messages are compacted
 
     def clear(self) -> None:
         self._rows.clear()
         self._held = 0
+        self._turns.clear()
 
     def close(self) -> None:
         self.clear()
@@ -96,19 +105,21 @@ class StoredBodies:
 
     def blocks(self, row: _Row) -> list:
         """The decoded blocks of `row` as they were loaded (see the module docstring)."""
-        found = self._rows.get(row.id)
+        row_id = row.message.id
+        found = self._rows.get(row_id)
         if found is not None:
-            self._rows.move_to_end(row.id)
+            self._rows.move_to_end(row_id)
             return found[1]
         raw = self._read(row)
         if raw is None or _checksum(raw[0]) != row.crc:
+            name = row.message.native_id
             raise BodyChanged(
-                f"message {row.native_id} of thread {row.thread_id} changed in the store since "
-                "it was loaded (its transcript was rewritten or forgotten): load the thread again"
+                f"message {name} of thread {row.thread_id} changed in the store since it was "
+                "loaded (its transcript was rewritten or forgotten): load the thread again"
             )
         self.reads += 1
         blocks = _decode(raw[0])
-        self.keep(row.id, len(raw[0]), blocks)
+        self.keep(row_id, len(raw[0]), blocks)
         return blocks
 
     def _read(self, row: _Row) -> tuple | None:
@@ -116,18 +127,27 @@ class StoredBodies:
         by_id = "SELECT {} FROM messages WHERE id = ?"
         # A rewritten transcript's messages are stored again under new ids.
         by_name = "SELECT {} FROM messages WHERE thread_id = ? AND native_id = ?"
+        message = row.message
+        by_name_args = (row.thread_id, message.native_id)
         if self.engine.dialect.name != "sqlite":
             from .sql_text import DriverSql
 
             with self.engine.connect() as conn:
                 db = DriverSql(conn)
-                raw = db.first(by_id.format("blocks::text"), (row.id,))
+                raw = db.first(by_id.format("blocks::text"), (message.id,))
                 if raw is None or _checksum(raw[0]) != row.crc:
-                    raw = db.first(by_name.format("blocks::text"), (row.thread_id, row.native_id))
+                    raw = db.first(by_name.format("blocks::text"), by_name_args)
             return raw
-        # SQLite: a connection of its own, opened once, with a small page cache: the engine's
-        # connections keep up to 64 MiB of pages each (for ingest), and old bodies read back
-        # one by one need none of that.
+        file = self._sqlite()
+        raw = file.execute(by_id.format("CAST(blocks AS BLOB)"), (message.id,)).fetchone()
+        if raw is None or _checksum(raw[0]) != row.crc:
+            raw = file.execute(by_name.format("CAST(blocks AS BLOB)"), by_name_args).fetchone()
+        return raw
+
+    def _sqlite(self) -> sqlite3.Connection:
+        """SQLite: a connection of its own, opened once, with a small page cache: the engine's
+        connections keep up to 64 MiB of pages each (for ingest), and old bodies read back
+        one by one need none of that."""
         if self._file is None:
             from .sql_text import lock_wait
 
@@ -135,39 +155,163 @@ class StoredBodies:
                 self.engine.url.database or "", timeout=lock_wait(), check_same_thread=False
             )
             self._file.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB}")
-        file = self._file
-        raw = file.execute(by_id.format("CAST(blocks AS BLOB)"), (row.id,)).fetchone()
-        if raw is None or _checksum(raw[0]) != row.crc:
-            raw = file.execute(
-                by_name.format("CAST(blocks AS BLOB)"), (row.thread_id, row.native_id)
-            ).fetchone()
-        return raw
+        return self._file
+
+    def compact(self, thread_id: int, messages: list[StoredMessage]) -> None:
+        """Leave in the store the bodies of `messages` (the thread as the worker holds it,
+        grown since the last call) that are older than its last two turns (see the module
+        docstring). Each message is looked at once: a turn's messages when the turn after the
+        next one begins."""
+        turns = self._turns.get(thread_id)
+        if turns is None or not messages or turns.first is not messages[0]:
+            if not messages:
+                return
+            turns = self._turns[thread_id] = _Turns(messages[0])
+        from ..audit.checkpoints import is_typed_user
+
+        for i in range(turns.seen, len(messages)):
+            if is_typed_user(messages[i]) or messages[i].source_type == SOURCE_COURSE_CORRECTION:
+                turns.starts = (turns.starts[1], i)
+        turns.seen = len(messages)
+        upto = turns.starts[0]
+        if upto <= turns.done:
+            return
+        old = [m for m in messages[turns.done : upto] if _compactable(m)]
+        turns.done = upto
+        if not old:
+            return
+        # The checksums of rows whose bodies were all held: read once, each row's blocks
+        # checked against what was loaded (a body is left in the store only as loaded).
+        need = [m for m in old if _row_of(m) is None]
+        stored = self._blocks_of(thread_id, need) if need else {}
+        for m in old:
+            row = _row_of(m)
+            if row is None:
+                raw = stored.get(m.id)
+                if raw is None or _decode(raw) != [b.as_json() for b in m.blocks]:
+                    continue  # changed in the store since: left as loaded
+                row = _Row(self, thread_id, _checksum(raw))
+                row.message = m
+            for b in m.blocks:
+                text = _TEXT.__get__(b)
+                if type(text) is str and text:
+                    _leave(b, _TEXT, row)
+                if _INPUT.__get__(b) is not None and type(_INPUT.__get__(b)) is not _Row:
+                    _leave(b, _INPUT, row)
+            self.compacted += 1
+
+    def _blocks_of(self, thread_id: int, messages: list[StoredMessage]) -> dict[int, Any]:
+        """The stored blocks of `messages` (of thread `thread_id`) by row id, as bytes or text."""
+        found: dict[int, Any] = {}
+        ids = [m.id for m in messages]
+        for start in range(0, len(ids), _IDS_AT_ONCE):
+            part = ids[start : start + _IDS_AT_ONCE]
+            sql = "SELECT id, {} FROM messages WHERE thread_id = ? AND id IN ({})"
+            marks = ", ".join("?" * len(part))
+            if self.engine.dialect.name != "sqlite":
+                from .sql_text import DriverSql
+
+                with self.engine.connect() as conn:
+                    rows = DriverSql(conn).all(
+                        sql.format("blocks::text", marks), (thread_id, *part)
+                    )
+            else:
+                query = sql.format("CAST(blocks AS BLOB)", marks)
+                rows = self._sqlite().execute(query, (thread_id, *part)).fetchall()
+            found.update((r[0], r[1]) for r in rows if r[1] is not None)
+        return found
+
+
+_IDS_AT_ONCE = 500  # row ids in one statement (SQLite allows 32,766 bound values)
+
+
+class _Turns:
+    """How far a thread's messages are compacted (see `StoredBodies.compact`)."""
+
+    __slots__ = ("done", "first", "seen", "starts")
+
+    def __init__(self, first: StoredMessage) -> None:
+        self.first = first  # the thread as loaded: loaded again, it is looked at anew
+        self.seen = 0  # the messages looked at for the start of a turn
+        self.starts = (0, 0)  # where the last two turns began
+        self.done = 0  # the messages before this one are compacted
+
+
+# A message whose bodies hold less than this many bytes keeps them: compacted, it holds the
+# place of its row in the store instead (`_Row` and its checksum, ~100 bytes).
+COMPACT_BYTES = 256
+
+
+def _compactable(m: StoredMessage) -> bool:
+    """True when `m` opens no turn and holds bodies worth leaving in the store."""
+    from ..audit.checkpoints import is_typed_user
+
+    if is_typed_user(m) or m.source_type == SOURCE_COURSE_CORRECTION:
+        return False
+    held = 0
+    for b in m.blocks:
+        text, value = _TEXT.__get__(b), _INPUT.__get__(b)
+        if type(text) is str:
+            held += sys.getsizeof(text)
+        if value is not None and type(value) is not _Row:
+            held += _held_bytes(value)
+    return held >= COMPACT_BYTES
+
+
+def _held_bytes(value: Any) -> int:
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        return size + sum(_held_bytes(v) for v in value.values())
+    if isinstance(value, list):
+        return size + sum(_held_bytes(v) for v in value)
+    return size
+
+
+def _row_of(m: StoredMessage) -> _Row | None:
+    """The row a body of `m` left in the store reads from, if one does."""
+    for b in m.blocks:
+        for value in (_TEXT.__get__(b), _INPUT.__get__(b)):
+            if type(value) is _Row:
+                return value
+    return None
+
+
+def _leave(block: Block, slot: Any, row: _Row) -> None:
+    """Leave the body in `slot` of `block` in the store, to be read back from `row`. The class
+    first: a reader in another thread meanwhile gets the body, held or read back."""
+    if type(block) is not AwayBlock:
+        block.__class__ = AwayBlock
+    slot.__set__(block, row)
 
 
 class _Row:
-    """Where an away body is: its message's row, and the checksum of the row's blocks."""
+    """Where a message's bodies are in the store: its row (found by the message's id, else by
+    its thread and native id), and the checksum of the row's blocks as loaded. Held in the
+    slot of each body left there (see `AwayBlock`)."""
 
-    __slots__ = ("bodies", "crc", "id", "native_id", "thread_id")
+    __slots__ = ("bodies", "crc", "message", "thread_id")
+    message: StoredMessage
 
-    def __init__(self, bodies: StoredBodies, row_id: int, thread_id: int, native_id: str, crc: int):
-        self.bodies, self.id, self.thread_id = bodies, row_id, thread_id
-        self.native_id, self.crc = native_id, crc
+    def __init__(self, bodies: StoredBodies, thread_id: int, crc: int):
+        self.bodies, self.thread_id, self.crc = bodies, thread_id, crc
+
+    def body(self, block: Block, name: str) -> Any:
+        """The body `name` of `block`, one of the message's blocks, as stored."""
+        index = next(i for i, b in enumerate(self.message.blocks) if b is block)
+        return self.bodies.blocks(self)[index].get(name)
 
 
 class AwayBlock(Block):
-    """A `Block` whose long body is read back from the store when asked for."""
+    """A `Block` whose text or tool input, or both, is in the store, read back when asked for:
+    the slot holds the `_Row` to read it from. A slot of its own it has none, so that a block
+    loaded whole can become one (`_leave`)."""
 
-    __slots__ = ("_index", "_row")
-    _row: _Row
-    _index: int
-
-    def _body(self, name: str) -> Any:
-        return self._row.bodies.blocks(self._row)[self._index].get(name)
+    __slots__ = ()
 
     @property
     def text(self) -> str | None:
         value = _TEXT.__get__(self)
-        return self._body("text") if value is _AWAY else value
+        return value.body(self, "text") if type(value) is _Row else value
 
     @text.setter
     def text(self, value: str | None) -> None:
@@ -176,7 +320,7 @@ class AwayBlock(Block):
     @property
     def tool_input(self) -> Any:
         value = _INPUT.__get__(self)
-        return self._body("tool_input") if value is _AWAY else value
+        return value.body(self, "tool_input") if type(value) is _Row else value
 
     @tool_input.setter
     def tool_input(self, value: Any) -> None:
@@ -209,39 +353,33 @@ def load_messages(
         decoded = _decode(data) if data is not None else []
         blocks = []
         row = None
-        for index, b in enumerate(decoded):
+        for b in decoded:
             for name in _SHARED_FIELDS:
                 value = b.get(name)
                 if type(value) is str:
                     b[name] = _share(value)
+            block = Block.from_json(b)
             away = _away(b)
-            if away is None:
-                blocks.append(Block.from_json(b))
-                continue
-            if row is None:
-                row = _Row(bodies, r.id, thread_id, r.native_id, _checksum(data))
-            block = AwayBlock(**b)
-            block._row, block._index = row, index
-            if away == "text":
-                _TEXT.__set__(block, _AWAY)
-            else:
-                _INPUT.__set__(block, _AWAY)
+            if away is not None:
+                if row is None:
+                    row = _Row(bodies, thread_id, _checksum(data))
+                _leave(block, _TEXT if away == "text" else _INPUT, row)
             blocks.append(block)
-        if row is not None:
-            bodies.keep(r.id, len(data), decoded)
-        out.append(
-            StoredMessage(
-                r.id,
-                r.native_id,
-                _share(r.role),
-                _share_or_none(r.source_type),
-                r.timestamp,
-                _share_or_none(r.model),
-                r.seq,
-                blocks,
-                _share_or_none(r.usage_key),
-            )
+        message = StoredMessage(
+            r.id,
+            r.native_id,
+            _share(r.role),
+            _share_or_none(r.source_type),
+            r.timestamp,
+            _share_or_none(r.model),
+            r.seq,
+            blocks,
+            _share_or_none(r.usage_key),
         )
+        if row is not None:
+            row.message = message
+            bodies.keep(r.id, len(data), decoded)
+        out.append(message)
     return out
 
 
