@@ -115,3 +115,31 @@ def test_times_are_stored_as_the_engine_writes_them(tmp_path):
         written = [at for (at,) in raw.execute("SELECT at FROM t ORDER BY id")]
     assert [stored_time(at, True) for at in times] == written
     assert written[1] == "2025-09-01 12:34:56.000000"
+
+
+def test_a_new_store_has_the_larger_pages_on_either_road(tmp_path):
+    from auditor.store.sql_text import PAGE_SIZE
+
+    ingest_command(tmp_path / "plain.db")
+    open_db(tmp_path / "engine.db").dispose()
+    for name in ("plain.db", "engine.db"):
+        with sqlite3.connect(tmp_path / name) as conn:
+            assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 8192
+
+
+def test_a_store_made_with_smaller_pages_keeps_them_and_stores_the_same(tmp_path):
+    """Stores made before the pages grew keep 4 KiB pages (SQLite cannot change them in WAL
+    mode): ingest writes into them as into a new store."""
+    from auditor.store.new_store import create_if_new
+
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as conn:
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("PRAGMA journal_mode=WAL")
+        assert create_if_new(conn)
+    summary, _ = ingest_command(old)
+    ingest_command(tmp_path / "new.db")
+    with sqlite3.connect(old) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+    assert summary["messages"] > 0
+    assert rows(old) == rows(tmp_path / "new.db")

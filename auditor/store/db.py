@@ -16,6 +16,7 @@ import orjson
 
 from ..errors import DatabaseError, StoreLost
 from .sql_text import (
+    PAGE_SIZE,
     SqliteStore,
     SqliteWriter,
     lock_wait,
@@ -124,6 +125,7 @@ TEMP_STORE = "MEMORY"
 def _on_sqlite_connect(dbapi_conn, _record, wait_until: float | None = None) -> None:
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout={_wait_ms(wait_until)}")  # first: the next ones may wait
+    cur.execute(f"PRAGMA page_size={PAGE_SIZE}")  # before anything is written: a new file only
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA synchronous=NORMAL")
