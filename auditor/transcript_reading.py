@@ -97,8 +97,9 @@ def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem
             cursor.line += 1
         fh.seek(cursor.offset)
         line_no = cursor.line
+        readline, loads = fh.readline, orjson.loads
         while until is None or cursor.offset < until:
-            raw = fh.readline(LINE_LIMIT + 1)
+            raw = readline(LINE_LIMIT + 1)
             if not raw:
                 break
             line_no += 1
@@ -119,14 +120,14 @@ def read_jsonl(path: Path, cursor: Cursor) -> Iterator[tuple[int, Any] | Problem
                 cursor.line = line_no
                 yield Problem(_too_long(size), line_no)
                 continue
-            complete = raw.endswith(b"\n")
             try:
                 # The line as read: JSON allows the whitespace around it, and stripping would
                 # copy every line. A first line may begin with a byte order mark.
-                obj = orjson.loads(raw if line_no != 1 else raw.strip().removeprefix(BOM))
+                obj = loads(raw if line_no != 1 else raw.strip().removeprefix(BOM))
             except orjson.JSONDecodeError:
                 obj = _NOT_READ
             if obj is _NOT_READ:
+                complete = raw.endswith(b"\n")
                 body = raw.strip()
                 if line_no == 1:
                     body = body.removeprefix(BOM)
@@ -226,14 +227,21 @@ def each_record(
             yield item
             continue
         at, obj = item
-        name, line = (f"{kind} {at}", None) if numbered else (kind, at)
         if not isinstance(obj, dict):
+            name, line = _named(kind, at, numbered)
             found = _JSON_TYPES.get(type(obj), type(obj).__name__)
             yield Problem(f"{name} is not a JSON object (found a JSON {found}); skipped", line)
             continue
         try:
             yield from read(at, obj)
         except Exception as exc:  # noqa: BLE001 - one odd record must not stop the file; it is reported
+            name, line = _named(kind, at, numbered)
             t = obj.get("type")
             what = f"{name} of type {t!r}" if isinstance(t, str) else name
             yield Problem(f"cannot read {what}: {type(exc).__name__}: {exc}", line)
+
+
+def _named(kind: str, at: int, numbered: bool) -> tuple[str, int | None]:
+    """How a Problem names a record, and the line it gives (made only for a record that has
+    one)."""
+    return (f"{kind} {at}", None) if numbered else (kind, at)
