@@ -318,3 +318,34 @@ def test_thread_aggregates_are_refreshed(engine, toy, tmp_path):
         models = set(conn.scalars(select(s.Thread.models)))
     assert rows == {"t1": 2, "t2": 1}
     assert models == {"toy-1"}
+
+
+def test_lines_appended_while_the_file_is_read_do_not_make_it_rewritten(
+    engine, toy, tmp_path, monkeypatch
+):
+    # A live hook reads a transcript the agent is still writing: lines can land between the
+    # file's size being taken and its end being read. They are read with the rest; the next
+    # ingest must go on from there, not find the file "shorter than what was read" and read
+    # it whole again as rewritten.
+    f = tmp_path / "a.jsonl"
+    f.write_text(lines("m1", "m2"))
+    parse = ToyFormat.parse
+    appended = []
+
+    def written_to_while_read(self, path, cursor):
+        if not appended:  # the agent writes its next line as the read begins
+            appended.append(True)
+            with open(f, "a") as fh:
+                fh.write(lines("m3"))
+        yield from parse(self, path, cursor)
+
+    monkeypatch.setattr(ToyFormat, "parse", written_to_while_read)
+    first = ingest(engine, toy, [f])
+    assert (first.new, first.messages) == (1, 3)
+    again = ingest(engine, toy, [f])
+    assert (again.rewritten, again.skipped, again.messages) == (0, 1, 0)
+    with open(f, "a") as fh:
+        fh.write(lines("m4"))
+    grown = ingest(engine, toy, [f])
+    assert (grown.rewritten, grown.grown, grown.messages) == (0, 1, 1)
+    assert counts(engine) == (1, 4, 40)

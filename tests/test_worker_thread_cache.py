@@ -93,3 +93,49 @@ def test_a_stop_and_the_next_prompt_read_together_leave_the_worker_free(tmp_path
     current, done = asyncio.run(read_together())
     assert current is None
     assert done == {"s1": 100}
+
+
+def half_written(path, src, line: int) -> bytes:
+    """Append the first half of line `line` (0-based) of `src` to `path`, as an agent caught
+    mid-write leaves it; return the rest of that line."""
+    with open(src, "rb") as fh:
+        whole = next(x for i, x in enumerate(fh) if i == line)
+    with open(path, "ab") as out:
+        out.write(whole[: len(whole) // 2])
+    return whole[len(whole) // 2 :]
+
+
+def test_worker_keeps_a_thread_whose_last_line_was_caught_half_written(
+    corpus, tmp_path, engine, plugins
+):
+    # The agent writes its transcript while the worker reads it: a read that ends in a line
+    # without its end is a failed read of that line (it is read again at the next event), not
+    # a rewrite. The messages loaded before stay loaded: a whole load at such events gave the
+    # formatter a new thread state each time, the old ones kept beside it.
+    src, path, worker, tid = worker_on(corpus, tmp_path, engine, plugins, 20)
+    first = worker._messages(tid)
+    rest = half_written(path, src, 20)
+    assert worker._ingest(str(path)).failed == 1
+    assert worker._messages(tid)[0] is first[0]
+    with open(path, "ab") as out:
+        out.write(rest)
+    append_lines(path, src, 21, 30)
+    worker._ingest(str(path))
+    grown = worker._messages(tid)
+    assert grown == load_messages(engine, tid) and len(grown) > len(first)
+    assert all(a is b for a, b in zip(grown, first))
+
+
+def test_worker_reloads_a_rewritten_thread_even_when_its_last_line_is_half_written(
+    corpus, tmp_path, engine, plugins
+):
+    src, path, worker, tid = worker_on(corpus, tmp_path, engine, plugins, 20)
+    before = worker._messages(tid)
+    copy_lines(src, path, 12)  # rewritten shorter, then caught mid-line
+    append_lines(path, src, 14, 25)
+    half_written(path, src, 25)
+    done = worker._ingest(str(path))
+    assert done.failed == 1 and done.rewritten == 0  # the re-read says "failed"
+    after = worker._messages(tid)
+    assert after == load_messages(engine, tid)
+    assert [m.id for m in after] != [m.id for m in before]

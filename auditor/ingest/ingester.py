@@ -77,6 +77,9 @@ class FileResult:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what its reader said that is no problem
     unread: int = 0  # bytes left for the next ingest: this one read up to its `read_limit`
+    # The file was read again from its start over what it gave before (its rows replaced under
+    # new ids), whatever `status` ends up saying: a re-read that also met a problem is `failed`.
+    reread: bool = False
 
 
 @dataclass
@@ -464,7 +467,7 @@ class Ingester:
             start=_copy(cursor),
             cursor=cursor,
             seen=_row_key(row),
-            result=FileResult(spath, status, fmt.name),
+            result=FileResult(spath, status, fmt.name, reread=status == "rewritten"),
         )
         self._parse(reading)
         if reading.stale and tries < STALE_RETRIES:
@@ -546,6 +549,13 @@ class Ingester:
         head = tail = None
         if cursor.offset:
             head, tail = fingerprints(Path(path), cursor.offset)
+        if cursor.offset > st.st_size:
+            # The agent appended to the file while it was read (a live hook reads it as it is
+            # written), and its new lines were read too: the file is remembered as it is now.
+            # With the size taken before, the next ingest would find the file no larger than
+            # what was read and read it whole again as rewritten.
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
         db = DriverSql(conn)
         values = (
             self.source,
@@ -683,7 +693,7 @@ class Ingester:
                         start=Cursor(),
                         cursor=Cursor(),
                         seen=r.seen,
-                        result=FileResult(spath, "rewritten", fmt.name),
+                        result=FileResult(spath, "rewritten", fmt.name, reread=True),
                     )
                     self._forget_threads()
                     self._parse(again)
@@ -832,7 +842,9 @@ class Ingester:
             self._forget_threads()  # threads it created are undone with it
             r.dropped = True
             message = f"could not store this file: {type(exc).__name__}: {exc}"
-            result = FileResult(spath, "failed", errors=[f"{spath}: {message}"])
+            result = FileResult(
+                spath, "failed", errors=[f"{spath}: {message}"], reread=r.status == "rewritten"
+            )
             self._insert_errors(conn, [(spath, None, message)])
             events.record_file(conn, result)
             self._written.append(result)

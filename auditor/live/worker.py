@@ -558,11 +558,16 @@ class Worker:
             self.bodies.compact(thread_id, kept)
         return kept
 
-    def _ingest(self, path) -> None:
+    def _ingest(self, path):
+        """Read the new tail of the transcript at `path`; the ingest's summary (None: no file)."""
         from . import lookup
 
         done = lookup.ingest(self.engine, self.plugins, self.format_name, path)
-        if done is not None and (done.rewritten or done.failed):
+        # Only a file read again from its start replaces the rows kept. A failed read does
+        # not: the usual one is the agent's last line caught half written (the next read goes
+        # on from its start), and the rows stored before it stand (`_messages` checks them).
+        # Loading the thread whole at each such event made every formatter state a new one.
+        if done is not None and any(f.reread for f in done.files):
             self._loaded.clear()  # rows were read again under new ids: load them whole
             self.bodies.clear()
         for f in done.files if done is not None else ():
@@ -571,6 +576,7 @@ class Worker:
                     f"{path}: read {lookup.READ_PER_EVENT >> 20} MB of it at this event; the "
                     f"other {f.unread:,} bytes at the session's next events"
                 )
+        return done
 
     def _stage(self, thread, messages: list, cp, verdict_id: int, audit: _Audit) -> None:
         """Hand a correction to the outbox injector, which stages it for the thread's next
