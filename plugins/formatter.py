@@ -55,6 +55,7 @@ full (to measure the cuts against). Every piece of text goes through
 
 from __future__ import annotations
 
+import array
 import collections
 import functools
 import itertools
@@ -894,15 +895,15 @@ class ThreadUnits:
         self.messages: list = []
         # Each message's units; a tuple, often the empty one (tool results give none).
         self.by_message: list[tuple[Unit, ...]] = []
-        self.instructions: list[bool] = []
-        self.said: list[bool] = []
-        self.call_count = [0]  # tool calls in the first i messages
+        # A byte, an int a message: a long thread's flags and counts take no object each.
+        self.instructions = bytearray()  # 1 for a request of the user's (`_instruction`)
+        self.said = bytearray()  # 1 for a request or a course correction
+        self.call_count = array.array("q", [0])  # tool calls in the first i messages
         # A call's id -> the message holding it, or the messages when several do (rare: one
         # int rather than a tuple of one for each of a long thread's calls).
         self.calls: dict[str, int | tuple[int, ...]] = {}
         self.results: dict[str, Any] = {}
         self.orphaned: dict[str, set[int]] = {}  # a result's id whose call is not in the thread
-        self.records: dict[int, _Call] = {}  # by id of the call's block (which it holds)
         self.replaced: dict[str, list[str]] = {}
         # The first message of each harness text: a banner the harness repeats (after each
         # commit, at each turn) is shown once. Keyed by the text's hash, so that a long
@@ -1139,9 +1140,11 @@ class ThreadUnits:
             settled.tests = [u for u in self.tests if u.pos < settled.count]
         self.settled = settled
 
-    def _call(self, block) -> _Call:
+    def _call(self, block, i: int) -> _Call:
+        """The call of `block`, of message `i`: the one its unit had if it is the same (its
+        result, whether that is repeated later), else a new one."""
         result = self.results.get(block.tool_use_id or "")
-        found = self.records.get(id(block))
+        found = next((u.call for u in self.by_message[i] if u.call and u.call.block is block), None)
         repeated = (
             result is not None
             and _repeatable(result.text)
@@ -1164,7 +1167,7 @@ class ThreadUnits:
             said = self.saids.get(key)
             if said is None:
                 said = self.saids[key] = _Said(self.cwd, again, repeated)
-            found = self.records[id(block)] = _Call(block, result, said)
+            found = _Call(block, result, said)
         return found
 
     def _units(self, i: int) -> list[Unit]:
@@ -1183,9 +1186,10 @@ class ThreadUnits:
             typed = quote(clean(_ide_notes(text).strip()))
             units.append(Unit(heading, i, _fixed(typed + images), protected=True))
         elif m.role == "assistant":  # thinking-only messages give no unit: left out
-            ends_turn = i + 1 < len(messages) and self.said[i + 1]
+            ends_turn = i + 1 < len(messages) and bool(self.said[i + 1])
             late = ends_turn or i == self.first_reply
-            units += _assistant_units(m, i, self._call, i in self.final, late)
+            call_of = functools.partial(self._call, i=i)
+            units += _assistant_units(m, i, call_of, i in self.final, late)
         elif st == SOURCE_INTERRUPT:
             units.append(
                 Unit("", i, _fixed("_(the user interrupted the agent here)_"), protected=True)
@@ -1311,7 +1315,7 @@ def forget() -> None:
         _THREADS.clear()
 
 
-def _last(flags: list[bool], before: int) -> int:
+def _last(flags: bytearray, before: int) -> int:
     """The last index of a true flag; `before` was the last before the flags grew."""
     for i in range(len(flags) - 1, max(before, 0) - 1, -1):
         if flags[i]:

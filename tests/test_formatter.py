@@ -1273,6 +1273,21 @@ def test_a_long_thread_s_cooled_calls_hold_only_what_later_checkpoints_ask_of_th
     assert again == render(end_turn(t), info(), t.messages, whole)
 
 
+def test_a_message_made_again_keeps_its_calls_as_they_were():
+    # The thread's last messages are made again at each checkpoint (their units depend on what
+    # follows): a call whose result and standing did not change is the same call, its
+    # renderings kept.
+    t = Thread().user(TASK).calls("Bash", "ok\n" * 50, command="make build")
+    t.calls("Bash", "ok", command="make test")
+    formatter.forget()
+    render(Checkpoint(1, 2, t.messages[2].native_id, INFERENCE), info(), t.messages[:3], {})
+    state = next(iter(formatter._THREADS.values()))
+    [before] = state.by_message[1]
+    render(Checkpoint(1, 4, t.messages[4].native_id, INFERENCE), info(), t.messages, {})
+    [now] = state.by_message[1]
+    assert now is not before and now.call is before.call
+
+
 def test_bun_and_node_test_counts_are_a_summary_kept_from_a_long_run():
     lines = ["bun test v1.2.10", ""]
     for i in range(12):

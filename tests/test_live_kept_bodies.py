@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 
 import pytest
 from auditor_plugins import formatter
@@ -325,3 +326,22 @@ def test_an_old_turn_changed_in_the_store_since_it_was_loaded_keeps_its_bodies(
     assert sum(kept_bodies._Row in _slot_types(m) for m in held) >= worker.bodies.compacted > 20
     worker.bodies.clear()  # each body read back from the store
     assert [[b.as_json() for b in m.blocks] for m in held] == before
+
+
+def test_the_messages_held_take_no_room_beyond_what_they_hold(corpus, tmp_path, engine, plugins):
+    path = tmp_path / "session.jsonl"
+    _write(path, (corpus / SESSIONS[0][1]).read_bytes().splitlines(keepends=True)[: PART * 2])
+    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
+    worker._ingest(str(path))
+    held = worker._messages(_thread(engine).id)
+    # A message's list of blocks is as long as its blocks (one grown by appending takes room
+    # for four).
+    assert all(sys.getsizeof(m.blocks) == sys.getsizeof([None] * len(m.blocks)) for m in held)
+    # A file edited again and again: each edit holds its path as the first one does.
+    edited: dict[str, list[str]] = {}
+    for m in held:
+        for b in m.blocks:
+            for p in b.edited_paths or ():
+                edited.setdefault(p, []).append(p)
+    again = [paths for paths in edited.values() if len(paths) > 1]
+    assert again and all(p is paths[0] for paths in again for p in paths)

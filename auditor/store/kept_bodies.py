@@ -351,20 +351,27 @@ def load_messages(
     for r in rows:
         data: Any = r[7]
         decoded = _decode(data) if data is not None else []
-        blocks = []
+        # A list of the message's blocks as long as they are (one grown by appending takes
+        # room for four).
+        blocks: list[Any] = [None] * len(decoded)
         row = None
-        for b in decoded:
+        for index, b in enumerate(decoded):
             for name in _SHARED_FIELDS:
                 value = b.get(name)
                 if type(value) is str:
                     b[name] = _share(value)
+            paths = b.get("edited_paths")
+            if type(paths) is list:  # a file edited again and again: its path held once
+                for k, path in enumerate(paths):
+                    if type(path) is str:
+                        paths[k] = _share(path)
             block = Block.from_json(b)
             away = _away(b)
             if away is not None:
                 if row is None:
                     row = _Row(bodies, thread_id, _checksum(data))
                 _leave(block, _TEXT if away == "text" else _INPUT, row)
-            blocks.append(block)
+            blocks[index] = block
         message = StoredMessage(
             r.id,
             r.native_id,
@@ -385,8 +392,9 @@ def load_messages(
 
 # The fields whose values many messages or blocks of a thread repeat (roles, kinds, models, tool
 # names; the lines of one answer share its usage key; a call and its result share its id): each
-# value is held once (`sys.intern`), not once per message as each row read makes it. On the
-# 16-copy replica of `benchmarks/live_memory.py`, ~230 bytes a message.
+# value is held once (`sys.intern`), not once per message as each row read makes it (so are the
+# paths a call edited). On the 16-copy replica of `benchmarks/live_memory.py`, ~230 bytes a
+# message.
 _SHARED_FIELDS = ("kind", "tool_name", "tool_use_id")
 _share = sys.intern
 
