@@ -333,19 +333,24 @@ def test_lines_appended_while_the_file_is_read_do_not_make_it_rewritten(
     appended = []
 
     def written_to_while_read(self, path, cursor):
-        if not appended:  # the agent writes its next line as the read begins
+        first = not appended
+        if first:  # the agent writes its next line as the read begins
             appended.append(True)
             with open(f, "a") as fh:
                 fh.write(lines("m3"))
         yield from parse(self, path, cursor)
+        if first:  # and one more once the read is over, before it is remembered
+            with open(f, "a") as fh:
+                fh.write(lines("m4"))
 
     monkeypatch.setattr(ToyFormat, "parse", written_to_while_read)
     first = ingest(engine, toy, [f])
     assert (first.new, first.messages) == (1, 3)
-    again = ingest(engine, toy, [f])
-    assert (again.rewritten, again.skipped, again.messages) == (0, 1, 0)
+    again = ingest(engine, toy, [f])  # m4, written after the read, is read now
+    assert (again.rewritten, again.grown, again.messages) == (0, 1, 1)
+    assert (ingest(engine, toy, [f]).skipped, counts(engine)) == (1, (1, 4, 40))
     with open(f, "a") as fh:
-        fh.write(lines("m4"))
+        fh.write(lines("m5"))
     grown = ingest(engine, toy, [f])
     assert (grown.rewritten, grown.grown, grown.messages) == (0, 1, 1)
-    assert counts(engine) == (1, 4, 40)
+    assert counts(engine) == (1, 5, 50)

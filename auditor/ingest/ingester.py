@@ -549,20 +549,25 @@ class Ingester:
         head = tail = None
         if cursor.offset:
             head, tail = fingerprints(Path(path), cursor.offset)
-        if cursor.offset > st.st_size:
+        size, mtime = st.st_size, -1 if unread else st.st_mtime_ns
+        if cursor.offset > size and not unread:
             # The agent appended to the file while it was read (a live hook reads it as it is
-            # written), and its new lines were read too: the file is remembered as it is now.
-            # With the size taken before, the next ingest would find the file no larger than
-            # what was read and read it whole again as rewritten.
-            with contextlib.suppress(OSError):
-                st = os.stat(path)
+            # written), and its new lines were read too. With the size taken before, the next
+            # ingest would find the file no larger than what was read and read it whole again
+            # as rewritten; so the file is remembered as read up to its end, with the time it
+            # was last written: a file written again since, or longer than that, is read on.
+            size = cursor.offset
+            try:
+                mtime = os.stat(path).st_mtime_ns
+            except OSError:
+                mtime = -1
         db = DriverSql(conn)
         values = (
             self.source,
             path,
             fmt,
-            st.st_size,
-            -1 if unread else st.st_mtime_ns,
+            size,
+            mtime,
             cursor.offset,
             cursor.line,
             head,
