@@ -252,6 +252,8 @@ def parse_time(value: Any) -> datetime | None:
         dt = datetime.fromisoformat(value)
     except (TypeError, ValueError, OverflowError, OSError):
         return None
+    if dt.tzinfo is UTC:  # as most transcripts write them ("...Z"): nothing to convert
+        return dt
     if dt.tzinfo is None:
         return dt.replace(tzinfo=UTC)
     return dt.astimezone(UTC)

@@ -245,6 +245,8 @@ class Parser:
                 given = out[:]
                 out.clear()
                 return _then_raise(given, exc)
+            if not out:
+                return ()  # most progress and metadata records give nothing
             given = out[:]
             out.clear()
             return given
