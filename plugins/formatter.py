@@ -58,7 +58,6 @@ from __future__ import annotations
 import array
 import collections
 import functools
-import itertools
 import operator
 import re
 import shlex
@@ -117,6 +116,18 @@ NOTE = "note"  # harness notes, command output, summaries, results without their
 _NOTHING: Mapping[Any, Any] = types.MappingProxyType({})
 
 
+def _call_flag(bit: int, doc: str) -> Any:
+    """A flag of `Unit` held as a bit of `Unit._call_flags`."""
+
+    def get(unit: Unit) -> bool:
+        return bool(unit._call_flags & bit)
+
+    def put(unit: Unit, yes: bool) -> None:
+        unit._call_flags = unit._call_flags | bit if yes else unit._call_flags & ~bit
+
+    return property(get, put, doc=doc)
+
+
 @dataclass(eq=False, slots=True)
 class Unit:
     """A piece of a message as rendered: a heading, and a body at each detail level.
@@ -135,10 +146,9 @@ class Unit:
     kind: str = NOTE
     # A tool call's command or path: a later call with the same key supersedes it (`key`).
     _key: str | None = ""
-    failed: bool = False  # a tool call whose result is an error or shows a failure
-    acts: bool = False  # a tool call that edits files or runs a command (not a read or search)
-    replies: bool = False  # a tool call whose result carries the user's own words
-    tests: bool = False  # a tool call whose result sums up a test run (or a type check)
+    # What a tool call's unit is, as bits of one int (`failed`, `acts`, `replies`, `tests`
+    # below): a long thread keeps a unit for each of its calls.
+    _call_flags: int = 0
     answered: bool = False  # the agent's last message before the user spoke last
     level: int = 0
     dropped: bool = False
@@ -152,6 +162,11 @@ class Unit:
     _cache: Mapping[int, tuple[str | None, int]] = field(default_factory=lambda: _NOTHING)
     # Its size at each level (the last two: inputs whole, uncut), as `fit` reads them.
     sizes: list[int | None] = field(default_factory=lambda: [None] * (len(LEVELS) + 2))
+
+    failed = _call_flag(1, "A tool call whose result is an error or shows a failure.")
+    acts = _call_flag(2, "A tool call that edits files or runs a command (not a read or search).")
+    replies = _call_flag(4, "A tool call whose result carries the user's own words.")
+    tests = _call_flag(8, "A tool call whose result sums up a test run (or a type check).")
 
     @property
     def key(self) -> str:
@@ -894,7 +909,10 @@ class ThreadUnits:
         self.guidance = guidance  # the texts of the guidance files the prompt shows
         self.messages: list = []
         # Each message's units; a tuple, often the empty one (tool results give none).
-        self.by_message: list[tuple[Unit, ...]] = []
+        # The units of every message in order, those of message i from `starts[i]` to
+        # `starts[i + 1]` (see `units_of`): one list, not a tuple a message.
+        self.flat: list[Unit] = []
+        self.starts = array.array("q", [0])
         # A byte, an int a message: a long thread's flags and counts take no object each.
         self.instructions = bytearray()  # 1 for a request of the user's (`_instruction`)
         self.said = bytearray()  # 1 for a request or a course correction
@@ -954,7 +972,7 @@ class ThreadUnits:
             m = messages[i]
             if self.chars <= 4 * WHOLE_TOKENS:
                 self.chars += _chars(m)
-            self.by_message.append(())
+            self.starts.append(self.starts[-1])
             self.call_count.append(self.call_count[-1])
             for b in m.blocks:
                 if b.kind == "tool_use":
@@ -1033,17 +1051,32 @@ class ThreadUnits:
             self.focus = Focus(terms, self.replaced)
         warm = self.warm
         # The earlier turns' messages made again: their units.
-        remade: dict[int, tuple[Unit, ...]] = {}
+        remade: dict[int, list[Unit]] = {}
         for i in sorted(dirty):
-            for u in self.by_message[i]:  # made again: its call may go on in the new unit
+            units_before = self.units_of(i)
+            for u in units_before:  # made again: its call may go on in the new unit
                 warm.pop(u, None)
             if i <= self.last_user and i < had:
-                remade[i] = self.by_message[i]
-            self.by_message[i] = tuple(self._units(i))
+                remade[i] = units_before
+            self._put(i, self._units(i))
         # The calls are looked at under the new focus when their units are sized or shown
         # (`ready`): a long thread's earlier calls are mostly left out, unlooked at.
         self.units = self._units_now(min(dirty, default=len(messages)), remade)
         return self.units
+
+    def units_of(self, i: int) -> list[Unit]:
+        """The units of message `i`."""
+        return self.flat[self.starts[i] : self.starts[i + 1]]
+
+    def _put(self, i: int, units: list[Unit]) -> None:
+        """Make `units` those of message `i`."""
+        starts = self.starts
+        first, end = starts[i], starts[i + 1]
+        self.flat[first:end] = units
+        moved = len(units) - (end - first)
+        if moved:
+            for k in range(i + 1, len(starts)):
+                starts[k] += moved
 
     def ready(self, u: Unit) -> None:
         """Make `u` a tool call's unit sized and rendered under the thread's focus now: its
@@ -1059,7 +1092,7 @@ class ThreadUnits:
             u.forget()
 
     def _units_now(
-        self, changed: int = 0, remade: dict[int, tuple[Unit, ...]] | None = None
+        self, changed: int = 0, remade: dict[int, list[Unit]] | None = None
     ) -> list[Unit]:
         """Every unit in order, with what depends on the whole thread set afresh; those of the
         messages before `changed` (their units the same) are the same units as before, but for
@@ -1075,7 +1108,7 @@ class ThreadUnits:
         answered = next(
             (i for i in range(last_user - 1, -1, -1) if messages[i].role == "assistant"), -1
         )
-        units = list(itertools.chain.from_iterable(self.by_message))
+        units = list(self.flat)
         settled, self.settled = self.settled, None
         start = 0
         tests = []
@@ -1107,9 +1140,7 @@ class ThreadUnits:
         self.tests = tests
         return units
 
-    def _resettle(
-        self, settled: Settled, remade: dict[int, tuple[Unit, ...]], answered: int
-    ) -> bool:
+    def _resettle(self, settled: Settled, remade: dict[int, list[Unit]], answered: int) -> bool:
         """Put the units of the earlier turns' messages made again in place of their units
         before in `settled`, as `fit` left those; True when it could. Only units like the
         ones before (as many, each as protected as before) of messages whose units `fit` does
@@ -1117,7 +1148,7 @@ class ThreadUnits:
         standing depends on the others)."""
         pairs = []
         for i, before in remade.items():
-            now = self.by_message[i]
+            now = self.units_of(i)
             if i == answered or len(now) != len(before):
                 return False
             for u, v in zip(before, now, strict=True):
@@ -1144,7 +1175,7 @@ class ThreadUnits:
         """The call of `block`, of message `i`: the one its unit had if it is the same (its
         result, whether that is repeated later), else a new one."""
         result = self.results.get(block.tool_use_id or "")
-        found = next((u.call for u in self.by_message[i] if u.call and u.call.block is block), None)
+        found = next((u.call for u in self.units_of(i) if u.call and u.call.block is block), None)
         repeated = (
             result is not None
             and _repeatable(result.text)

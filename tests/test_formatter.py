@@ -1254,6 +1254,17 @@ def test_a_long_thread_s_cooled_calls_hold_only_what_later_checkpoints_ask_of_th
     assert sum(u.tests for u in calls) == 12
     assert [u.key for u in calls] == [formatter._tool_key(u.call.block) for u in calls]
     assert all(u.render is None for u in calls)  # a call's unit is rendered by its call
+    for u in calls:  # what it is, held as bits
+        facts = u.call.facts
+        assert (u.failed, u.acts, u.replies, u.tests) == (
+            facts.failed,
+            facts.acts,
+            facts.replies,
+            facts.tests,
+        )
+    # Each message's units, held in one list, are those it made, in order.
+    for i in range(len(state.messages)):
+        assert state.units_of(i) == [u for u in state.units if u.index == i]
 
     assert len(replaced) > formatter._FOCUS_CAP
     assert state.replaced == {"shop/cart.py": replaced[: formatter._FOCUS_CAP]}
@@ -1282,9 +1293,9 @@ def test_a_message_made_again_keeps_its_calls_as_they_were():
     formatter.forget()
     render(Checkpoint(1, 2, t.messages[2].native_id, INFERENCE), info(), t.messages[:3], {})
     state = next(iter(formatter._THREADS.values()))
-    [before] = state.by_message[1]
+    [before] = state.units_of(1)
     render(Checkpoint(1, 4, t.messages[4].native_id, INFERENCE), info(), t.messages, {})
-    [now] = state.by_message[1]
+    [now] = state.units_of(1)
     assert now is not before and now.call is before.call
 
 
