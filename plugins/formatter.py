@@ -116,16 +116,21 @@ NOTE = "note"  # harness notes, command output, summaries, results without their
 _NOTHING: Mapping[Any, Any] = types.MappingProxyType({})
 
 
-def _call_flag(bit: int, doc: str) -> Any:
-    """A flag of `Unit` held as a bit of `Unit._call_flags`."""
+def _flag(bit: int, doc: str) -> Any:
+    """A flag of `Unit` held as a bit of `Unit._flags`."""
 
     def get(unit: Unit) -> bool:
-        return bool(unit._call_flags & bit)
+        return bool(unit._flags & bit)
 
     def put(unit: Unit, yes: bool) -> None:
-        unit._call_flags = unit._call_flags | bit if yes else unit._call_flags & ~bit
+        unit._flags = unit._flags | bit if yes else unit._flags & ~bit
 
     return property(get, put, doc=doc)
+
+
+# The sizes of a unit not sized yet: one tuple for all of them (most of a long thread's earlier
+# units are left out unsized), a list of its own from the first size (`_size`).
+_UNSIZED = (None,) * (len(LEVELS) + 2)
 
 
 @dataclass(eq=False, slots=True)
@@ -146,9 +151,9 @@ class Unit:
     kind: str = NOTE
     # A tool call's command or path: a later call with the same key supersedes it (`key`).
     _key: str | None = ""
-    # What a tool call's unit is, as bits of one int (`failed`, `acts`, `replies`, `tests`
-    # below): a long thread keeps a unit for each of its calls.
-    _call_flags: int = 0
+    # What a tool call's unit is (`failed`, `acts`, `replies`, `tests` below) and `own_late`,
+    # as bits of one int: a long thread keeps a unit for each of its calls.
+    _flags: int = 0
     answered: bool = False  # the agent's last message before the user spoke last
     level: int = 0
     dropped: bool = False
@@ -156,17 +161,17 @@ class Unit:
     # A tool call's unit: the call as its thread keeps it, sized and rendered by it; other
     # units are sized from `render`.
     call: _Call | None = None
-    own_late: bool = False  # `late` as the unit's message made it (see `ThreadUnits`)
     # Its renderings by level, made at the first (`_NOTHING` until then: most units of a long
     # thread are never rendered again once cooled).
     _cache: Mapping[int, tuple[str | None, int]] = field(default_factory=lambda: _NOTHING)
     # Its size at each level (the last two: inputs whole, uncut), as `fit` reads them.
-    sizes: list[int | None] = field(default_factory=lambda: [None] * (len(LEVELS) + 2))
+    sizes: list[int | None] | tuple[None, ...] = _UNSIZED
 
-    failed = _call_flag(1, "A tool call whose result is an error or shows a failure.")
-    acts = _call_flag(2, "A tool call that edits files or runs a command (not a read or search).")
-    replies = _call_flag(4, "A tool call whose result carries the user's own words.")
-    tests = _call_flag(8, "A tool call whose result sums up a test run (or a type check).")
+    failed = _flag(1, "A tool call whose result is an error or shows a failure.")
+    acts = _flag(2, "A tool call that edits files or runs a command (not a read or search).")
+    replies = _flag(4, "A tool call whose result carries the user's own words.")
+    tests = _flag(8, "A tool call whose result sums up a test run (or a type check).")
+    own_late = _flag(16, "`late` as the unit's message made it (see `ThreadUnits`).")
 
     @property
     def key(self) -> str:
@@ -186,7 +191,7 @@ class Unit:
     def forget(self) -> None:
         """Forget the renderings: what they depend on changed."""
         self._cache = _NOTHING
-        self.sizes[:] = _UNSIZED
+        self.sizes = _UNSIZED
 
     def cool(self) -> None:
         """Forget the unit's renderings and what its call found, keeping its sizes (a list of
@@ -233,9 +238,6 @@ class Unit:
                 cache = self._cache = {}
             cache[level] = found
         return found
-
-
-_UNSIZED = (None,) * (len(LEVELS) + 2)
 
 
 def _detail(level: int) -> Level:
@@ -912,11 +914,11 @@ class ThreadUnits:
         # The units of every message in order, those of message i from `starts[i]` to
         # `starts[i + 1]` (see `units_of`): one list, not a tuple a message.
         self.flat: list[Unit] = []
-        self.starts = array.array("q", [0])
+        self.starts = array.array("i", [0])
         # A byte, an int a message: a long thread's flags and counts take no object each.
         self.instructions = bytearray()  # 1 for a request of the user's (`_instruction`)
         self.said = bytearray()  # 1 for a request or a course correction
-        self.call_count = array.array("q", [0])  # tool calls in the first i messages
+        self.call_count = array.array("i", [0])  # tool calls in the first i messages
         # A call's id -> the message holding it, or the messages when several do (rare: one
         # int rather than a tuple of one for each of a long thread's calls).
         self.calls: dict[str, int | tuple[int, ...]] = {}
@@ -1649,7 +1651,10 @@ def _size(u: Unit, level: int) -> int:
     """`u`'s size at `level`, kept in `Unit.sizes` once found."""
     size = u.sizes[level]
     if size is None:
-        size = u.sizes[level] = u.tokens(level)
+        sizes = u.sizes
+        if not isinstance(sizes, list):  # never sized: a list of its own
+            sizes = u.sizes = list(sizes)
+        size = sizes[level] = u.tokens(level)
     return size
 
 

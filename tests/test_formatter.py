@@ -1262,6 +1262,13 @@ def test_a_long_thread_s_cooled_calls_hold_only_what_later_checkpoints_ask_of_th
             facts.replies,
             facts.tests,
         )
+    # Units never sized hold no list of sizes of their own; one sized, its own.
+    fresh = formatter.build_units(t.messages)
+    assert all(u.sizes is formatter._UNSIZED for u in fresh)
+    assert formatter._size(fresh[0], 0) == fresh[0].tokens(0) == fresh[0].sizes[0]
+    assert type(fresh[0].sizes) is list and fresh[1].sizes is formatter._UNSIZED
+    assert set(formatter._UNSIZED) == {None}
+    assert all(u.own_late == u.late for u in calls if not u.tests)
     # Each message's units, held in one list, are those it made, in order.
     for i in range(len(state.messages)):
         assert state.units_of(i) == [u for u in state.units if u.index == i]

@@ -39,10 +39,7 @@ def plain_fit(units: list, budget: int) -> None:
     """The fit as it was written first: every unit sized, one step at a time."""
     total = 0
     for u in units:
-        size = u.sizes[u.level]
-        if size is None:
-            size = u.sizes[u.level] = u.tokens()
-        total += size
+        total += formatter._size(u, u.level)  # kept in the unit's sizes once found
     marker = formatter.estimate_tokens(formatter._omitted(100, 100)) + 1
     runs = 0
     low = len(formatter.LEVELS)
@@ -57,14 +54,7 @@ def plain_fit(units: list, budget: int) -> None:
         for level in range(first, stop):
             for u in group:
                 if not u.dropped and u.level < level:
-                    sizes = u.sizes
-                    now = sizes[level]
-                    if now is None:
-                        now = sizes[level] = u.tokens(level)
-                    was = sizes[u.level]
-                    if was is None:
-                        was = sizes[u.level] = u.tokens()
-                    total += now - was
+                    total += formatter._size(u, level) - formatter._size(u, u.level)
                     u.level = level
             if not over():
                 return True
