@@ -35,13 +35,19 @@ Printed:
 made its own, so the thread grows to N times the session (N=16 is ~50 MB and ~3,000 tool calls
 of the default session).
 
+`--probe` reads inside the worker, at the end of each tenth, what its resident memory is made
+of (glibc's heap in use and free but kept, Python's small-object heap, SQLite's own memory;
+`benchmarks/live_probe`) and prints what each part grew per MB of transcript; `--probe N` also
+traces Python's allocations (N frames) and prints the lines whose allocations grew most. The
+probe is loaded by every hook too: its CPU figures are not the goal's.
+
 `--against OTHER/.venv/bin/python` replays the same events through another checkout's auditor
 too, and prints both and their ratios: a before and after measured under the same load. Both
 take each event: their hooks run one after the other (which first, in turn), their workers
 audit it at the same time, and each side's worker CPU is its own threads' count.
 
     python benchmarks/live.py [--session FILE] [--copies 1] [--limit EVENTS] [--against PYTHON]
-                              [--fast-path-rounds 40] [--fast-path-only]
+                              [--fast-path-rounds 40] [--fast-path-only] [--probe [FRAMES]]
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ import json
 import os
 import re
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -233,7 +240,9 @@ class Side:
     """One auditor replaying the session: its own home, store, spool, stand-in observer and
     worker. With `--against`, two sides take each event in turn (paired under the same load)."""
 
-    def __init__(self, name: str, python: str, work: Path, session_id: str):
+    def __init__(
+        self, name: str, python: str, work: Path, session_id: str, probe: int | None = None
+    ):
         self.name = name
         self.transcript = work / ".claude" / "projects" / "-home-u-proj" / f"{session_id}.jsonl"
         self.transcript.parent.mkdir(parents=True)
@@ -252,6 +261,20 @@ class Side:
             "GEMINI_API_KEY": "AIza-bench",
             "HOME": str(work),
         }
+        # `--probe`: the worker reads what its memory is made of at each SIGUSR1 (see
+        # benchmarks/live_probe), appending a line to `self.probe`.
+        self.probe: Path | None = None
+        self.splits: list[dict] = []  # one per tenth, with `--probe`
+        if probe is not None:
+            self.probe = work / "probe.jsonl"
+            self.env["PYTHONPATH"] = os.pathsep.join(
+                [
+                    str(ROOT / "benchmarks" / "live_probe"),
+                    *filter(None, [os.environ.get("PYTHONPATH")]),
+                ]
+            )
+            self.env["AUDITOR_BENCH_PROBE"] = str(self.probe)
+            self.env["AUDITOR_BENCH_PROBE_TRACE"] = str(probe)
         self.hook = auditor_argv(python) + [
             "hook",
             "claude-code",
@@ -344,6 +367,24 @@ class Side:
         self.last_cpu, self.threads = ticks, threads
         return True
 
+    def read_split(self) -> None:
+        """Ask the worker what its memory is made of now (`--probe`); kept in `splits`."""
+        if self.probe is None or not self.pid:
+            return
+        had = len(self.splits)
+        os.kill(self.pid, signal.SIGUSR1)
+        until = time.monotonic() + 30  # a traced snapshot of a large heap takes seconds
+        while time.monotonic() < until:
+            try:
+                said = self.probe.read_text().splitlines()
+            except OSError:
+                said = []
+            if len(said) > had:
+                self.splits.append({**json.loads(said[had]), "size": self.size})
+                return
+            time.sleep(0.05)
+        print(f"  ({self.name}: the worker gave no memory reading in 30 s)")
+
     def ran(self, threads: dict[int, int]) -> float:
         """Seconds of CPU the worker's threads ran since the last event's end."""
         return sum(ns - self.threads.get(tid, 0) for tid, ns in threads.items()) / 1e9
@@ -388,7 +429,12 @@ class Side:
 
 
 def replay(
-    lines: list[bytes], limit: int | None, work: Path, copies: int = 1, against: str | None = None
+    lines: list[bytes],
+    limit: int | None,
+    work: Path,
+    copies: int = 1,
+    against: str | None = None,
+    probe: int | None = None,
 ) -> None:
     session_id = json.loads(next(x for x in lines if b'"sessionId"' in x))["sessionId"]
     events = plan_events(lines)
@@ -404,7 +450,10 @@ def replay(
     if limit:
         events = events[:limit]
     pythons = {"this": sys.executable, **({"against": against} if against else {})}
-    sides = [Side(name, py, work / name, session_id) for name, py in pythons.items()]
+    sides = [Side(name, py, work / name, session_id, probe) for name, py in pythons.items()]
+    # The ends of the tenths `report` takes (the first event, which starts the worker, apart).
+    tenth = max(1, (len(events) - 1) // 10)
+    ends = {tenth * (i + 1) for i in range(9)} | {len(events) - 1}
     bare_cpu, bare_wall = [], []
     began = time.monotonic()
     for n, (upto, name, extra) in enumerate(events):
@@ -432,6 +481,9 @@ def replay(
             open_ = [side for side in open_ if not side.finish()]
             if open_:
                 time.sleep(0.02)
+        if probe is not None and n in ends:
+            for side in sides:
+                side.read_split()
         if n % 10 == 0:  # the bare interpreter, between the same events
             before, t0 = child_cpu(), time.perf_counter()
             subprocess.run([sys.executable, "-c", "pass"], check=True)
@@ -463,6 +515,8 @@ def replay(
             copies,
             waiting[side.name],
         )
+        if side.splits:
+            split_report(side)
     if len(sides) > 1:
         this, other = results["this"], results["against"]
         print(
@@ -582,6 +636,53 @@ def report(
         "(this checkout's venv; the goal is judged on an installed copy, below)"
     )
     return {"worker": worker, "last": medians[-1], "rss": last_rss, "idle": idle_all}
+
+
+def split_report(side: Side) -> None:
+    """What the worker's memory is made of at the end of each tenth, and what each part grew
+    from the first tenth's end to the last's per MB of transcript (`--probe`)."""
+    mb = 1 << 20
+    parts = [
+        ("rss", "RSS"),
+        ("malloc_used", "heap in use"),
+        ("malloc_free", "heap free, kept"),
+        ("malloc_mapped", "mapped blocks"),
+        ("pymalloc_arenas", "pymalloc arenas"),
+        ("pymalloc_used", "pymalloc in use"),
+        ("sqlite", "SQLite"),
+        ("traced", "traced"),
+    ]
+    parts = [(k, name) for k, name in parts if k in side.splits[0]]
+    print(
+        "  inside the worker (--probe): glibc's heap (SQLite's memory is in its part in use), "
+        "Python's small-object heap (arenas of 1 MiB), Python's traced allocations (--probe N)"
+    )
+    print("  tenth " + "".join(f"{name:>17}" for _, name in parts))
+    for i, split in enumerate(side.splits):
+        arenas = {"pymalloc_arenas": split.get("pymalloc_arenas", 0) * mb}
+        cells = [({**split, **arenas}[k]) / mb for k, _ in parts]
+        print(f"  {i + 1:>5} " + "".join(f"{c:14.1f} MB" for c in cells))
+    first, last = side.splits[0], side.splits[-1]
+    grew = (last["size"] - first["size"]) / 1e6
+    if grew > 0:
+        per = []
+        for k, name in parts:
+            scale = mb if k == "pymalloc_arenas" else 1
+            per.append(f"{name} {(last[k] - first[k]) * scale / mb / grew:+.2f}")
+        print(f"  grown per MB of transcript, tenth 1 -> {len(side.splits)}: " + ", ".join(per))
+    if "traced" in first and side.probe is not None:
+        import tracemalloc
+
+        try:
+            before = tracemalloc.Snapshot.load(f"{side.probe}.first.tm")
+            after = tracemalloc.Snapshot.load(f"{side.probe}.last.tm")
+        except OSError:
+            return
+        print("  traced allocations that grew most, first tenth's end -> last, by line:")
+        for stat in after.compare_to(before, "lineno")[:12]:
+            frame = stat.traceback[0]
+            where = f"{Path(frame.filename).name}:{frame.lineno}"
+            print(f"    {stat.size_diff / mb:+7.2f} MB {stat.count_diff:+8d}  {where}")
 
 
 def installed_copy(python: str, where: Path) -> Path:
@@ -732,12 +833,21 @@ def main() -> None:
     parser.add_argument(
         "--fast-path-only", action="store_true", help="measure only the installed hook"
     )
+    parser.add_argument(
+        "--probe",
+        type=int,
+        nargs="?",
+        const=0,
+        metavar="FRAMES",
+        help="read inside the worker what its memory is made of at each tenth (benchmarks/"
+        "live_probe); with FRAMES, trace Python's allocations too (slower, larger)",
+    )
     args = parser.parse_args()
     pythons = {"this": sys.executable, **({"against": args.against} if args.against else {})}
     with tempfile.TemporaryDirectory(prefix="auditor-live-bench-") as tmp:
         if not args.fast_path_only:
             lines = replica(args.session.read_bytes().splitlines(keepends=True), args.copies)
-            replay(lines, args.limit, Path(tmp), args.copies, args.against)
+            replay(lines, args.limit, Path(tmp), args.copies, args.against, args.probe)
         fast_path(pythons, Path(tmp), args.fast_path_rounds)
     print(
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
