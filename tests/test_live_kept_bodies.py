@@ -345,3 +345,21 @@ def test_the_messages_held_take_no_room_beyond_what_they_hold(corpus, tmp_path, 
                 edited.setdefault(p, []).append(p)
     again = [paths for paths in edited.values() if len(paths) > 1]
     assert again and all(p is paths[0] for paths in again for p in paths)
+
+
+def test_a_copy_of_a_block_whose_body_is_in_the_store_holds_the_body(
+    corpus, tmp_path, engine, plugins
+):
+    import copy
+
+    path = tmp_path / "session.jsonl"
+    _write(path, (corpus / SESSIONS[2][1]).read_bytes().splitlines(keepends=True))
+    worker = Worker(str(tmp_path / "spool"), "claude-code", engine, plugins, RunConfig())
+    worker._ingest(str(path))
+    held = worker._messages(_thread(engine).id)
+    away = _away(held)
+    assert away and worker.bodies.compacted
+    for block in away:
+        for made in (copy.copy(block), copy.deepcopy(block)):
+            assert type(made) is Block and made == block
+            assert kept_bodies._Row not in map(type, _held_bodies(made))

@@ -27,6 +27,7 @@ again and audits what the store holds now.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import json
 import sqlite3
@@ -335,6 +336,13 @@ class AwayBlock(Block):
         return all(getattr(self, name) == getattr(other, name) for name in _FIELDS)
 
     __hash__ = None  # type: ignore[assignment]  # as `Block`'s: mutable, compared by value
+
+    def __copy__(self) -> Block:
+        """A `Block` holding the bodies, read back: the row knows its blocks, not copies."""
+        return Block(**{name: getattr(self, name) for name in _FIELDS})
+
+    def __deepcopy__(self, memo: dict) -> Block:
+        return Block(**{name: copy.deepcopy(getattr(self, name), memo) for name in _FIELDS})
 
 
 def load_messages(
